@@ -1,0 +1,84 @@
+// Public GPU API: FlashAttention forward and backward on device pointers the caller owns.
+//
+// Tensors are 4-D with a contiguous last dimension (head_dim) and 64-bit element strides for the
+// other three, so [batch, heads, seq, head_dim] ("bhsd") and [batch, seq, heads, head_dim]
+// ("bshd") are both served without copies. Q, O, dO, dQ have `heads` heads; K, V, dK, dV have
+// `heads_kv` heads (grouped-query attention: heads % heads_kv == 0; query head h reads key/value
+// head h / (heads / heads_kv)).
+//
+// All functions are asynchronous on `stream` and throw cuflash::Error on invalid arguments or
+// CUDA errors. Nothing is allocated behind the caller's back: the backward pass takes a workspace
+// whose size backward_workspace_size() gives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "cuflash/types.h"
+
+namespace cuflash {
+
+// Sizes and options of one attention problem.
+struct AttentionShape {
+  int64_t batch = 1;
+  int64_t heads = 1;     // query heads
+  int64_t heads_kv = 1;  // key/value heads; divides `heads`
+  int64_t seq_q = 1;
+  int64_t seq_k = 1;
+  int64_t head_dim = 64;
+};
+
+// A device tensor of logical shape [batch, heads, seq, head_dim]; strides are in elements.
+struct TensorRef {
+  void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t head_stride = 0;
+  int64_t seq_stride = 0;
+};
+
+// Strides of a densely packed tensor in the given layout.
+enum class Layout { bhsd, bshd };
+TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
+                          int64_t head_dim);
+
+struct ForwardArgs {
+  AttentionShape shape;
+  DType dtype = DType::fp16;
+  Mask mask = Mask::none;
+  float scale = 0.f;  // softmax scale; 0 means 1/sqrt(head_dim)
+  TensorRef q, k, v;  // inputs
+  TensorRef out;      // output O, same shape as q
+  float* lse = nullptr;  // output [batch, heads, seq_q] fp32, contiguous: natural-log sum-exp of
+                         // the scaled scores; +inf for rows that see no key
+};
+
+struct BackwardArgs {
+  AttentionShape shape;
+  DType dtype = DType::fp16;
+  Mask mask = Mask::none;
+  float scale = 0.f;
+  TensorRef q, k, v, out, dout;  // inputs (out and lse from forward())
+  const float* lse = nullptr;    // [batch, heads, seq_q] fp32, contiguous
+  TensorRef dq, dk, dv;          // outputs, shaped like q, k, v
+  void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
+  size_t workspace_bytes = 0;
+};
+
+// Head dimensions with compiled kernels, for every dtype.
+bool is_supported_head_dim(int64_t head_dim);
+
+void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);
+
+// Bytes of device scratch backward() needs: an fp32 dQ accumulator of batch*heads*seq_q*head_dim
+// and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes.
+size_t backward_workspace_size(const AttentionShape& shape, DType dtype);
+
+void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
+
+// Number of CUDA devices usable by this process; 0 (never an exception) when there is none or
+// no driver.
+int device_count() noexcept;
+
+}  // namespace cuflash

@@ -1,0 +1,7 @@
+// Umbrella header for the GPU library.
+#pragma once
+
+#include "cuflash/attention.h"
+#include "cuflash/error.h"
+#include "cuflash/types.h"
+#include "cuflash/version.h"

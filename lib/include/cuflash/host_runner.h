@@ -1,0 +1,47 @@
+// Convenience layer over attention.h for host data: uploads inputs, poisons the outputs (so an
+// element a kernel forgot to write shows up as NaN), runs the kernels, downloads the results and
+// frees everything. Used by the CLI, the GPU tests and the examples; not for hot paths.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cuflash/attention.h"
+
+namespace cuflash {
+
+// Host tensors hold raw elements of `dtype` (2 or 4 bytes each) densely packed in `layout`:
+// bhsd = [batch, heads, seq, head_dim], bshd = [batch, seq, heads, head_dim].
+struct HostProblem {
+  AttentionShape shape;
+  DType dtype = DType::fp16;
+  Mask mask = Mask::none;
+  float scale = 0.f;  // 0 means 1/sqrt(head_dim)
+  Layout layout = Layout::bhsd;
+};
+
+using HostBytes = std::vector<unsigned char>;
+
+struct HostForwardResult {
+  HostBytes out;           // like q
+  std::vector<float> lse;  // [batch, heads, seq_q]
+};
+
+struct HostBackwardResult {
+  HostBytes dq, dk, dv;  // like q, k, v
+};
+
+// Throws cuflash::Error (invalid_argument when a buffer's size does not match the problem).
+HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, const HostBytes& k,
+                              const HostBytes& v);
+
+// Runs forward (for O and LSE) and then backward.
+struct HostForwardBackwardResult {
+  HostForwardResult forward;
+  HostBackwardResult backward;
+};
+HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const HostBytes& q,
+                                               const HostBytes& k, const HostBytes& v,
+                                               const HostBytes& dout);
+
+}  // namespace cuflash

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Stages the Debian-installed header-only dependencies (CLI11, spdlog + fmt, Eigen, Catch2 v2)
+# with their CMake package files into a relocatable folder (default .deps/, git-ignored), for a
+# machine that has no package registry. There: cmake --preset gpu -DCMAKE_PREFIX_PATH=$PWD/.deps
+#   usage: share/scripts/stage_deps_bundle.sh [DIR]
+set -euo pipefail
+D=${1:-.deps}
+MA=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+
+rm -rf "$D"
+mkdir -p "$D"/include "$D"/lib/cmake "$D"/share/cmake "$D"/share/eigen3
+cp -a /usr/include/{CLI,spdlog,fmt,catch2,eigen3} "$D"/include/
+cp -a /usr/share/cmake/CLI11 "$D"/share/cmake/
+cp -a /usr/share/eigen3/cmake "$D"/share/eigen3/
+cp -a /usr/lib/cmake/Catch2 "$D"/lib/cmake/
+cp -a /usr/lib/"$MA"/cmake/{fmt,spdlog} "$D"/lib/cmake/  # out of the multiarch folder
+
+# The multiarch configs climb one folder more than the bundle has.
+sed -i 's#}/\.\./\.\./\.\./\.\./"#}/../../../"#' \
+  "$D"/lib/cmake/fmt/fmt-config.cmake "$D"/lib/cmake/spdlog/spdlogConfig.cmake
+sed -i '0,/^get_filename_component(_IMPORT_PREFIX "\${_IMPORT_PREFIX}" PATH)$/{//d}' \
+  "$D"/lib/cmake/fmt/fmt-targets.cmake "$D"/lib/cmake/spdlog/spdlogConfigTargets.cmake
+# Header-only use: drop the references to compiled libraries.
+rm -f "$D"/lib/cmake/fmt/fmt-targets-none.cmake \
+      "$D"/lib/cmake/spdlog/spdlogConfigTargets-none.cmake \
+      "$D"/lib/cmake/Catch2/Catch2Targets-none.cmake
+sed -i 's/"Threads::Threads;fmt::fmt"/"Threads::Threads;fmt::fmt-header-only"/' \
+  "$D"/lib/cmake/spdlog/spdlogConfigTargets.cmake
+echo "staged $(du -sh "$D" | cut -f1) into $D" >&2
