@@ -2,8 +2,21 @@
 //
 // Tensors are dense row-major double arrays: Q, O, dO, dQ are [batch, heads, seq_q, head_dim];
 // K, V, dK, dV are [batch, heads_kv, seq_k, head_dim]; LSE is [batch, heads, seq_q].
-// Memory stays bounded: scores are formed per (batch, head) and per block of queries, never for
-// the whole B*H*Sq*Sk at once.
+//
+// Semantics (the same as the GPU kernels):
+//   S = scale * Q K^T, masked as described for cuflash::Mask (types.h), P = softmax(S) per row,
+//   O = P V, LSE = log(sum_j exp(S_ij)) in natural log.
+//   Grouped-query attention: query head h reads key/value head h / (heads / heads_kv); dK and dV
+//   of a key/value head are the sums over the query heads of its group.
+//   A row that sees no key (causal_bottom_right with seq_q > seq_k) has O = 0 and LSE = +inf:
+//   +inf makes the backward's recomputation exp(S - LSE) give exactly zero probabilities, so
+//   such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is ever NaN.
+//   NaN or Inf in the inputs are not sanitized: they reach exactly the outputs that depend on them
+//   (a masked key never affects a row that cannot see it).
+//
+// Every dot product and sum is accumulated in float64. Memory stays bounded: scores are formed
+// per (batch, head) and per block of queries (or of keys, for dK and dV), never for the whole
+// B*H*Sq*Sk at once. Work is spread over the cores with OpenMP.
 #pragma once
 
 #include <cstdint>
@@ -41,12 +54,15 @@ struct Gradients {
 };
 
 // Throws std::invalid_argument (naming the field) for non-positive sizes, heads % heads_kv != 0,
-// or input vectors of the wrong length.
+// a non-finite scale, or input vectors of the wrong length.
+void validate(const Problem& p);
+
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                       const std::vector<double>& v);
 
-// Recomputes the probabilities from Q, K and the forward's LSE; `out` is used for the row sums
-// D_i = dot(dO_i, O_i).
+// Recomputes the probabilities from Q, K and the forward's LSE; `fwd.out` is used for the row
+// sums D_i = dot(dO_i, O_i). Throws std::invalid_argument like forward(), also for `fwd` or
+// `dout` of the wrong length.
 Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const ForwardResult& fwd,
                    const std::vector<double>& dout);

@@ -1,0 +1,120 @@
+#include "cuflash/reference/attention_ref.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attention_engine.h"
+
+namespace cuflash::reference {
+
+namespace {
+
+std::string bracketed(std::initializer_list<int64_t> dims) {
+  std::string text = "[";
+  for (const int64_t dim : dims) {
+    if (text.size() > 1) text += ",";
+    text += std::to_string(dim);
+  }
+  return text + "]";
+}
+
+void check_positive(const char* field, int64_t value) {
+  if (value <= 0) {
+    throw std::invalid_argument(std::string(field) + " (" + std::to_string(value) +
+                                ") must be positive");
+  }
+}
+
+// e.g. "q has 10 elements, expected 12 for [B,H,Sq,D]=[1,2,3,2]"
+void check_size(const char* name, const std::vector<double>& values, int64_t expected,
+                const char* layout, const std::string& dims) {
+  if (static_cast<int64_t>(values.size()) != expected) {
+    throw std::invalid_argument(std::string(name) + " has " + std::to_string(values.size()) +
+                                " elements, expected " + std::to_string(expected) + " for " +
+                                layout + "=" + dims);
+  }
+}
+
+std::string q_dims(const Problem& p) {
+  return bracketed({p.batch, p.heads, p.seq_q, p.head_dim});
+}
+std::string kv_dims(const Problem& p) {
+  return bracketed({p.batch, p.heads_kv, p.seq_k, p.head_dim});
+}
+
+}  // namespace
+
+double Problem::effective_scale() const {
+  return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : scale;
+}
+
+void validate(const Problem& p) {
+  check_positive("batch", p.batch);
+  check_positive("heads", p.heads);
+  check_positive("heads_kv", p.heads_kv);
+  check_positive("seq_q", p.seq_q);
+  check_positive("seq_k", p.seq_k);
+  check_positive("head_dim", p.head_dim);
+  if (p.heads % p.heads_kv != 0) {
+    throw std::invalid_argument("heads (" + std::to_string(p.heads) +
+                                ") must be a multiple of heads_kv (" +
+                                std::to_string(p.heads_kv) + ")");
+  }
+  if (!std::isfinite(p.scale)) {
+    throw std::invalid_argument("scale (" + std::to_string(p.scale) + ") must be finite");
+  }
+}
+
+namespace engine {
+
+void check_forward_inputs(const Problem& p, const std::vector<double>& q,
+                          const std::vector<double>& k, const std::vector<double>& v) {
+  validate(p);
+  check_size("q", q, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
+  check_size("k", k, p.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(p));
+  check_size("v", v, p.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(p));
+}
+
+void check_backward_inputs(const Problem& p, const std::vector<double>& q,
+                           const std::vector<double>& k, const std::vector<double>& v,
+                           const ForwardResult& fwd, const std::vector<double>& dout) {
+  check_forward_inputs(p, q, k, v);
+  check_size("out", fwd.out, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
+  check_size("lse", fwd.lse, p.lse_elements(), "[B,H,Sq]",
+             bracketed({p.batch, p.heads, p.seq_q}));
+  check_size("dout", dout, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
+}
+
+}  // namespace engine
+
+ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                      const std::vector<double>& v) {
+  engine::check_forward_inputs(p, q, k, v);
+  ForwardResult result;
+  result.out.resize(p.q_elements());
+  result.lse.resize(p.lse_elements());
+  engine::Inputs<double> inputs;
+  inputs.q = q.data();
+  inputs.k = k.data();
+  inputs.v = v.data();
+  engine::run_forward(engine::Exact{}, p, inputs, result.out.data(), result.lse.data());
+  return result;
+}
+
+Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                   const std::vector<double>& v, const ForwardResult& fwd,
+                   const std::vector<double>& dout) {
+  engine::check_backward_inputs(p, q, k, v, fwd, dout);
+  Gradients grads;
+  grads.dq.resize(p.q_elements());
+  grads.dk.resize(p.kv_elements());
+  grads.dv.resize(p.kv_elements());
+  const engine::Inputs<double> inputs{q.data(),   k.data(),    v.data(),
+                                      fwd.out.data(), dout.data(), fwd.lse.data()};
+  engine::run_backward(engine::Exact{}, p, inputs, grads.dq.data(), grads.dk.data(),
+                       grads.dv.data());
+  return grads;
+}
+
+}  // namespace cuflash::reference
