@@ -1,0 +1,294 @@
+// Host convenience layer (see host_runner.h): owns every device allocation through RAII so that
+// an exception at any step (bad argument, CUDA error, kernel error) leaks nothing.
+#include "cuflash/host_runner.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "cuflash/error.h"
+
+namespace cuflash {
+namespace {
+
+// Byte written over every output before the kernels run: 0xFF.. is a NaN in fp16, bf16 and fp32,
+// so an element no kernel wrote reads back as NaN and fails any comparison.
+constexpr int kPoisonByte = 0xFF;
+
+void check_cuda(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  throw Error(Error::Kind::cuda, std::string(call) + " failed: " + cudaGetErrorString(status));
+}
+
+// One device allocation; freed on destruction (cudaFree waits for pending work that uses it).
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    const cudaError_t status = cudaMalloc(&data_, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it, so that later launch checks do not report it again
+      throw Error(Error::Kind::out_of_memory,
+                  "cudaMalloc of " + std::to_string(bytes) + " bytes failed: out of device memory");
+    }
+    check_cuda(status, "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (data_ != nullptr) cudaFree(data_);  // no throw from a destructor; errors surface elsewhere
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+  void upload(const HostBytes& host, cudaStream_t stream) {
+    check_cuda(cudaMemcpyAsync(data_, host.data(), bytes_, cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync (host to device)");
+  }
+  void poison(cudaStream_t stream) {
+    check_cuda(cudaMemsetAsync(data_, kPoisonByte, bytes_, stream), "cudaMemsetAsync");
+  }
+  // The caller synchronizes `stream` before reading `host`.
+  void download(void* host, cudaStream_t stream) const {
+    check_cuda(cudaMemcpyAsync(host, data_, bytes_, cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync (device to host)");
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream() {
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags");
+  }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  void synchronize() const { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// --- Sizes ------------------------------------------------------------------------------------
+
+// Product of positive sizes; refuses non-positive sizes and products that overflow int64.
+int64_t checked_product(std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  int64_t product = 1;
+  for (const auto& [name, size] : sizes) {
+    if (size <= 0) {
+      throw Error(Error::Kind::invalid_argument,
+                  std::string("shape.") + name + " must be positive, got " + std::to_string(size));
+    }
+    if (product > std::numeric_limits<int64_t>::max() / size) {
+      throw Error(Error::Kind::invalid_argument, "shape is too large: element count overflows");
+    }
+    product *= size;
+  }
+  return product;
+}
+
+struct ProblemBytes {
+  size_t q = 0;    // Q, O, dO, dQ: batch * heads * seq_q * head_dim elements
+  size_t kv = 0;   // K, V, dK, dV: batch * heads_kv * seq_k * head_dim elements
+  size_t lse = 0;  // batch * heads * seq_q floats
+  size_t lse_count = 0;
+};
+
+ProblemBytes problem_bytes(const HostProblem& problem) {
+  const AttentionShape& s = problem.shape;
+  const auto element = static_cast<size_t>(dtype_size(problem.dtype));
+  const auto q_count = checked_product({{"batch", s.batch}, {"heads", s.heads},
+                                        {"seq_q", s.seq_q}, {"head_dim", s.head_dim}});
+  const auto kv_count = checked_product({{"batch", s.batch}, {"heads_kv", s.heads_kv},
+                                         {"seq_k", s.seq_k}, {"head_dim", s.head_dim}});
+  if (static_cast<size_t>(std::max(q_count, kv_count)) > SIZE_MAX / element) {
+    throw Error(Error::Kind::invalid_argument, "shape is too large: byte count overflows");
+  }
+  ProblemBytes bytes;
+  bytes.q = static_cast<size_t>(q_count) * element;
+  bytes.kv = static_cast<size_t>(kv_count) * element;
+  bytes.lse_count = static_cast<size_t>(s.batch * s.heads * s.seq_q);
+  bytes.lse = bytes.lse_count * sizeof(float);
+  return bytes;
+}
+
+void check_host_size(const char* name, const HostBytes& host, size_t expected, DType dtype) {
+  if (host.size() == expected) return;
+  throw Error(Error::Kind::invalid_argument,
+              std::string(name) + " has " + std::to_string(host.size()) + " bytes, expected " +
+                  std::to_string(expected) + " (" + std::string(to_string(dtype)) +
+                  " elements densely packed for the problem's shape)");
+}
+
+void require_device() {
+  if (device_count() == 0) throw Error(Error::Kind::no_device, "no CUDA device found");
+}
+
+// --- Device state of one run --------------------------------------------------------------------
+
+struct DeviceInputs {
+  DeviceBuffer q, k, v;
+  DeviceInputs(const ProblemBytes& bytes, const HostBytes& hq, const HostBytes& hk,
+               const HostBytes& hv, cudaStream_t stream)
+      : q(bytes.q), k(bytes.kv), v(bytes.kv) {
+    q.upload(hq, stream);
+    k.upload(hk, stream);
+    v.upload(hv, stream);
+  }
+};
+
+struct DeviceForwardOutputs {
+  DeviceBuffer out, lse;
+  DeviceForwardOutputs(const ProblemBytes& bytes, cudaStream_t stream)
+      : out(bytes.q), lse(bytes.lse) {
+    out.poison(stream);
+    lse.poison(stream);
+  }
+};
+
+struct DeviceGradients {
+  DeviceBuffer dq, dk, dv;
+  DeviceGradients(const ProblemBytes& bytes, cudaStream_t stream)
+      : dq(bytes.q), dk(bytes.kv), dv(bytes.kv) {
+    dq.poison(stream);
+    dk.poison(stream);
+    dv.poison(stream);
+  }
+};
+
+// Tensor views of device buffers in the problem's layout; K-side tensors have heads_kv heads and
+// seq_k rows, Q-side tensors heads and seq_q.
+TensorRef q_side(const HostProblem& p, const DeviceBuffer& buffer) {
+  const AttentionShape& s = p.shape;
+  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+}
+
+TensorRef kv_side(const HostProblem& p, const DeviceBuffer& buffer) {
+  const AttentionShape& s = p.shape;
+  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+}
+
+ForwardArgs forward_args(const HostProblem& p, const DeviceInputs& in,
+                         const DeviceForwardOutputs& fwd) {
+  ForwardArgs args;
+  args.shape = p.shape;
+  args.dtype = p.dtype;
+  args.mask = p.mask;
+  args.scale = p.scale;
+  args.q = q_side(p, in.q);
+  args.k = kv_side(p, in.k);
+  args.v = kv_side(p, in.v);
+  args.out = q_side(p, fwd.out);
+  args.lse = static_cast<float*>(fwd.lse.data());
+  return args;
+}
+
+BackwardArgs backward_args(const HostProblem& p, const DeviceInputs& in,
+                           const DeviceForwardOutputs& fwd, const DeviceBuffer& dout,
+                           const DeviceGradients& grads, const DeviceBuffer& workspace) {
+  BackwardArgs args;
+  args.shape = p.shape;
+  args.dtype = p.dtype;
+  args.mask = p.mask;
+  args.scale = p.scale;
+  args.q = q_side(p, in.q);
+  args.k = kv_side(p, in.k);
+  args.v = kv_side(p, in.v);
+  args.out = q_side(p, fwd.out);
+  args.dout = q_side(p, dout);
+  args.lse = static_cast<const float*>(fwd.lse.data());
+  args.dq = q_side(p, grads.dq);
+  args.dk = kv_side(p, grads.dk);
+  args.dv = kv_side(p, grads.dv);
+  args.workspace = workspace.data();
+  args.workspace_bytes = workspace.bytes();
+  return args;
+}
+
+HostBytes download_bytes(const DeviceBuffer& buffer, cudaStream_t stream) {
+  HostBytes host(buffer.bytes());
+  buffer.download(host.data(), stream);
+  return host;
+}
+
+HostForwardResult download_forward(const DeviceForwardOutputs& fwd, const ProblemBytes& bytes,
+                                   cudaStream_t stream) {
+  HostForwardResult result;
+  result.out = download_bytes(fwd.out, stream);
+  result.lse.resize(bytes.lse_count);
+  fwd.lse.download(result.lse.data(), stream);
+  return result;
+}
+
+HostBackwardResult download_gradients(const DeviceGradients& grads, cudaStream_t stream) {
+  HostBackwardResult result;
+  result.dq = download_bytes(grads.dq, stream);
+  result.dk = download_bytes(grads.dk, stream);
+  result.dv = download_bytes(grads.dv, stream);
+  return result;
+}
+
+ProblemBytes checked_problem_bytes(const HostProblem& problem, const HostBytes& q,
+                                   const HostBytes& k, const HostBytes& v) {
+  const ProblemBytes bytes = problem_bytes(problem);
+  check_host_size("q", q, bytes.q, problem.dtype);
+  check_host_size("k", k, bytes.kv, problem.dtype);
+  check_host_size("v", v, bytes.kv, problem.dtype);
+  return bytes;
+}
+
+}  // namespace
+
+HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, const HostBytes& k,
+                              const HostBytes& v) {
+  const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
+  require_device();
+
+  Stream stream;
+  DeviceInputs inputs(bytes, q, k, v, stream.get());
+  DeviceForwardOutputs fwd(bytes, stream.get());
+  forward(forward_args(problem, inputs, fwd), stream.get());
+  HostForwardResult result = download_forward(fwd, bytes, stream.get());
+  stream.synchronize();  // the downloads above are asynchronous
+  return result;
+}
+
+HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const HostBytes& q,
+                                               const HostBytes& k, const HostBytes& v,
+                                               const HostBytes& dout) {
+  const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
+  check_host_size("dout", dout, bytes.q, problem.dtype);
+  require_device();
+
+  Stream stream;
+  DeviceInputs inputs(bytes, q, k, v, stream.get());
+  DeviceBuffer device_dout(bytes.q);
+  device_dout.upload(dout, stream.get());
+  DeviceForwardOutputs fwd(bytes, stream.get());
+  DeviceGradients grads(bytes, stream.get());
+  DeviceBuffer workspace(backward_workspace_size(problem.shape, problem.dtype));
+
+  forward(forward_args(problem, inputs, fwd), stream.get());
+  backward(backward_args(problem, inputs, fwd, device_dout, grads, workspace), stream.get());
+
+  HostForwardBackwardResult result;
+  result.forward = download_forward(fwd, bytes, stream.get());
+  result.backward = download_gradients(grads, stream.get());
+  stream.synchronize();  // the downloads above are asynchronous
+  return result;
+}
+
+}  // namespace cuflash

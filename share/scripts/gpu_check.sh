@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The whole check on a GPU machine, in one go: configure and build (preset `gpu`, dependencies from
+# the staged bundle .deps/, see stage_deps_bundle.sh), the GPU tests, the host tests, the four
+# compute-sanitizer tools on the "[sanitizer]" test subset, and a `cuflash verify` sweep.
+#
+#   usage: share/scripts/gpu_check.sh [LOG_DIR]        (default: ./gpu-check-logs)
+#
+# Every stage writes its own log into LOG_DIR. A failed stage does not stop the next ones (only
+# the stages that need a fresh build are skipped when the build fails, so stale binaries are never
+# tested). A PASS/FAIL table comes last; the exit status is non-zero when anything failed.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LOG_DIR=${1:-gpu-check-logs}
+mkdir -p "$LOG_DIR" || { echo "cannot create log folder $LOG_DIR" >&2; exit 2; }
+LOG_DIR=$(cd "$LOG_DIR" && pwd)
+cd "$ROOT" || exit 2
+
+BUILD=build/gpu
+GPU_TESTS=$BUILD/tests/cuflash_gpu_tests
+CLI=$BUILD/app/cuflash
+SANITIZER_TOOLS=(memcheck racecheck initcheck synccheck)
+# A hung kernel must not hang the whole check: the sanitizer runs and the sweep get a time limit
+# (ctest has its own per-test limit, 1500 s by default).
+STAGE_TIMEOUT=${STAGE_TIMEOUT:-1800}
+
+STAGE_NAMES=()
+STAGE_RESULTS=()
+STAGE_SECONDS=()
+
+record() {  # record NAME RESULT SECONDS
+  STAGE_NAMES+=("$1")
+  STAGE_RESULTS+=("$2")
+  STAGE_SECONDS+=("$3")
+}
+
+# run_stage NAME LOG COMMAND...: runs COMMAND with stdout and stderr in LOG_DIR/LOG.
+run_stage() {
+  local name=$1 log=$LOG_DIR/$2 start=$SECONDS status
+  shift 2
+  echo "== $name  ->  $log" >&2
+  "$@" >"$log" 2>&1
+  status=$?
+  if ((status == 0)); then
+    record "$name" PASS $((SECONDS - start))
+  else
+    record "$name" "FAIL (exit $status)" $((SECONDS - start))
+  fi
+  return "$status"
+}
+
+skip_stage() {  # skip_stage NAME REASON
+  echo "== $1  skipped: $2" >&2
+  record "$1" "FAIL (skipped: $2)" 0
+}
+
+# --- Stages ---------------------------------------------------------------------------------------
+
+environment() {
+  date -u
+  uname -a
+  nvidia-smi || echo "nvidia-smi failed"
+  nvcc --version || echo "nvcc not found"
+  compute-sanitizer --version || echo "compute-sanitizer not found"
+  cmake --version
+  git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null
+  git -C "$ROOT" status --short 2>/dev/null
+}
+
+configure() {
+  if [[ ! -d "$ROOT/.deps" ]]; then
+    echo "no dependency bundle at $ROOT/.deps: run share/scripts/stage_deps_bundle.sh where the" \
+      "dependencies are installed and carry .deps/ along" >&2
+  fi
+  cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps"
+}
+
+build() { cmake --build "$BUILD" -j16; }
+
+gpu_tests() { ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error; }
+
+host_tests() { ctest --test-dir "$BUILD" -LE gpu --output-on-failure --no-tests=error; }
+
+# sanitize TOOL: the [sanitizer] subset under one compute-sanitizer tool. The exit code alone is
+# not trusted: the tool's summary line must be there and report 0 errors.
+sanitize() {
+  local tool=$1 log=$LOG_DIR/sanitizer-$1.log
+  local extra=()
+  [[ $tool == memcheck ]] && extra=(--leak-check full)
+  timeout --kill-after=30 "$STAGE_TIMEOUT" \
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
+    "$GPU_TESTS" "[sanitizer]" --warn NoTests >"$log" 2>&1
+  local status=$?
+  # racecheck sums up as "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)", the
+  # other tools as "ERROR SUMMARY: N errors".
+  local clean='ERROR SUMMARY: 0 errors'
+  [[ $tool == racecheck ]] && clean='RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log"
+  if ! grep -qF "$clean" "$log"; then
+    echo "$tool: no '$clean' line in $log"
+    ((status == 0)) && status=1
+  fi
+  return "$status"
+}
+
+verify_sweep() {
+  timeout --kill-after=30 "$STAGE_TIMEOUT" \
+    "$CLI" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 32,64,128 \
+    --dtype fp16,bf16,fp32 --mask none,causal,causal-top-left --backward --format json \
+    >"$LOG_DIR/verify.json"
+}
+
+# --- Main -----------------------------------------------------------------------------------------
+
+environment >"$LOG_DIR/environment.log" 2>&1
+
+run_stage "configure" configure.log configure
+configured=$?
+built=1
+if ((configured == 0)); then
+  run_stage "build" build.log build
+  built=$?
+else
+  skip_stage "build" "configure failed"
+fi
+
+if ((built == 0)); then
+  run_stage "gpu tests (ctest -L gpu)" gpu-tests.log gpu_tests
+  run_stage "host tests (ctest -LE gpu)" host-tests.log host_tests
+  for tool in "${SANITIZER_TOOLS[@]}"; do
+    run_stage "compute-sanitizer $tool" "sanitizer-$tool.summary.log" sanitize "$tool"
+  done
+  run_stage "cuflash verify sweep" verify.log verify_sweep
+else
+  for stage in "gpu tests (ctest -L gpu)" "host tests (ctest -LE gpu)" \
+    "${SANITIZER_TOOLS[@]/#/compute-sanitizer }" "cuflash verify sweep"; do
+    skip_stage "$stage" "no fresh build"
+  done
+fi
+
+# --- Summary --------------------------------------------------------------------------------------
+
+failures=0
+for result in "${STAGE_RESULTS[@]}"; do
+  [[ $result == PASS ]] || failures=$((failures + 1))
+done
+
+print_summary() {
+  printf '%-32s %-30s %8s\n' STAGE RESULT SECONDS
+  for i in "${!STAGE_NAMES[@]}"; do
+    printf '%-32s %-30s %8s\n' "${STAGE_NAMES[$i]}" "${STAGE_RESULTS[$i]}" "${STAGE_SECONDS[$i]}"
+  done
+  if ((failures == 0)); then
+    echo "ALL ${#STAGE_NAMES[@]} STAGES PASSED (logs in $LOG_DIR)"
+  else
+    echo "$failures OF ${#STAGE_NAMES[@]} STAGES FAILED (logs in $LOG_DIR)"
+  fi
+}
+
+print_summary >"$LOG_DIR/summary.txt"
+echo
+cat "$LOG_DIR/summary.txt"
+((failures == 0))

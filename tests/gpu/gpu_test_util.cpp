@@ -1,0 +1,377 @@
+#include "gpu_test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include "cuflash/io/convert.h"
+#include "cuflash/reference/baseline.h"
+#include "cuflash/reference/compare.h"
+
+namespace cuflash::gpu_test {
+
+void require_gpu() {
+  if (device_count() > 0) return;
+  FAIL("no CUDA device found: the GPU tests (ctest label `gpu`) need an NVIDIA GPU and driver");
+}
+
+// --- Case description -------------------------------------------------------------------------
+
+std::string describe(const Case& c) {
+  std::ostringstream out;
+  out << to_string(c.dtype) << " D=" << c.head_dim << " mask=" << to_string(c.mask)
+      << " Sq=" << c.seq_q << " Sk=" << c.seq_k << " B=" << c.batch << " H=" << c.heads
+      << " Hkv=" << c.heads_kv << " layout=" << (c.layout == Layout::bhsd ? "bhsd" : "bshd");
+  return out.str();
+}
+
+HostProblem host_problem(const Case& c) {
+  HostProblem p;
+  p.shape = {c.batch, c.heads, c.heads_kv, c.seq_q, c.seq_k, c.head_dim};
+  p.dtype = c.dtype;
+  p.mask = c.mask;
+  p.layout = c.layout;
+  return p;
+}
+
+reference::Problem reference_problem(const Case& c) {
+  reference::Problem p;
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.heads_kv = c.heads_kv;
+  p.seq_q = c.seq_q;
+  p.seq_k = c.seq_k;
+  p.head_dim = c.head_dim;
+  p.mask = c.mask;
+  return p;
+}
+
+// --- Element conversion and tensor order ------------------------------------------------------
+
+namespace {
+
+struct Dims {
+  int64_t batch, heads, seq, head_dim;
+  int64_t count() const { return batch * heads * seq * head_dim; }
+};
+
+Dims q_dims(const Case& c) { return {c.batch, c.heads, c.seq_q, c.head_dim}; }
+Dims kv_dims(const Case& c) { return {c.batch, c.heads_kv, c.seq_k, c.head_dim}; }
+
+io::ElementType element_type(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return io::ElementType::f16;
+    case DType::bf16: return io::ElementType::bf16;
+    case DType::fp32: return io::ElementType::f32;
+  }
+  return io::ElementType::f32;
+}
+
+// Reorders between [B, H, S, D] and [B, S, H, D]; `to_bshd` picks the direction.
+std::vector<double> reorder(const std::vector<double>& values, const Dims& d, bool to_bshd) {
+  std::vector<double> result(values.size());
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h)
+      for (int64_t s = 0; s < d.seq; ++s) {
+        const int64_t bhsd = ((b * d.heads + h) * d.seq + s) * d.head_dim;
+        const int64_t bshd = ((b * d.seq + s) * d.heads + h) * d.head_dim;
+        const int64_t from = to_bshd ? bhsd : bshd;
+        const int64_t to = to_bshd ? bshd : bhsd;
+        std::copy_n(values.begin() + from, d.head_dim, result.begin() + to);
+      }
+  return result;
+}
+
+HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, Layout layout) {
+  const io::ElementType type = element_type(dtype);
+  if (layout == Layout::bhsd) return io::from_double(bhsd, {d.count()}, type).bytes;
+  return io::from_double(reorder(bhsd, d, true), {d.count()}, type).bytes;
+}
+
+std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
+  io::NpyArray array;
+  array.type = element_type(dtype);
+  array.shape = {d.count()};
+  array.bytes = bytes;
+  std::vector<double> values = io::to_double(array);
+  return layout == Layout::bhsd ? values : reorder(values, d, false);
+}
+
+// Standard-normal values rounded to `dtype` (an fp16/bf16/fp32 round trip).
+std::vector<double> random_rounded(std::mt19937_64& rng, const Dims& d, DType dtype) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> values(static_cast<size_t>(d.count()));
+  for (double& x : values) x = normal(rng);
+  return decode(encode(values, d, dtype, Layout::bhsd), d, dtype, Layout::bhsd);
+}
+
+}  // namespace
+
+CaseInputs make_inputs(const Case& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  CaseInputs in;
+  in.q = random_rounded(rng, q_dims(c), c.dtype);
+  in.k = random_rounded(rng, kv_dims(c), c.dtype);
+  in.v = random_rounded(rng, kv_dims(c), c.dtype);
+  in.dout = random_rounded(rng, q_dims(c), c.dtype);
+  in.q_bytes = encode(in.q, q_dims(c), c.dtype, c.layout);
+  in.k_bytes = encode(in.k, kv_dims(c), c.dtype, c.layout);
+  in.v_bytes = encode(in.v, kv_dims(c), c.dtype, c.layout);
+  in.dout_bytes = encode(in.dout, q_dims(c), c.dtype, c.layout);
+  return in;
+}
+
+std::vector<double> q_side_values(const Case& c, const HostBytes& bytes) {
+  return decode(bytes, q_dims(c), c.dtype, c.layout);
+}
+
+std::vector<double> kv_side_values(const Case& c, const HostBytes& bytes) {
+  return decode(bytes, kv_dims(c), c.dtype, c.layout);
+}
+
+// --- Device buffers for direct API calls -----------------------------------------------------
+
+DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
+  cudaError_t status = cudaMalloc(&data_, bytes);
+  if (status == cudaSuccess) status = cudaMemset(data_, 0, bytes);
+  if (status == cudaSuccess) return;
+  cudaFree(data_);  // the destructor does not run when the constructor fails
+  FAIL("device buffer of " << bytes << " bytes: " << cudaGetErrorString(status));
+}
+
+DeviceMemory::~DeviceMemory() { cudaFree(data_); }
+
+namespace {
+
+size_t q_side_bytes(const Case& c) { return size_t(q_dims(c).count()) * dtype_size(c.dtype); }
+size_t kv_side_bytes(const Case& c) { return size_t(kv_dims(c).count()) * dtype_size(c.dtype); }
+size_t lse_bytes(const Case& c) { return size_t(c.batch * c.heads * c.seq_q) * sizeof(float); }
+
+// The API's size for a valid problem. For the invalid ones of the argument tests (where
+// backward_workspace_size() may itself refuse the shape) a generous stand-in of the documented
+// layout, fp32 dQ accumulator plus row sums, twice over.
+size_t workspace_bytes(const Case& c) {
+  const AttentionShape shape = host_problem(c).shape;
+  const bool valid = is_supported_head_dim(c.head_dim) && c.heads % c.heads_kv == 0;
+  if (valid) return backward_workspace_size(shape, c.dtype);
+  return 2 * (size_t(q_dims(c).count()) + size_t(c.batch * c.heads * c.seq_q)) * sizeof(float);
+}
+
+TensorRef q_side_ref(const Case& c, const DeviceMemory& memory) {
+  return make_tensor_ref(memory.data(), c.layout, c.batch, c.heads, c.seq_q, c.head_dim);
+}
+
+TensorRef kv_side_ref(const Case& c, const DeviceMemory& memory) {
+  return make_tensor_ref(memory.data(), c.layout, c.batch, c.heads_kv, c.seq_k, c.head_dim);
+}
+
+}  // namespace
+
+DeviceProblem::DeviceProblem(const Case& c)
+    : case_(c),
+      q_(q_side_bytes(c)), k_(kv_side_bytes(c)), v_(kv_side_bytes(c)),
+      out_(q_side_bytes(c)), lse_(lse_bytes(c)), dout_(q_side_bytes(c)),
+      dq_(q_side_bytes(c)), dk_(kv_side_bytes(c)), dv_(kv_side_bytes(c)),
+      workspace_(workspace_bytes(c)) {}
+
+ForwardArgs DeviceProblem::forward_args() const {
+  ForwardArgs args;
+  args.shape = host_problem(case_).shape;
+  args.dtype = case_.dtype;
+  args.mask = case_.mask;
+  args.q = q_side_ref(case_, q_);
+  args.k = kv_side_ref(case_, k_);
+  args.v = kv_side_ref(case_, v_);
+  args.out = q_side_ref(case_, out_);
+  args.lse = static_cast<float*>(lse_.data());
+  return args;
+}
+
+BackwardArgs DeviceProblem::backward_args() const {
+  BackwardArgs args;
+  args.shape = host_problem(case_).shape;
+  args.dtype = case_.dtype;
+  args.mask = case_.mask;
+  args.q = q_side_ref(case_, q_);
+  args.k = kv_side_ref(case_, k_);
+  args.v = kv_side_ref(case_, v_);
+  args.out = q_side_ref(case_, out_);
+  args.dout = q_side_ref(case_, dout_);
+  args.lse = static_cast<const float*>(lse_.data());
+  args.dq = q_side_ref(case_, dq_);
+  args.dk = kv_side_ref(case_, dk_);
+  args.dv = kv_side_ref(case_, dv_);
+  args.workspace = workspace_.data();
+  args.workspace_bytes = workspace_.bytes();
+  return args;
+}
+
+// --- All-pairs covering design ----------------------------------------------------------------
+
+namespace {
+
+// A pair of values of two factors: (factor a, level of a, factor b, level of b), a < b.
+using ValuePair = std::tuple<int, int, int, int>;
+
+std::vector<ValuePair> pairs_of(const DesignRow& row) {
+  std::vector<ValuePair> pairs;
+  for (int a = 0; a < static_cast<int>(row.size()); ++a)
+    for (int b = a + 1; b < static_cast<int>(row.size()); ++b)
+      pairs.emplace_back(a, row[a], b, row[b]);
+  return pairs;
+}
+
+// Every row of the full product, in lexicographic order.
+std::vector<DesignRow> full_product(const std::vector<int>& levels) {
+  std::vector<DesignRow> rows{DesignRow{}};
+  for (int count : levels) {
+    std::vector<DesignRow> longer;
+    for (const DesignRow& row : rows)
+      for (int level = 0; level < count; ++level) {
+        longer.push_back(row);
+        longer.back().push_back(level);
+      }
+    rows = std::move(longer);
+  }
+  return rows;
+}
+
+std::set<ValuePair> all_pairs(const std::vector<int>& levels) {
+  std::set<ValuePair> pairs;
+  for (const DesignRow& row : full_product(levels))
+    for (const ValuePair& pair : pairs_of(row)) pairs.insert(pair);
+  return pairs;
+}
+
+int newly_covered(const DesignRow& row, const std::set<ValuePair>& uncovered) {
+  int count = 0;
+  for (const ValuePair& pair : pairs_of(row)) count += static_cast<int>(uncovered.count(pair));
+  return count;
+}
+
+}  // namespace
+
+std::vector<DesignRow> pairwise_design(const std::vector<int>& levels) {
+  const std::vector<DesignRow> candidates = full_product(levels);
+  std::set<ValuePair> uncovered = all_pairs(levels);
+  std::vector<DesignRow> design;
+  while (!uncovered.empty()) {
+    const DesignRow* best = &candidates.front();
+    int best_gain = -1;
+    for (const DesignRow& row : candidates) {
+      const int gain = newly_covered(row, uncovered);
+      if (gain > best_gain) best = &row, best_gain = gain;  // first maximum: deterministic
+    }
+    for (const ValuePair& pair : pairs_of(*best)) uncovered.erase(pair);
+    design.push_back(*best);
+  }
+  return design;
+}
+
+bool covers_all_pairs(const std::vector<DesignRow>& rows, const std::vector<int>& levels) {
+  std::set<ValuePair> uncovered = all_pairs(levels);
+  for (const DesignRow& row : rows)
+    for (const ValuePair& pair : pairs_of(row)) uncovered.erase(pair);
+  return uncovered.empty();
+}
+
+// --- Accuracy checks ----------------------------------------------------------------------------
+
+namespace {
+
+std::string format_error(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", value);
+  return text;
+}
+
+// LSE is a float32 output for every dtype: max + log(sum of exp2) over float32 scores. With
+// fp16/bf16 inputs the tensor cores form exact products and accumulate in float32; the fp32
+// kernels use plain fp32 FMA (no TF32). The expected error is therefore ~1e-6 relative: float32
+// rounding of the scores and of sums of up to a few thousand terms, and the ~2^-22 relative
+// error of the hardware exp2. The bounds below leave a margin of 100x or more (1e-3 for the
+// tensor-core path, whose float32 accumulation is not IEEE-rounded; 1e-4 for fp32), yet a
+// structural error (a wrong scale, log base 2 instead of e, a missed block of keys) moves LSE
+// far more. Relative to max(1, |LSE|) because LSE grows like log(seq_k).
+double lse_relative_tolerance(DType dtype) { return dtype == DType::fp32 ? 1e-4 : 1e-3; }
+
+}  // namespace
+
+TensorCheck check_tensor(const std::string& name, DType dtype, const std::vector<double>& ours,
+                         const std::vector<double>& baseline,
+                         const std::vector<double>& reference) {
+  const reference::ErrorStats our_error = reference::compare(ours, reference);
+  const reference::ErrorStats baseline_error = reference::compare(baseline, reference);
+  const double floor = reference::default_floor(dtype);
+
+  TensorCheck check;
+  // within_tolerance() also fails any non-finite value (NaN never passes).
+  check.pass = reference::within_tolerance(our_error, baseline_error, floor);
+  check.report = name + ": max_abs " + format_error(our_error.max_abs) + " (rel_l2 " +
+                 format_error(our_error.rel_l2) + "), baseline max_abs " +
+                 format_error(baseline_error.max_abs) + ", limit 2 x baseline + " +
+                 format_error(floor) + ", non-finite " + std::to_string(our_error.nonfinite);
+  return check;
+}
+
+TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
+                      const std::vector<double>& reference) {
+  TensorCheck check;
+  if (ours.size() != reference.size()) {
+    check.report = "lse: " + std::to_string(ours.size()) + " values, expected " +
+                   std::to_string(reference.size());
+    return check;
+  }
+  size_t failures = 0;
+  double worst = 0.0;  // largest |ours - reference| over the finite reference values
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const double expected = reference[i];
+    const double actual = ours[i];
+    if (std::isinf(expected) && expected > 0) {  // a row that sees no key
+      failures += actual == expected ? 0 : 1;
+      continue;
+    }
+    const double error = std::abs(actual - expected);  // NaN compares false below: a failure
+    const double tolerance = lse_relative_tolerance(dtype) * std::max(1.0, std::abs(expected));
+    if (!(error <= tolerance)) ++failures;
+    if (std::isfinite(error)) worst = std::max(worst, error);
+  }
+  check.pass = failures == 0;
+  check.report = "lse: max_abs " + format_error(worst) + " (limit " +
+                 format_error(lse_relative_tolerance(dtype)) + " x max(1, |lse|)), failing rows " +
+                 std::to_string(failures);
+  return check;
+}
+
+std::vector<TensorCheck> run_and_check(const Case& c, uint64_t seed) {
+  const CaseInputs in = make_inputs(c, seed);
+  const HostForwardBackwardResult gpu = run_forward_backward(
+      host_problem(c), in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
+
+  const reference::Problem problem = reference_problem(c);
+  const reference::ForwardResult ref_fwd = reference::forward(problem, in.q, in.k, in.v);
+  const reference::Gradients ref_grad =
+      reference::backward(problem, in.q, in.k, in.v, ref_fwd, in.dout);
+  const reference::ForwardResult base_fwd =
+      reference::baseline::forward(problem, c.dtype, in.q, in.k, in.v);
+  const reference::Gradients base_grad =
+      reference::baseline::backward(problem, c.dtype, in.q, in.k, in.v, base_fwd, in.dout);
+
+  return {
+      check_tensor("O", c.dtype, q_side_values(c, gpu.forward.out), base_fwd.out, ref_fwd.out),
+      check_lse(c.dtype, gpu.forward.lse, ref_fwd.lse),
+      check_tensor("dQ", c.dtype, q_side_values(c, gpu.backward.dq), base_grad.dq, ref_grad.dq),
+      check_tensor("dK", c.dtype, kv_side_values(c, gpu.backward.dk), base_grad.dk, ref_grad.dk),
+      check_tensor("dV", c.dtype, kv_side_values(c, gpu.backward.dv), base_grad.dv, ref_grad.dv),
+  };
+}
+
+}  // namespace cuflash::gpu_test

@@ -1,0 +1,118 @@
+// Helpers of the GPU tests: problem descriptions, input generation in both tensor orders, the
+// all-pairs covering design, and the accuracy rule against the float64 reference.
+//
+// Nothing here touches the GPU at static-initialisation time, so test discovery
+// (--list-tests) works on a machine without one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuflash/attention.h"
+#include "cuflash/host_runner.h"
+#include "cuflash/reference/attention_ref.h"
+#include "cuflash/types.h"
+
+namespace cuflash::gpu_test {
+
+// Fails the current test with a clear message when this process sees no CUDA device. Every GPU
+// test calls it first: without a GPU they must fail, never pass by doing nothing.
+void require_gpu();
+
+// One attention problem as the tests describe it.
+struct Case {
+  DType dtype = DType::fp16;
+  int64_t head_dim = 64;
+  Mask mask = Mask::none;
+  int64_t seq_q = 1;
+  int64_t seq_k = 1;
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t heads_kv = 1;
+  Layout layout = Layout::bhsd;
+};
+
+// "fp16 D=64 mask=causal Sq=113 Sk=203 B=2 H=4 Hkv=2 layout=bshd"
+std::string describe(const Case& c);
+HostProblem host_problem(const Case& c);
+reference::Problem reference_problem(const Case& c);
+
+// Standard-normal inputs rounded to the case's dtype. The doubles are in the reference's order
+// ([B, H, S, D]); the bytes hold the very same values as `dtype` elements in the case's layout.
+struct CaseInputs {
+  std::vector<double> q, k, v, dout;
+  HostBytes q_bytes, k_bytes, v_bytes, dout_bytes;
+};
+CaseInputs make_inputs(const Case& c, uint64_t seed);
+
+// GPU results (dtype elements in the case's layout) as doubles in the reference's order.
+std::vector<double> q_side_values(const Case& c, const HostBytes& bytes);   // O, dQ
+std::vector<double> kv_side_values(const Case& c, const HostBytes& bytes);  // dK, dV
+
+// --- Device buffers for direct API calls -----------------------------------------------------
+
+// Zero-filled device memory, freed on destruction; a CUDA failure fails the test.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(size_t bytes);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Every tensor of a case on the device (contents zero), so that an argument test can break
+// exactly one thing of otherwise valid ForwardArgs / BackwardArgs.
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const Case& c);
+  ForwardArgs forward_args() const;
+  BackwardArgs backward_args() const;
+
+ private:
+  Case case_;
+  DeviceMemory q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
+};
+
+// --- All-pairs covering design ----------------------------------------------------------------
+
+// Rows of level indices, one entry per factor (factor f has levels[f] values), such that every
+// pair of values of any two factors appears in at least one row. Greedy and deterministic: each
+// new row is the first row of the full product that covers the most pairs not yet covered.
+using DesignRow = std::vector<int>;
+std::vector<DesignRow> pairwise_design(const std::vector<int>& levels);
+bool covers_all_pairs(const std::vector<DesignRow>& rows, const std::vector<int>& levels);
+
+// --- Accuracy checks ----------------------------------------------------------------------------
+
+// The outcome of checking one tensor, with a one-line report of the errors for failure messages.
+struct TensorCheck {
+  bool pass = false;
+  std::string report;
+};
+
+// Our error against the float64 reference must stay within 2 x the error of the low-precision
+// plain attention (the baseline, reference/baseline.h) against the same reference, plus the
+// dtype's absolute floor (reference/compare.h). Any non-finite value fails.
+TensorCheck check_tensor(const std::string& name, DType dtype, const std::vector<double>& ours,
+                         const std::vector<double>& baseline,
+                         const std::vector<double>& reference);
+
+// LSE (fp32 on the GPU) against the reference directly, within a small relative bound (see
+// lse_relative_tolerance() in the .cpp for its reason); +inf (a row that sees no key) must match
+// +inf exactly, and NaN never passes.
+TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
+                      const std::vector<double>& reference);
+
+// Runs forward + backward of `c` on the GPU, the float64 reference and the low-precision
+// baseline on the same (dtype-rounded) inputs, and returns the check of O, LSE, dQ, dK and dV.
+std::vector<TensorCheck> run_and_check(const Case& c, uint64_t seed);
+
+}  // namespace cuflash::gpu_test

@@ -1,0 +1,300 @@
+// GPU tests (ctest label `gpu`): accuracy against the float64 reference, determinism, argument
+// checks of the API and the host runner, and the small subset run under compute-sanitizer.
+//
+// Every test calls require_gpu() first, so on a machine without a GPU each one fails with
+// "no CUDA device found" instead of passing without having checked anything. Listing the tests
+// (--list-tests, ctest discovery) touches no CUDA API.
+//
+// Unwritten outputs: the host runner fills every output with NaN before the kernels run, so an
+// element a kernel forgot to write fails the accuracy checks below.
+#include <array>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cuflash/attention.h"
+#include "cuflash/error.h"
+#include "cuflash/host_runner.h"
+#include "gpu_test_util.h"
+
+namespace cuflash::gpu_test {
+namespace {
+
+// --- The correctness matrix ---------------------------------------------------------------------
+//
+// Factors: dtype (3) x head_dim (3) x mask (3) x (seq_q, seq_k) (8) x heads_kv (3) x layout (2)
+// = 1296 combinations, too many for the float64 CPU reference with backward at 2048 x 2048 in a
+// few minutes. We run an all-pairs (pairwise) covering design instead: every pair of values of
+// any two factors meets in at least one case. Shapes are B=2, H=4 (heads_kv 4, 2, 1: MHA, GQA,
+// MQA), except 2048 x 2048 at B=1, H=2 (heads_kv 2, 1, 1) to bound the CPU reference's time.
+
+constexpr std::array<DType, 3> kDtypes{DType::fp32, DType::fp16, DType::bf16};
+constexpr std::array<int64_t, 3> kHeadDims{32, 64, 128};
+constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right, Mask::causal_top_left};
+// Odd lengths cross tile edges; Sq > Sk under the bottom-right mask leaves rows with no key.
+constexpr std::array<std::array<int64_t, 2>, 8> kSeqPairs{{{1, 1},
+                                                           {1, 239},
+                                                           {113, 203},
+                                                           {128, 217},
+                                                           {239, 1},
+                                                           {512, 256},
+                                                           {1023, 1024},
+                                                           {2048, 2048}}};
+enum class KvHeads { all, half, one };  // heads_kv = H, H/2, 1
+constexpr std::array<KvHeads, 3> kKvHeads{KvHeads::all, KvHeads::half, KvHeads::one};
+constexpr std::array<Layout, 2> kLayouts{Layout::bhsd, Layout::bshd};
+
+const std::vector<int> kFactorLevels{int(kDtypes.size()),   int(kHeadDims.size()),
+                                     int(kMasks.size()),    int(kSeqPairs.size()),
+                                     int(kKvHeads.size()),  int(kLayouts.size())};
+
+int64_t kv_heads(KvHeads kind, int64_t heads) {
+  switch (kind) {
+    case KvHeads::all: return heads;
+    case KvHeads::half: return heads / 2;
+    case KvHeads::one: return 1;
+  }
+  return heads;
+}
+
+Case case_of(const DesignRow& row) {
+  Case c;
+  c.dtype = kDtypes[row[0]];
+  c.head_dim = kHeadDims[row[1]];
+  c.mask = kMasks[row[2]];
+  c.seq_q = kSeqPairs[row[3]][0];
+  c.seq_k = kSeqPairs[row[3]][1];
+  const bool largest = c.seq_q == 2048 && c.seq_k == 2048;
+  c.batch = largest ? 1 : 2;
+  c.heads = largest ? 2 : 4;
+  c.heads_kv = kv_heads(kKvHeads[row[4]], c.heads);
+  c.layout = kLayouts[row[5]];
+  return c;
+}
+
+// The design, built once per process; a case's index in it is also its random seed.
+const std::vector<Case>& matrix_cases() {
+  static const std::vector<Case> cases = [] {
+    const std::vector<DesignRow> rows = pairwise_design(kFactorLevels);
+    std::vector<Case> result;
+    for (const DesignRow& row : rows) result.push_back(case_of(row));
+    std::cout << "pairwise design: " << result.size() << " cases cover every pair of factor "
+              << "values (full product: 1296 cases)\n";
+    return result;
+  }();
+  return cases;
+}
+
+void check_case(const Case& c, uint64_t seed) {
+  INFO(describe(c));
+  for (const TensorCheck& check : run_and_check(c, seed)) {
+    INFO(check.report);
+    CHECK(check.pass);
+  }
+}
+
+// One section per case of `dtype`, so that a failure names the case and the tensor.
+void run_matrix(DType dtype) {
+  require_gpu();
+  const std::vector<Case>& cases = matrix_cases();
+  for (size_t index = 0; index < cases.size(); ++index) {
+    const Case& c = cases[index];
+    if (c.dtype != dtype) continue;
+    DYNAMIC_SECTION("case " << index << ": " << describe(c)) { check_case(c, index); }
+  }
+}
+
+TEST_CASE("pairwise design covers every pair of factor values", "[gpu][matrix]") {
+  require_gpu();  // host-only, but part of the GPU suite: it fails with it, like the rest
+  std::vector<DesignRow> rows = pairwise_design(kFactorLevels);
+  CHECK(covers_all_pairs(rows, kFactorLevels));
+  // Each greedy row was taken for a pair no earlier row covered: without the last, one is missing.
+  rows.pop_back();
+  CHECK_FALSE(covers_all_pairs(rows, kFactorLevels));
+}
+
+TEST_CASE("pairwise matrix fp32: forward and backward vs float64 reference", "[gpu][matrix]") {
+  run_matrix(DType::fp32);
+}
+
+TEST_CASE("pairwise matrix fp16: forward and backward vs float64 reference", "[gpu][matrix]") {
+  run_matrix(DType::fp16);
+}
+
+TEST_CASE("pairwise matrix bf16: forward and backward vs float64 reference", "[gpu][matrix]") {
+  run_matrix(DType::bf16);
+}
+
+// --- Determinism --------------------------------------------------------------------------------
+
+constexpr int kDeterminismRuns = 20;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_CASE("forward is bitwise identical over 20 runs", "[gpu][determinism]") {
+  require_gpu();
+  for (DType dtype : kDtypes) {
+    DYNAMIC_SECTION(to_string(dtype) << ", causal, Sq=113, Sk=203") {
+      const Case c{dtype, 64, Mask::causal_bottom_right, 113, 203, 2, 4, 2, Layout::bhsd};
+      const CaseInputs in = make_inputs(c, 20);
+      const HostProblem problem = host_problem(c);
+      const HostForwardResult first = run_forward(problem, in.q_bytes, in.k_bytes, in.v_bytes);
+      for (int run = 1; run < kDeterminismRuns; ++run) {
+        INFO("run " << run);
+        const HostForwardResult again = run_forward(problem, in.q_bytes, in.k_bytes, in.v_bytes);
+        CHECK(again.out == first.out);
+        CHECK(same_bits(again.lse, first.lse));
+      }
+    }
+  }
+}
+
+// --- Argument checks ----------------------------------------------------------------------------
+
+const char* kind_name(Error::Kind kind) {
+  switch (kind) {
+    case Error::Kind::invalid_argument: return "invalid_argument";
+    case Error::Kind::unsupported: return "unsupported";
+    case Error::Kind::cuda: return "cuda";
+    case Error::Kind::out_of_memory: return "out_of_memory";
+    case Error::Kind::no_device: return "no_device";
+  }
+  return "?";
+}
+
+// `call` must throw cuflash::Error of `kind` whose message names `word`.
+void require_error(const std::function<void()>& call, Error::Kind kind, const std::string& word) {
+  try {
+    call();
+  } catch (const Error& error) {
+    INFO("message: " << error.what());
+    CHECK(std::string(kind_name(error.kind())) == kind_name(kind));
+    CHECK_THAT(error.what(), Catch::Contains(word));
+    return;
+  }
+  FAIL("expected a cuflash::Error (" << kind_name(kind) << ") naming '" << word
+                                      << "'; nothing was thrown");
+}
+
+Case small_case() { return Case{DType::fp16, 64, Mask::none, 64, 64, 1, 4, 2, Layout::bhsd}; }
+
+// Moves a tensor's pointer off the alignment cudaMalloc gives (256 bytes).
+void* offset_by(void* data, size_t bytes) { return static_cast<unsigned char*>(data) + bytes; }
+
+TEST_CASE("unsupported head_dim is refused, naming head_dim", "[gpu][arguments]") {
+  require_gpu();
+  Case c = small_case();
+  c.head_dim = 96;
+  const DeviceProblem device(c);
+  require_error([&] { forward(device.forward_args()); }, Error::Kind::unsupported, "head_dim");
+  require_error([&] { backward(device.backward_args()); }, Error::Kind::unsupported, "head_dim");
+}
+
+TEST_CASE("heads not a multiple of heads_kv is refused, naming heads_kv", "[gpu][arguments]") {
+  require_gpu();
+  Case c = small_case();
+  c.heads_kv = 3;  // 4 % 3 != 0
+  const DeviceProblem device(c);
+  require_error([&] { forward(device.forward_args()); }, Error::Kind::invalid_argument,
+                "heads_kv");
+  require_error([&] { backward(device.backward_args()); }, Error::Kind::invalid_argument,
+                "heads_kv");
+}
+
+TEST_CASE("null device pointers are refused, naming the tensor", "[gpu][arguments]") {
+  require_gpu();
+  const DeviceProblem device(small_case());
+  SECTION("forward q") {
+    ForwardArgs args = device.forward_args();
+    args.q.data = nullptr;
+    require_error([&] { forward(args); }, Error::Kind::invalid_argument, "q.data");
+  }
+  SECTION("forward lse") {
+    ForwardArgs args = device.forward_args();
+    args.lse = nullptr;
+    require_error([&] { forward(args); }, Error::Kind::invalid_argument, "lse");
+  }
+  SECTION("backward dk") {
+    BackwardArgs args = device.backward_args();
+    args.dk.data = nullptr;
+    require_error([&] { backward(args); }, Error::Kind::invalid_argument, "dk.data");
+  }
+  SECTION("backward workspace") {
+    BackwardArgs args = device.backward_args();
+    args.workspace = nullptr;
+    require_error([&] { backward(args); }, Error::Kind::invalid_argument, "workspace");
+  }
+}
+
+TEST_CASE("misaligned device pointers are refused, naming the tensor", "[gpu][arguments]") {
+  require_gpu();
+  const DeviceProblem device(small_case());
+  SECTION("forward k, one byte off (not even element-aligned)") {
+    ForwardArgs args = device.forward_args();
+    args.k.data = offset_by(args.k.data, 1);
+    require_error([&] { forward(args); }, Error::Kind::invalid_argument, "k.data");
+  }
+  SECTION("forward v, one element off (no 16-byte vector access)") {
+    ForwardArgs args = device.forward_args();
+    args.v.data = offset_by(args.v.data, dtype_size(DType::fp16));
+    require_error([&] { forward(args); }, Error::Kind::invalid_argument, "v.data");
+  }
+  SECTION("backward dout, one element off") {
+    BackwardArgs args = device.backward_args();
+    args.dout.data = offset_by(args.dout.data, dtype_size(DType::fp16));
+    require_error([&] { backward(args); }, Error::Kind::invalid_argument, "dout.data");
+  }
+}
+
+TEST_CASE("a workspace one byte too small is refused", "[gpu][arguments]") {
+  require_gpu();
+  const DeviceProblem device(small_case());
+  BackwardArgs args = device.backward_args();
+  REQUIRE(args.workspace_bytes == backward_workspace_size(args.shape, args.dtype));
+  args.workspace_bytes -= 1;
+  require_error([&] { backward(args); }, Error::Kind::invalid_argument, "workspace_bytes");
+}
+
+TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[gpu][arguments]") {
+  require_gpu();
+  const Case c = small_case();
+  const CaseInputs in = make_inputs(c, 1);
+  const HostProblem problem = host_problem(c);
+  HostBytes short_q = in.q_bytes;
+  short_q.pop_back();
+  require_error([&] { run_forward(problem, short_q, in.k_bytes, in.v_bytes); },
+                Error::Kind::invalid_argument, "q has");
+  HostBytes long_dout = in.dout_bytes;
+  long_dout.push_back(0);
+  require_error(
+      [&] { run_forward_backward(problem, in.q_bytes, in.k_bytes, in.v_bytes, long_dout); },
+      Error::Kind::invalid_argument, "dout has");
+}
+
+// --- Sanitizer subset ---------------------------------------------------------------------------
+//
+// share/scripts/gpu_check.sh runs this test alone under compute-sanitizer (memcheck, racecheck,
+// initcheck, synccheck): every dtype x D=64 x mask none/causal at Sq=113, Sk=203 (both cross tile
+// edges), H=4, Hkv=2 (GQA), forward and backward, both layouts. Small enough for racecheck.
+
+TEST_CASE("sanitizer subset: each dtype x D=64 x mask none/causal fwd+bwd", "[gpu][sanitizer]") {
+  require_gpu();
+  uint64_t seed = 5000;
+  for (DType dtype : kDtypes) {
+    for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+      const Layout layout = mask == Mask::none ? Layout::bhsd : Layout::bshd;
+      const Case c{dtype, 64, mask, 113, 203, 1, 4, 2, layout};
+      DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
+      ++seed;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuflash::gpu_test
