@@ -1,0 +1,201 @@
+#include "cli/attention_case.h"
+
+#include <random>
+
+#include "cli/exit_codes.h"
+#include "cuflash/io/convert.h"
+#include "cuflash/numeric.h"
+
+namespace cuflash::cli {
+
+namespace {
+
+// Fixed offsets give each tensor an independent random stream for a given --seed.
+enum TensorStream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamDout = 4 };
+
+std::vector<double> standard_normal(int64_t count, uint64_t seed, TensorStream stream,
+                                    DType dtype) {
+  std::mt19937_64 engine(seed * 0x9E3779B97F4A7C15ull + stream);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> values(static_cast<size_t>(count));
+  for (double& x : values) x = normal(engine);
+  round_to_dtype(values, dtype);
+  return values;
+}
+
+struct LoadedTensor {
+  io::NpyArray array;
+  std::string path;
+  std::string option;  // e.g. "--q"
+};
+
+LoadedTensor load_tensor(const std::string& path, const std::string& option) {
+  try {
+    LoadedTensor t{io::read_npy(path), path, option};
+    if (t.array.shape.size() != 4) {
+      throw UsageError(option + " " + path + ": expected a 4-D array [batch, heads, seq, " +
+                       "head_dim] (or [batch, seq, heads, head_dim] with --layout bshd), got " +
+                       std::to_string(t.array.shape.size()) + "-D");
+    }
+    return t;
+  } catch (const io::NpyError& e) {
+    throw UsageError(option + " " + std::string(e.what()));
+  }
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// [batch, heads, seq, head_dim] of a loaded tensor, whatever its layout.
+struct Dims {
+  int64_t batch, heads, seq, head_dim;
+};
+
+Dims dims_of(const io::NpyArray& a, Layout layout) {
+  const auto& s = a.shape;
+  return layout == Layout::bhsd ? Dims{s[0], s[1], s[2], s[3]} : Dims{s[0], s[2], s[1], s[3]};
+}
+
+DType dtype_of(const LoadedTensor& t) {
+  switch (t.array.type) {
+    case io::ElementType::f16: return DType::fp16;
+    case io::ElementType::bf16: return DType::bf16;
+    case io::ElementType::f32: return DType::fp32;
+    case io::ElementType::f64: break;
+  }
+  throw UsageError(t.option + " " + t.path +
+                   ": float64 arrays are not accepted; save as float16, bfloat16 or float32");
+}
+
+void require_same(const LoadedTensor& a, const LoadedTensor& b, bool same_value, const char* what) {
+  if (!same_value) {
+    throw UsageError(b.option + " " + b.path + ": " + what + " disagrees with " + a.option + " " +
+                     a.path + " (" + shape_text(b.array.shape) + " vs " +
+                     shape_text(a.array.shape) + ")");
+  }
+}
+
+std::vector<double> values_bhsd(const LoadedTensor& t, Layout layout) {
+  const Dims d = dims_of(t.array, layout);
+  return layout_to_bhsd(io::to_double(t.array), d.batch, d.heads, d.seq, d.head_dim, layout);
+}
+
+}  // namespace
+
+io::ElementType element_type(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return io::ElementType::f16;
+    case DType::bf16: return io::ElementType::bf16;
+    case DType::fp32: return io::ElementType::f32;
+  }
+  return io::ElementType::f32;
+}
+
+void round_to_dtype(std::vector<double>& values, DType dtype) {
+  for (double& x : values) {
+    const float f = static_cast<float>(x);
+    x = dtype == DType::fp16   ? numeric::round_to_half(f)
+        : dtype == DType::bf16 ? numeric::round_to_bf16(f)
+                               : f;
+  }
+}
+
+CaseInputs generate_inputs(const AttentionCase& c, uint64_t seed, bool with_dout) {
+  const reference::Problem& p = c.problem;
+  CaseInputs in;
+  in.q = standard_normal(p.q_elements(), seed, kStreamQ, c.dtype);
+  in.k = standard_normal(p.kv_elements(), seed, kStreamK, c.dtype);
+  in.v = standard_normal(p.kv_elements(), seed, kStreamV, c.dtype);
+  if (with_dout) in.dout = standard_normal(p.q_elements(), seed, kStreamDout, c.dtype);
+  return in;
+}
+
+AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
+  if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
+    throw UsageError("--q, --k and --v must be given together");
+  }
+  require_single_values(options, "input files");
+  const Layout layout = parse_layout(options.layout.front());
+  const LoadedTensor q = load_tensor(options.q_file, "--q");
+  const LoadedTensor k = load_tensor(options.k_file, "--k");
+  const LoadedTensor v = load_tensor(options.v_file, "--v");
+  const Dims dq = dims_of(q.array, layout), dk = dims_of(k.array, layout);
+  require_same(q, k, k.array.type == q.array.type, "dtype");
+  require_same(q, v, v.array.type == q.array.type, "dtype");
+  require_same(q, k, dk.batch == dq.batch, "batch size");
+  require_same(q, k, dk.head_dim == dq.head_dim, "head_dim");
+  require_same(k, v, v.array.shape == k.array.shape, "shape");
+  if (dq.heads % dk.heads != 0) {
+    throw UsageError("--k " + k.path + ": " + std::to_string(dk.heads) +
+                     " key/value heads do not divide the " + std::to_string(dq.heads) +
+                     " query heads of --q " + q.path);
+  }
+
+  AttentionCase c;
+  c.dtype = dtype_of(q);
+  c.layout = layout;
+  c.problem.batch = dq.batch;
+  c.problem.heads = dq.heads;
+  c.problem.heads_kv = dk.heads;
+  c.problem.seq_q = dq.seq;
+  c.problem.seq_k = dk.seq;
+  c.problem.head_dim = dq.head_dim;
+  c.problem.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
+  c.problem.scale = options.scale.value_or(0.0);
+
+  inputs.q = values_bhsd(q, layout);
+  inputs.k = values_bhsd(k, layout);
+  inputs.v = values_bhsd(v, layout);
+  if (with_dout) {
+    if (options.dout_file.empty()) {
+      inputs.dout = standard_normal(c.problem.q_elements(), options.seed, kStreamDout, c.dtype);
+    } else {
+      const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
+      require_same(q, dout, dout.array.shape == q.array.shape, "shape");
+      require_same(q, dout, dout.array.type == q.array.type, "dtype");
+      inputs.dout = values_bhsd(dout, layout);
+    }
+  }
+  return c;
+}
+
+std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                                  Layout layout) {
+  if (layout == Layout::bhsd) return {batch, heads, seq, head_dim};
+  return {batch, seq, heads, head_dim};
+}
+
+namespace {
+
+// Swaps the two middle axes of a [batch, A, B, head_dim] tensor: bhsd <-> bshd.
+std::vector<double> swap_middle_axes(const std::vector<double>& in, int64_t batch, int64_t a,
+                                     int64_t b, int64_t head_dim) {
+  std::vector<double> out(in.size());
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j) {
+        const double* src = &in[static_cast<size_t>(((n * a + i) * b + j) * head_dim)];
+        double* dst = &out[static_cast<size_t>(((n * b + j) * a + i) * head_dim)];
+        std::copy(src, src + head_dim, dst);
+      }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,
+                                   int64_t seq, int64_t head_dim, Layout layout) {
+  if (layout == Layout::bhsd) return bhsd;
+  return swap_middle_axes(bhsd, batch, heads, seq, head_dim);
+}
+
+std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t batch,
+                                   int64_t heads, int64_t seq, int64_t head_dim, Layout layout) {
+  if (layout == Layout::bhsd) return in_layout;
+  return swap_middle_axes(in_layout, batch, seq, heads, head_dim);
+}
+
+}  // namespace cuflash::cli

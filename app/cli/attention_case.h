@@ -1,0 +1,43 @@
+// Inputs of one attention case, generated or read from .npy files, and the conversions between
+// the CLI's working form (float64 values in [batch, heads, seq, head_dim] order, each exactly
+// representable in the case's dtype) and tensors in the user's layout and dtype.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/problem_options.h"
+#include "cuflash/io/npy.h"
+
+namespace cuflash::cli {
+
+// Values in bhsd order, already rounded to the case's dtype.
+struct CaseInputs {
+  std::vector<double> q, k, v;
+  std::vector<double> dout;  // empty unless the backward pass needs it
+};
+
+// Seeded standard-normal inputs (never zeros), rounded to the dtype. Each tensor draws from its
+// own stream, so Q is the same with and without --backward.
+CaseInputs generate_inputs(const AttentionCase& c, uint64_t seed, bool with_dout);
+
+// Reads --q/--k/--v (and --dout when given) and returns the case they describe; shape and dtype
+// come from the files, mask/scale/layout from `options`. Throws UsageError naming the file when
+// a file is unreadable, malformed, of the wrong rank, or disagrees with the others.
+AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs);
+
+// A 4-D tensor of `heads` heads between bhsd order and the given layout.
+std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,
+                                   int64_t seq, int64_t head_dim, Layout layout);
+std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t batch,
+                                   int64_t heads, int64_t seq, int64_t head_dim, Layout layout);
+std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                                  Layout layout);
+
+io::ElementType element_type(DType dtype);
+
+// Rounds every value to the nearest value representable in `dtype`.
+void round_to_dtype(std::vector<double>& values, DType dtype);
+
+}  // namespace cuflash::cli

@@ -1,0 +1,31 @@
+// The exit codes of `cuflash`, documented in --help and the README.
+#pragma once
+
+#include <stdexcept>
+
+namespace cuflash::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitVerificationFailed = 1,  // verify (or bench --verify) found a result outside tolerance
+  kExitBadInput = 2,            // bad usage, bad option value, unreadable or malformed input file
+  kExitRuntimeFailure = 3,      // CUDA error, out of memory, no GPU, I/O failure writing results
+};
+
+constexpr const char* kExitCodeHelp =
+    "Exit codes: 0 ok, 1 verification failed, 2 bad usage or bad input, "
+    "3 runtime failure (CUDA error, out of memory, no device).";
+
+// Thrown for problems the user can fix by changing the command line or the input files.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown when the machine cannot do what was asked (no GPU, out of memory, unwritable output).
+class RuntimeFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace cuflash::cli

@@ -1,0 +1,178 @@
+#include "cli/problem_options.h"
+
+#include <sstream>
+
+#include "cli/exit_codes.h"
+
+namespace cuflash::cli {
+
+namespace {
+
+const std::vector<std::string> kDtypeNames{"fp16", "bf16", "fp32"};
+const std::vector<std::string> kMaskNames{"none", "causal", "causal-top-left"};
+const std::vector<std::string> kLayoutNames{"bhsd", "bshd"};
+
+// Accepts whole numbers >= 1 with a message that says so (CLI11's PositiveNumber prints a
+// 300-digit upper bound).
+const CLI::Validator kPositiveInteger(
+    [](std::string& text) -> std::string {
+      try {
+        size_t used = 0;
+        const long long value = std::stoll(text, &used);
+        if (used == text.size() && value > 0) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a positive integer";
+    },
+    "POSITIVE");
+
+template <typename T>
+std::string join(const std::vector<T>& values) {
+  std::ostringstream s;
+  for (size_t i = 0; i < values.size(); ++i) s << (i ? "," : "") << values[i];
+  return s.str();
+}
+
+template <typename T>
+CLI::Option* add_list(CLI::App& command, const std::string& name, std::vector<T>& values,
+                      const std::string& help, bool allow_lists) {
+  CLI::Option* option = command.add_option(name, values, help);
+  if (!values.empty()) option->default_str(join(values));
+  if (allow_lists) {
+    option->delimiter(',');
+  } else {
+    option->expected(1);
+  }
+  return option;
+}
+
+}  // namespace
+
+DType parse_dtype(const std::string& text) {
+  if (text == "fp16") return DType::fp16;
+  if (text == "bf16") return DType::bf16;
+  if (text == "fp32") return DType::fp32;
+  throw UsageError("--dtype: unknown value '" + text + "' (expected fp16, bf16 or fp32)");
+}
+
+Mask parse_mask(const std::string& text) {
+  if (text == "none") return Mask::none;
+  if (text == "causal") return Mask::causal_bottom_right;
+  if (text == "causal-top-left") return Mask::causal_top_left;
+  throw UsageError("--mask: unknown value '" + text +
+                   "' (expected none, causal or causal-top-left)");
+}
+
+Layout parse_layout(const std::string& text) {
+  if (text == "bhsd") return Layout::bhsd;
+  if (text == "bshd") return Layout::bshd;
+  throw UsageError("--layout: unknown value '" + text + "' (expected bhsd or bshd)");
+}
+
+const char* to_string(Layout layout) { return layout == Layout::bhsd ? "bhsd" : "bshd"; }
+
+std::string AttentionCase::name() const {
+  std::ostringstream s;
+  s << cuflash::to_string(dtype) << "/b:" << problem.batch << "/h:" << problem.heads
+    << "/hkv:" << problem.heads_kv << "/sq:" << problem.seq_q << "/sk:" << problem.seq_k
+    << "/d:" << problem.head_dim << "/mask:" << cuflash::to_string(problem.mask) << "/"
+    << to_string(layout);
+  return s.str();
+}
+
+AttentionShape AttentionCase::shape() const {
+  return AttentionShape{problem.batch, problem.heads, problem.heads_kv,
+                        problem.seq_q, problem.seq_k, problem.head_dim};
+}
+
+void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists) {
+  const std::string list = allow_lists ? " (comma list allowed)" : "";
+  const CLI::Validator& positive = kPositiveInteger;
+  add_list(command, "-b,--batch", o.batch, "Batch size" + list, allow_lists)
+      ->check(positive);
+  add_list(command, "--heads", o.heads, "Query heads" + list, allow_lists)
+      ->check(positive);
+  add_list(command, "--heads-kv", o.heads_kv,
+           "Key/value heads, dividing --heads (default: = heads)" + list, allow_lists)
+      ->check(positive);
+  add_list(command, "-s,--seq", o.seq, "Query sequence length" + list, allow_lists)
+      ->check(positive);
+  add_list(command, "--seq-k", o.seq_k, "Key/value sequence length (default: = seq)" + list,
+           allow_lists)->check(positive);
+  add_list(command, "-d,--head-dim", o.head_dim, "Head dimension" + list, allow_lists)
+      ->check(positive);
+  add_list(command, "--dtype", o.dtype, "Element type: fp16, bf16, fp32" + list, allow_lists)
+      ->check(CLI::IsMember(kDtypeNames));
+  CLI::Option* mask = add_list(command, "--mask", o.mask,
+      "Mask: none, causal (bottom-right aligned, as FlashAttention), causal-top-left (as "
+      "PyTorch is_causal)" + list, allow_lists);
+  mask->check(CLI::IsMember(kMaskNames));
+  command.add_flag("--causal", o.causal, "Shorthand for --mask causal")->excludes(mask);
+  command.add_option("--scale", o.scale, "Softmax scale (default: 1/sqrt(head_dim))")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--seed", o.seed, "Seed of the generated standard-normal inputs")
+      ->capture_default_str();
+  add_list(command, "--layout", o.layout,
+           "Memory layout of tensors and files: bhsd = [batch, heads, seq, head_dim], "
+           "bshd = [batch, seq, heads, head_dim]" + list, allow_lists)
+      ->check(CLI::IsMember(kLayoutNames));
+  command.add_option("--q", o.q_file, "Q from a .npy file (shape and dtype then come from files)")
+      ->check(CLI::ExistingFile);
+  command.add_option("--k", o.k_file, "K from a .npy file")->check(CLI::ExistingFile);
+  command.add_option("--v", o.v_file, "V from a .npy file")->check(CLI::ExistingFile);
+  command.add_option("--dout", o.dout_file, "dO from a .npy file (backward; default: generated)")
+      ->check(CLI::ExistingFile);
+}
+
+void require_single_values(const ProblemOptions& o, const std::string& command) {
+  const auto check = [&](size_t count, const char* name) {
+    if (count > 1) {
+      throw UsageError(std::string(name) + " takes one value in `" + command +
+                       "`; use `cuflash verify` or `cuflash bench` for sweeps");
+    }
+  };
+  check(o.batch.size(), "--batch");
+  check(o.heads.size(), "--heads");
+  check(o.heads_kv.size(), "--heads-kv");
+  check(o.seq.size(), "--seq");
+  check(o.seq_k.size(), "--seq-k");
+  check(o.head_dim.size(), "--head-dim");
+  check(o.dtype.size(), "--dtype");
+  check(o.mask.size(), "--mask");
+  check(o.layout.size(), "--layout");
+}
+
+std::vector<AttentionCase> expand_cases(const ProblemOptions& o) {
+  std::vector<std::string> masks = o.mask;
+  if (o.causal) masks = {"causal"};
+  std::vector<AttentionCase> cases;
+  for (const std::string& dtype : o.dtype)
+    for (int64_t head_dim : o.head_dim)
+      for (const std::string& mask : masks)
+        for (int64_t batch : o.batch)
+          for (int64_t heads : o.heads)
+            for (int64_t heads_kv : o.heads_kv.empty() ? std::vector<int64_t>{heads} : o.heads_kv)
+              for (int64_t seq_q : o.seq)
+                for (int64_t seq_k : o.seq_k.empty() ? std::vector<int64_t>{seq_q} : o.seq_k)
+                  for (const std::string& layout : o.layout) {
+                    if (heads % heads_kv != 0) {
+                      throw UsageError("--heads-kv: " + std::to_string(heads_kv) +
+                                       " does not divide --heads " + std::to_string(heads));
+                    }
+                    AttentionCase c;
+                    c.problem.batch = batch;
+                    c.problem.heads = heads;
+                    c.problem.heads_kv = heads_kv;
+                    c.problem.seq_q = seq_q;
+                    c.problem.seq_k = seq_k;
+                    c.problem.head_dim = head_dim;
+                    c.problem.mask = parse_mask(mask);
+                    c.problem.scale = o.scale.value_or(0.0);
+                    c.dtype = parse_dtype(dtype);
+                    c.layout = parse_layout(layout);
+                    cases.push_back(c);
+                  }
+  return cases;
+}
+
+}  // namespace cuflash::cli

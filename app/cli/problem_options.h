@@ -1,0 +1,62 @@
+// The shape and data options shared by `run`, `verify` and `bench`, and their expansion into the
+// list of attention cases to compute (the product of every comma-separated list).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cuflash/attention.h"
+#include "cuflash/reference/attention_ref.h"
+
+namespace cuflash::cli {
+
+struct ProblemOptions {
+  std::vector<int64_t> batch{1};
+  std::vector<int64_t> heads{8};
+  std::vector<int64_t> heads_kv;  // empty: same as heads
+  std::vector<int64_t> seq{1024};
+  std::vector<int64_t> seq_k;     // empty: same as seq
+  std::vector<int64_t> head_dim{64};
+  std::vector<std::string> dtype{"fp16"};
+  std::vector<std::string> mask{"none"};
+  std::vector<std::string> layout{"bhsd"};
+  bool causal = false;  // shorthand for --mask causal
+  std::optional<double> scale;
+  uint64_t seed = 0;
+  // Input files; when given, shape and dtype come from them.
+  std::string q_file, k_file, v_file, dout_file;
+
+  bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
+};
+
+// One attention problem to compute.
+struct AttentionCase {
+  reference::Problem problem;  // sizes, mask, scale (0 = 1/sqrt(head_dim))
+  DType dtype = DType::fp16;
+  Layout layout = Layout::bhsd;
+
+  // e.g. "fp16/b:1/h:8/hkv:8/sq:1024/sk:1024/d:64/mask:causal/bhsd"
+  std::string name() const;
+  AttentionShape shape() const;
+};
+
+// Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
+void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_lists);
+
+// The product of all lists, in a stable order. Throws UsageError for invalid combinations
+// (e.g. heads not a multiple of heads_kv), naming the option.
+std::vector<AttentionCase> expand_cases(const ProblemOptions& options);
+
+// For commands that compute one case: throws UsageError when an option holds several values.
+void require_single_values(const ProblemOptions& options, const std::string& command);
+
+DType parse_dtype(const std::string& text);
+Mask parse_mask(const std::string& text);
+Layout parse_layout(const std::string& text);
+const char* to_string(Layout layout);
+
+}  // namespace cuflash::cli

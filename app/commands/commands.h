@@ -1,0 +1,32 @@
+// One setup function per subcommand: it registers the subcommand, its options and a callback
+// that runs it and stores the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/report.h"
+
+namespace cuflash::cli {
+
+// Options of the top-level command, visible to every subcommand.
+struct GlobalOptions {
+  std::string format = "table";
+  bool quiet = false;
+  int verbose = 0;
+
+  OutputFormat output_format() const {
+    return format == "json" ? OutputFormat::json : OutputFormat::table;
+  }
+};
+
+// Each callback writes the command's exit code here (0 unless it has something to report).
+struct CommandResult {
+  int exit_code = 0;
+};
+
+void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+
+}  // namespace cuflash::cli

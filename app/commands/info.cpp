@@ -1,0 +1,63 @@
+// `cuflash info`: version, how this binary was built, and the CUDA devices it can see.
+#include <cuda_runtime_api.h>
+
+#include "commands/commands.h"
+#include "cuflash/attention.h"
+#include "cuflash/version.h"
+
+namespace cuflash::cli {
+
+namespace {
+
+std::string cuda_version_text(int version) {
+  if (version <= 0) return "none";
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+Record build_record() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  Record r;
+  r.add("item", "build")
+      .add("version", CUFLASH_VERSION)
+      .add("build_type", CUFLASH_BUILD_TYPE)
+      .add("cuda_architectures", CUFLASH_CUDA_ARCHITECTURES)
+      .add("nvcc", CUFLASH_CUDA_COMPILER_VERSION)
+      .add("cuda_runtime", cuda_version_text(runtime))
+      .add("cuda_driver", cuda_version_text(driver))
+      .add("devices", int64_t(device_count()));
+  return r;
+}
+
+Record device_record(int index) {
+  cudaDeviceProp prop{};
+  Record r;
+  r.add("item", "device " + std::to_string(index));
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    r.add("name", "unavailable");
+    return r;
+  }
+  r.add("name", prop.name)
+      .add("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor))
+      .add("sms", int64_t(prop.multiProcessorCount))
+      .add("memory_gib", double(prop.totalGlobalMem) / double(1ull << 30), 4)
+      .add("l2_mib", double(prop.l2CacheSize) / double(1 << 20), 4);
+  return r;
+}
+
+}  // namespace
+
+void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result) {
+  CLI::App* cmd = app.add_subcommand("info", "Version, build settings and visible CUDA devices");
+  cmd->callback([&global, &result] {
+    // Build facts first, then one record per device; different keys, so print separately.
+    print_records({build_record()}, global.output_format());
+    for (int i = 0; i < device_count(); ++i) {
+      print_records({device_record(i)}, global.output_format());
+    }
+    result.exit_code = 0;
+  });
+}
+
+}  // namespace cuflash::cli

@@ -1,0 +1,189 @@
+// `cuflash run`: compute forward (and with --backward, dQ/dK/dV) for one case, on the GPU or the
+// CPU reference; print a summary of each output tensor and optionally write them as .npy files.
+#include <cmath>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/attention_case.h"
+#include "cli/backends.h"
+#include "cli/exit_codes.h"
+#include "commands/commands.h"
+#include "cuflash/io/convert.h"
+
+namespace cuflash::cli {
+
+namespace {
+
+struct RunOptions {
+  ProblemOptions problem;
+  std::string backend = "auto";
+  bool backward = false;
+  std::string out_dir;
+  bool save_inputs = false;
+};
+
+// One tensor to report and maybe save: values in bhsd order plus how to store them.
+struct NamedTensor {
+  std::string name;
+  const std::vector<double>* values;
+  int64_t heads, seq;  // lse: heads and seq_q; head_dim is dropped
+  bool is_lse;
+};
+
+struct TensorStats {
+  double mean = 0, rms = 0, abs_max = 0;
+  int64_t nonfinite = 0;
+};
+
+TensorStats stats_of(const std::vector<double>& values, bool is_lse) {
+  TensorStats s;
+  int64_t finite = 0;
+  for (const double x : values) {
+    if (!std::isfinite(x)) {
+      // LSE is +inf by definition for rows that see no key; that is not a defect.
+      if (!(is_lse && x == INFINITY)) ++s.nonfinite;
+      continue;
+    }
+    ++finite;
+    s.mean += x;
+    s.rms += x * x;
+    s.abs_max = std::max(s.abs_max, std::abs(x));
+  }
+  if (finite > 0) {
+    s.mean /= double(finite);
+    s.rms = std::sqrt(s.rms / double(finite));
+  }
+  return s;
+}
+
+std::vector<int64_t> stored_shape(const AttentionCase& c, const NamedTensor& t) {
+  if (t.is_lse) return {c.problem.batch, t.heads, t.seq};
+  return layout_shape(c.problem.batch, t.heads, t.seq, c.problem.head_dim, c.layout);
+}
+
+io::NpyArray to_npy(const AttentionCase& c, const NamedTensor& t) {
+  const std::vector<int64_t> shape = stored_shape(c, t);
+  if (t.is_lse) return io::from_double(*t.values, shape, io::ElementType::f32);
+  return io::from_double(
+      bhsd_to_layout(*t.values, c.problem.batch, t.heads, t.seq, c.problem.head_dim, c.layout),
+      shape, element_type(c.dtype));
+}
+
+// Writes every tensor or none: on a failure the files written so far are removed again.
+void write_all(const std::string& dir, const AttentionCase& c, const std::vector<NamedTensor>& ts) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw RuntimeFailure("--out-dir " + dir + ": cannot create directory: " + ec.message());
+  std::vector<std::string> written;
+  try {
+    for (const NamedTensor& t : ts) {
+      const std::string path = (std::filesystem::path(dir) / (t.name + ".npy")).string();
+      io::write_npy(path, to_npy(c, t));
+      written.push_back(path);
+    }
+  } catch (const std::exception& e) {
+    for (const std::string& path : written) std::filesystem::remove(path, ec);
+    throw RuntimeFailure(std::string("--out-dir: ") + e.what());
+  }
+}
+
+std::vector<NamedTensor> outputs_of(const AttentionCase& c, const AttentionResult& r) {
+  const reference::Problem& p = c.problem;
+  std::vector<NamedTensor> ts{{"o", &r.out, p.heads, p.seq_q, false},
+                              {"lse", &r.lse, p.heads, p.seq_q, true}};
+  if (!r.dq.empty()) {
+    ts.push_back({"dq", &r.dq, p.heads, p.seq_q, false});
+    ts.push_back({"dk", &r.dk, p.heads_kv, p.seq_k, false});
+    ts.push_back({"dv", &r.dv, p.heads_kv, p.seq_k, false});
+  }
+  return ts;
+}
+
+std::vector<NamedTensor> inputs_of(const AttentionCase& c, const CaseInputs& in) {
+  const reference::Problem& p = c.problem;
+  std::vector<NamedTensor> ts{{"q", &in.q, p.heads, p.seq_q, false},
+                              {"k", &in.k, p.heads_kv, p.seq_k, false},
+                              {"v", &in.v, p.heads_kv, p.seq_k, false}};
+  if (!in.dout.empty()) ts.push_back({"dout", &in.dout, p.heads, p.seq_q, false});
+  return ts;
+}
+
+Record tensor_record(const AttentionCase& c, Backend backend, const NamedTensor& t,
+                     const std::string& out_dir) {
+  const TensorStats s = stats_of(*t.values, t.is_lse);
+  Record r;
+  r.add("tensor", t.name)
+      .add("shape", format_shape(stored_shape(c, t)))
+      .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(c.dtype)))
+      .add("backend", to_string(backend))
+      .add("mean", s.mean)
+      .add("rms", s.rms)
+      .add("abs_max", s.abs_max)
+      .add("nonfinite", s.nonfinite);
+  if (!out_dir.empty()) {
+    r.add("file", (std::filesystem::path(out_dir) / (t.name + ".npy")).string());
+  }
+  return r;
+}
+
+int run_command(const RunOptions& o, const GlobalOptions& global) {
+  if (o.save_inputs && o.out_dir.empty()) throw UsageError("--save-inputs needs --out-dir");
+  if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
+  CaseInputs inputs;
+  AttentionCase c;
+  if (o.problem.has_input_files()) {
+    c = load_inputs(o.problem, o.backward, inputs);
+  } else {
+    if (!o.problem.dout_file.empty()) throw UsageError("--dout needs --q, --k and --v");
+    require_single_values(o.problem, "run");
+    c = expand_cases(o.problem).front();
+    inputs = generate_inputs(c, o.problem.seed, o.backward);
+  }
+
+  const Backend backend = resolve_backend(o.backend);
+  if (o.backend == "auto" && backend == Backend::cpu) {
+    spdlog::warn("no CUDA device found: computing on the CPU reference (float64) instead");
+  }
+  spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", c.name(),
+               to_string(backend));
+  const AttentionResult result = compute(backend, c, inputs, o.backward);
+  spdlog::info("computed in {:.3f} s", result.seconds);
+
+  std::vector<NamedTensor> tensors = outputs_of(c, result);
+  if (!o.out_dir.empty()) {
+    std::vector<NamedTensor> to_write = tensors;
+    if (o.save_inputs) {
+      for (const NamedTensor& t : inputs_of(c, inputs)) to_write.push_back(t);
+    }
+    write_all(o.out_dir, c, to_write);
+    spdlog::info("wrote {} files to {}", to_write.size(), o.out_dir);
+  }
+  std::vector<Record> records;
+  for (const NamedTensor& t : tensors) records.push_back(tensor_record(c, backend, t, o.out_dir));
+  print_records(records, global.output_format());
+  return kExitOk;
+}
+
+}  // namespace
+
+void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Compute attention for one case (generated or from .npy files) and summarise it");
+  cmd->footer(std::string("Example: cuflash run -b 2 --heads 4 -s 257 -d 64 --dtype bf16 --causal "
+                          "--backward --out-dir out\n") + kExitCodeHelp);
+  add_problem_options(*cmd, options->problem, /*allow_lists=*/false);
+  cmd->add_option("--backend", options->backend,
+                  "auto (GPU when present, else CPU), cuda, or cpu (float64 reference)")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  cmd->add_flag("--backward", options->backward, "Also compute dQ, dK, dV");
+  cmd->add_option("--out-dir", options->out_dir,
+                  "Write o.npy, lse.npy (and dq/dk/dv.npy) into this folder");
+  cmd->add_flag("--save-inputs", options->save_inputs,
+                "With --out-dir: also write q.npy, k.npy, v.npy (and dout.npy)");
+  cmd->callback([options, &global, &result] { result.exit_code = run_command(*options, global); });
+}
+
+}  // namespace cuflash::cli

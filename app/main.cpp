@@ -1,0 +1,95 @@
+// cuflash: run, verify and time FlashAttention from the shell.
+//
+// Results go to stdout (table or JSON), logs to stderr through spdlog. Every error ends in one
+// line on stderr and a documented exit code (cli/exit_codes.h).
+#include <cstdlib>
+#include <cstdio>
+#include <new>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/exit_codes.h"
+#include "commands/commands.h"
+#include "cuflash/error.h"
+#include "cuflash/io/npy.h"
+#include "cuflash/version.h"
+
+namespace {
+
+using namespace cuflash::cli;
+
+// Logs go to stderr (stdout carries results only), colored only on a terminal without NO_COLOR.
+void create_logger() {
+  const bool color = std::getenv("NO_COLOR") == nullptr && isatty(fileno(stderr));
+  auto logger = spdlog::stderr_color_mt(
+      "cuflash", color ? spdlog::color_mode::automatic : spdlog::color_mode::never);
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+}
+
+void set_log_level(const GlobalOptions& global) {
+  spdlog::set_level(global.quiet ? spdlog::level::warn
+                    : global.verbose > 0 ? spdlog::level::debug
+                                         : spdlog::level::info);
+}
+
+int report_error(const char* what, int code) {
+  spdlog::error("{}", what);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  create_logger();
+  CLI::App app{"cuflash " CUFLASH_VERSION ": FlashAttention forward and backward in CUDA.\n"
+               "Run it, check it against a float64 CPU reference, and time it.",
+               "cuflash"};
+  app.footer(kExitCodeHelp);
+  app.set_version_flag("--version", "cuflash " CUFLASH_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + " (see --help)\n";  // one line, like our logs
+  });
+
+  GlobalOptions global;
+  app.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", global.quiet, "Only warnings and errors on stderr");
+  app.add_flag("-v,--verbose", global.verbose, "More detail on stderr");
+
+  CommandResult result;
+  setup_run(app, global, result);
+  setup_verify(app, global, result);
+  setup_bench(app, global, result);
+  setup_info(app, global, result);
+  app.parse_complete_callback([&] { set_log_level(global); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help/version, or the usage error
+    return code == 0 ? kExitOk : kExitBadInput;
+  } catch (const UsageError& e) {
+    return report_error(e.what(), kExitBadInput);
+  } catch (const cuflash::io::NpyError& e) {
+    return report_error(e.what(), kExitBadInput);
+  } catch (const RuntimeFailure& e) {
+    return report_error(e.what(), kExitRuntimeFailure);
+  } catch (const cuflash::Error& e) {
+    const bool caller_error = e.kind() == cuflash::Error::Kind::invalid_argument ||
+                              e.kind() == cuflash::Error::Kind::unsupported;
+    return report_error(e.what(), caller_error ? kExitBadInput : kExitRuntimeFailure);
+  } catch (const std::bad_alloc&) {
+    return report_error("out of host memory", kExitRuntimeFailure);
+  } catch (const std::exception& e) {
+    return report_error(e.what(), kExitRuntimeFailure);
+  }
+  return result.exit_code;
+}

@@ -1,0 +1,284 @@
+// Spawns the built `cuflash` binary and checks outputs, exit codes and error messages.
+// These run without a GPU; where the outcome depends on one (cuda backend, verify, bench), the
+// test asks `cuflash info` how many devices there are and expects the matching behaviour.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A fresh folder under the system temp dir, removed when the test ends.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("cuflash-cli-" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+Outcome run_shell(const std::string& command, const TempDir& tmp) {
+  const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
+  const std::string full = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const int status = std::system(full.c_str());
+  Outcome o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  o.out = slurp(out);
+  o.err = slurp(err);
+  return o;
+}
+
+Outcome cuflash(const std::string& args, const TempDir& tmp) {
+  return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
+}
+
+int count_lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+int device_count() {
+  TempDir tmp;
+  const Outcome o = cuflash("info --format json", tmp);
+  const auto at = o.out.find("\"devices\": ");
+  REQUIRE(at != std::string::npos);
+  return std::atoi(o.out.c_str() + at + 11);
+}
+
+// Writes a small .npy with numpy: `expr` is a numpy expression for the array.
+void numpy_save(const TempDir& tmp, const fs::path& path, const std::string& expr) {
+  const std::string script = "import numpy as np; np.save('" + path.string() + "', " + expr + ")";
+  const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " -c \"" + script + "\"", tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("help, version and usage errors", "[cli]") {
+  TempDir tmp;
+  SECTION("--help lists the subcommands and the exit codes") {
+    const Outcome o = cuflash("--help", tmp);
+    CHECK(o.exit_code == 0);
+    for (const char* word : {"run", "verify", "bench", "info", "Exit codes"}) {
+      CHECK(o.out.find(word) != std::string::npos);
+    }
+  }
+  SECTION("every subcommand has --help") {
+    for (const char* sub : {"run", "verify", "bench", "info"}) {
+      const Outcome o = cuflash(std::string(sub) + " --help", tmp);
+      CHECK(o.exit_code == 0);
+      CHECK(o.out.find("--") != std::string::npos);
+    }
+  }
+  SECTION("--version") {
+    const Outcome o = cuflash("--version", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.out.find("cuflash ") == 0);
+  }
+  SECTION("no subcommand, unknown option, bad values: exit 2") {
+    CHECK(cuflash("", tmp).exit_code == 2);
+    CHECK(cuflash("run --no-such-option", tmp).exit_code == 2);
+    const Outcome dtype = cuflash("run --backend cpu --dtype fp8", tmp);
+    CHECK(dtype.exit_code == 2);
+    CHECK(dtype.err.find("--dtype") != std::string::npos);
+    const Outcome seq = cuflash("run --backend cpu -s 0", tmp);
+    CHECK(seq.exit_code == 2);
+    CHECK(seq.err.find("--seq") != std::string::npos);
+  }
+  SECTION("heads not divisible by heads-kv names the option") {
+    const Outcome o = cuflash("run --backend cpu --heads 6 --heads-kv 4 -s 8 -d 8", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("--heads-kv") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("run takes one value per option") {
+    const Outcome o = cuflash("run --backend cpu -s 16,32", tmp);
+    CHECK(o.exit_code == 2);
+  }
+  SECTION("--save-inputs needs --out-dir") {
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --save-inputs", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("--out-dir") != std::string::npos);
+  }
+}
+
+TEST_CASE("run on the CPU backend", "[cli]") {
+  TempDir tmp;
+  SECTION("table on stdout, logs on stderr") {
+    const Outcome o = cuflash("run --backend cpu -b 1 --heads 2 -s 33 -d 16 --backward", tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(o.out.find("tensor") == 0);
+    for (const char* t : {"o ", "lse", "dq", "dk", "dv"}) CHECK(o.out.find(t) != std::string::npos);
+    CHECK(count_lines(o.out) == 6);
+  }
+  SECTION("json: one object a line with stable keys") {
+    const Outcome o = cuflash("run --backend cpu -s 17 -d 8 --format json", tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(count_lines(o.out) == 2);
+    CHECK(o.out.rfind("{\"tensor\": \"o\", \"shape\": \"[1,8,17,8]\"", 0) == 0);
+    CHECK(o.out.find("\"nonfinite\": 0") != std::string::npos);
+  }
+  SECTION("auto without a GPU says so on stderr") {
+    if (device_count() == 0) {
+      const Outcome o = cuflash("run -s 8 -d 8", tmp);
+      CHECK(o.exit_code == 0);
+      CHECK(o.err.find("CPU") != std::string::npos);
+    }
+  }
+  SECTION("-q silences the logs") {
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 -q", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.empty());
+  }
+}
+
+TEST_CASE("run writes files that numpy loads and that match an independent computation",
+          "[cli]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "out";
+  const Outcome o = cuflash("run --backend cpu -b 2 --heads 4 --heads-kv 2 -s 257 --seq-k 300 -d 64 "
+                            "--dtype bf16 --causal --backward --save-inputs --out-dir " +
+                                dir.string(),
+                            tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  for (const char* f : {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "dout"}) {
+    CHECK(fs::exists(dir / (std::string(f) + ".npy")));
+  }
+  // The same attention, written again in numpy float64 from the saved bf16 inputs; bottom-right
+  // causal mask; outputs are bf16 (rounded from float64), so compare within bf16 rounding.
+  const std::string script = R"PY(
+import numpy as np, sys
+d = sys.argv[1]
+def load(n):
+    a = np.load(f"{d}/{n}.npy")
+    if a.dtype.itemsize == 2 and a.dtype.kind in "Viu":
+        a = (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float64)
+q, k, v, do = load("q"), load("k"), load("v"), load("dout")
+B, H, Sq, D = q.shape; Hkv, Sk = k.shape[1], k.shape[2]
+k = np.repeat(k, H // Hkv, axis=1); v = np.repeat(v, H // Hkv, axis=1)
+s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
+i = np.arange(Sq)[:, None]; j = np.arange(Sk)[None, :]
+s = np.where(j <= i + (Sk - Sq), s, -np.inf)
+m = s.max(-1, keepdims=True)
+p = np.exp(s - m); l = p.sum(-1, keepdims=True); p /= l
+o = p @ v; lse = (m + np.log(l))[..., 0]
+dv = p.transpose(0, 1, 3, 2) @ do
+dp = do @ v.transpose(0, 1, 3, 2)
+ds = p * (dp - (do * o).sum(-1, keepdims=True)) / np.sqrt(D)
+dq = ds @ k; dk = ds.transpose(0, 1, 3, 2) @ q
+dk = dk.reshape(B, Hkv, H // Hkv, Sk, D).sum(2); dv = dv.reshape(B, Hkv, H // Hkv, Sk, D).sum(2)
+worst = 0
+for name, ref in [("o", o), ("lse", lse), ("dq", dq), ("dk", dk), ("dv", dv)]:
+    got = load(name)
+    assert got.shape == ref.shape, (name, got.shape, ref.shape)
+    err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+    tol = 1e-6 if name == "lse" else 2 ** -8
+    print(name, err, file=sys.stderr)
+    assert err <= tol, (name, err)
+print("ok")
+)PY";
+  std::ofstream(tmp.path / "check.py") << script;
+  const Outcome check =
+      run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + (tmp.path / "check.py").string() + " " +
+                    dir.string(),
+                tmp);
+  INFO(check.err);
+  CHECK(check.exit_code == 0);
+  CHECK(check.out == "ok\n");
+}
+
+TEST_CASE("run reads inputs from .npy files", "[cli]") {
+  TempDir tmp;
+  const auto path = [&](const char* name) { return (tmp.path / name).string(); };
+  numpy_save(tmp, path("q.npy"), "np.random.default_rng(1).standard_normal((1,2,5,8)).astype(np.float32)");
+  numpy_save(tmp, path("k.npy"), "np.random.default_rng(2).standard_normal((1,1,7,8)).astype(np.float32)");
+  numpy_save(tmp, path("v.npy"), "np.random.default_rng(3).standard_normal((1,1,7,8)).astype(np.float32)");
+  const std::string files = " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+
+  SECTION("shape and dtype come from the files") {
+    const Outcome o = cuflash("run --backend cpu --format json" + files, tmp);
+    INFO(o.err);
+    REQUIRE(o.exit_code == 0);
+    CHECK(o.out.find("\"shape\": \"[1,2,5,8]\", \"dtype\": \"fp32\"") != std::string::npos);
+  }
+  SECTION("a malformed file: exit 2, one line naming the file, nothing written") {
+    std::ofstream(path("bad.npy")) << "\x93NUMPY\x01\x00garbage";
+    const fs::path dir = tmp.path / "never";
+    const Outcome o = cuflash("run --backend cpu --q " + path("bad.npy") + " --k " + path("k.npy") +
+                                  " --v " + path("v.npy") + " --out-dir " + dir.string(),
+                              tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("bad.npy") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK_FALSE(fs::exists(dir));
+  }
+  SECTION("files that disagree: exit 2 naming both") {
+    numpy_save(tmp, path("v2.npy"), "np.ones((1,1,6,8), np.float32)");
+    const Outcome o = cuflash("run --backend cpu --q " + path("q.npy") + " --k " + path("k.npy") +
+                                  " --v " + path("v2.npy"), tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("v2.npy") != std::string::npos);
+    CHECK(o.err.find("k.npy") != std::string::npos);
+  }
+  SECTION("wrong rank: exit 2") {
+    numpy_save(tmp, path("q3.npy"), "np.ones((2,5,8), np.float32)");
+    const Outcome o = cuflash("run --backend cpu --q " + path("q3.npy") + " --k " + path("k.npy") +
+                                  " --v " + path("v.npy"), tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("4-D") != std::string::npos);
+  }
+  SECTION("a missing file: exit 2 naming it") {
+    const Outcome o = cuflash("run --backend cpu --q " + path("nope.npy") + " --k " + path("k.npy") +
+                                  " --v " + path("v.npy"), tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("nope.npy") != std::string::npos);
+  }
+}
+
+TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
+  TempDir tmp;
+  if (device_count() > 0) {
+    SUCCEED("a GPU is present: covered by the gpu-labelled tests");
+    return;
+  }
+  for (const char* args : {"run --backend cuda -s 8 -d 8", "verify -s 8 -d 8", "bench -s 8 -d 8"}) {
+    const Outcome o = cuflash(args, tmp);
+    INFO(args);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("GPU") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.out.empty());
+  }
+  const Outcome info = cuflash("info", tmp);
+  CHECK(info.exit_code == 0);
+  CHECK(info.out.find("devices") != std::string::npos);
+}
