@@ -1,0 +1,307 @@
+// The public API of attention.h: argument validation at the boundary, then dispatch to the
+// launcher compiled for (dtype, head_dim). Kernels never see an argument this file has not
+// checked.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "cuflash/attention.h"
+#include "cuflash/error.h"
+#include "cuflash/types.h"
+#include "launch.h"
+
+namespace cuflash {
+namespace {
+
+using detail::kSupportedHeadDims;
+
+// The kernels index within a sequence with 32-bit block-relative offsets and put the number of
+// query (key) blocks on grid.x; this bound keeps both comfortably in range.
+constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 256;
+// Tensor data and every row start at 16-byte boundaries: tiles move in 16-byte vectors.
+constexpr size_t kTensorAlignment = 16;
+
+[[noreturn]] void invalid(const std::string& context, const std::string& message) {
+  throw Error(Error::Kind::invalid_argument, context + ": " + message);
+}
+
+[[noreturn]] void unsupported(const std::string& context, const std::string& message) {
+  throw Error(Error::Kind::unsupported, context + ": " + message);
+}
+
+// Overflow-checked arithmetic on non-negative sizes: -1 stands for "overflowed" and sticks.
+int64_t checked_mul(int64_t a, int64_t b) {
+  if (a < 0 || b < 0 || (a != 0 && b > std::numeric_limits<int64_t>::max() / a)) return -1;
+  return a * b;
+}
+
+int64_t checked_add(int64_t a, int64_t b) {
+  if (a < 0 || b < 0 || a > std::numeric_limits<int64_t>::max() - b) return -1;
+  return a + b;
+}
+
+std::string supported_head_dims_text() {
+  std::string text;
+  for (int d : kSupportedHeadDims) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+bool is_valid(DType dtype) {
+  return dtype == DType::fp16 || dtype == DType::bf16 || dtype == DType::fp32;
+}
+
+bool is_valid(Mask mask) {
+  return mask == Mask::none || mask == Mask::causal_bottom_right || mask == Mask::causal_top_left;
+}
+
+// Sizes positive, heads a multiple of heads_kv, element counts representable.
+void validate_sizes(const std::string& context, const AttentionShape& s) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"batch", s.batch}, {"heads", s.heads}, {"heads_kv", s.heads_kv},
+      {"seq_q", s.seq_q}, {"seq_k", s.seq_k}, {"head_dim", s.head_dim}};
+  for (const auto& [name, value] : sizes) {
+    if (value <= 0) {
+      invalid(context, std::string("shape.") + name + " must be positive, got " +
+                           std::to_string(value));
+    }
+  }
+  if (s.heads % s.heads_kv != 0) {
+    invalid(context, "shape.heads (" + std::to_string(s.heads) +
+                         ") must be a multiple of shape.heads_kv (" + std::to_string(s.heads_kv) +
+                         ")");
+  }
+  // Byte counts of Q and K at 8 bytes per element: fp32 with a factor 2 of headroom.
+  const int64_t bytes_q = checked_mul(
+      checked_mul(checked_mul(checked_mul(s.batch, s.heads), s.seq_q), s.head_dim), 8);
+  const int64_t bytes_k = checked_mul(
+      checked_mul(checked_mul(checked_mul(s.batch, s.heads_kv), s.seq_k), s.head_dim), 8);
+  if (bytes_q < 0 || bytes_k < 0) invalid(context, "shape is too large (sizes overflow 64 bits)");
+}
+
+// Everything about the problem itself: sizes, head_dim, dtype, mask.
+void validate_problem(const std::string& context, const AttentionShape& s, DType dtype,
+                      Mask mask) {
+  validate_sizes(context, s);
+  if (!is_valid(dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
+  if (!is_valid(mask)) invalid(context, "mask is not one of none, causal, causal-top-left");
+  if (!is_supported_head_dim(s.head_dim)) {
+    unsupported(context, "head_dim " + std::to_string(s.head_dim) +
+                             " is not supported (supported: " + supported_head_dims_text() + ")");
+  }
+  if (s.seq_q > kMaxSeqLen || s.seq_k > kMaxSeqLen) {
+    unsupported(context, "sequence lengths above " + std::to_string(kMaxSeqLen) +
+                             " are not supported (seq_q " + std::to_string(s.seq_q) +
+                             ", seq_k " + std::to_string(s.seq_k) + ")");
+  }
+}
+
+// The scale the kernels use: `scale`, or 1/sqrt(head_dim) for 0.
+float effective_scale(const std::string& context, float scale, int64_t head_dim) {
+  if (std::isnan(scale) || std::isinf(scale) || scale < 0.f) {
+    invalid(context, "scale must be finite and non-negative (0 selects 1/sqrt(head_dim)), got " +
+                         std::to_string(scale));
+  }
+  return scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : scale;
+}
+
+bool is_aligned(const void* pointer, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
+}
+
+// A [batch, heads, seq, head_dim] tensor: non-null and aligned, strides non-negative multiples
+// of 16 bytes, and no two (batch, head, seq) rows overlapping.
+void validate_tensor(const std::string& context, const std::string& name, const TensorRef& t,
+                     int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dtype) {
+  if (t.data == nullptr) invalid(context, name + ".data is null");
+  if (!is_aligned(t.data, kTensorAlignment)) {
+    invalid(context, name + ".data must be " + std::to_string(kTensorAlignment) +
+                         "-byte aligned");
+  }
+  const int64_t stride_multiple = static_cast<int64_t>(kTensorAlignment) / dtype_size(dtype);
+  struct Dim {
+    const char* stride_name;
+    int64_t size;
+    int64_t stride;
+  };
+  Dim dims[] = {{"seq_stride", seq, t.seq_stride},
+                {"head_stride", heads, t.head_stride},
+                {"batch_stride", batch, t.batch_stride}};
+  for (const Dim& dim : dims) {
+    if (dim.stride < 0 || dim.stride % stride_multiple != 0) {
+      invalid(context, name + "." + dim.stride_name + " (" + std::to_string(dim.stride) +
+                           ") must be a non-negative multiple of " +
+                           std::to_string(stride_multiple) + " elements (16 bytes)");
+    }
+  }
+  // Rows are disjoint when, with dimensions ordered by stride, each stride reaches past
+  // everything the inner dimensions span. Dimensions of size 1 never step.
+  std::stable_sort(std::begin(dims), std::end(dims),
+                   [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  int64_t span = head_dim;  // elements covered by the dimensions handled so far
+  for (const Dim& dim : dims) {
+    if (dim.size == 1) continue;
+    if (dim.stride < span) {
+      invalid(context, name + "." + dim.stride_name + " (" + std::to_string(dim.stride) +
+                           ") makes rows overlap: it must be at least " + std::to_string(span));
+    }
+    span = checked_add(checked_mul(dim.stride, dim.size - 1), span);
+    if (span < 0 || checked_mul(span, dtype_size(dtype)) < 0) {
+      invalid(context, name + " strides span more than 64-bit offsets can address");
+    }
+  }
+}
+
+void validate_lse(const std::string& context, const void* lse) {
+  if (lse == nullptr) invalid(context, "lse is null");
+  if (!is_aligned(lse, alignof(float))) invalid(context, "lse must be 4-byte aligned");
+}
+
+using ForwardLauncher = void (*)(const ForwardArgs&, cudaStream_t);
+using BackwardLauncher = void (*)(const BackwardArgs&, cudaStream_t);
+
+template <int kHeadDim>
+ForwardLauncher forward_launcher(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return &detail::launch_forward_tc<__half, kHeadDim>;
+    case DType::bf16: return &detail::launch_forward_tc<__nv_bfloat16, kHeadDim>;
+    case DType::fp32: return &detail::launch_forward_fp32<kHeadDim>;
+  }
+  return nullptr;
+}
+
+template <int kHeadDim>
+BackwardLauncher backward_launcher(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return &detail::launch_backward_tc<__half, kHeadDim>;
+    case DType::bf16: return &detail::launch_backward_tc<__nv_bfloat16, kHeadDim>;
+    case DType::fp32: return &detail::launch_backward_fp32<kHeadDim>;
+  }
+  return nullptr;
+}
+
+// Called after validation, so (dtype, head_dim) always has a launcher.
+ForwardLauncher forward_launcher(DType dtype, int64_t head_dim) {
+  switch (head_dim) {
+    case 32: return forward_launcher<32>(dtype);
+    case 64: return forward_launcher<64>(dtype);
+    case 128: return forward_launcher<128>(dtype);
+  }
+  return nullptr;
+}
+
+BackwardLauncher backward_launcher(DType dtype, int64_t head_dim) {
+  switch (head_dim) {
+    case 32: return backward_launcher<32>(dtype);
+    case 64: return backward_launcher<64>(dtype);
+    case 128: return backward_launcher<128>(dtype);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
+                          int64_t head_dim) {
+  const std::string context = "make_tensor_ref";
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"batch", batch}, {"heads", heads}, {"seq", seq}, {"head_dim", head_dim}};
+  for (const auto& [name, value] : sizes) {
+    if (value <= 0) {
+      invalid(context, std::string(name) + " must be positive, got " + std::to_string(value));
+    }
+  }
+  TensorRef ref;
+  ref.data = data;
+  switch (layout) {
+    case Layout::bhsd:
+      ref.seq_stride = head_dim;
+      ref.head_stride = seq * head_dim;
+      ref.batch_stride = heads * seq * head_dim;
+      return ref;
+    case Layout::bshd:
+      ref.head_stride = head_dim;
+      ref.seq_stride = heads * head_dim;
+      ref.batch_stride = seq * heads * head_dim;
+      return ref;
+  }
+  invalid(context, "layout is not one of bhsd, bshd");
+}
+
+bool is_supported_head_dim(int64_t head_dim) {
+  return std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), head_dim) !=
+         std::end(kSupportedHeadDims);
+}
+
+void forward(const ForwardArgs& args, cudaStream_t stream) {
+  const std::string context = "forward";
+  const AttentionShape& s = args.shape;
+  validate_problem(context, s, args.dtype, args.mask);
+  ForwardArgs resolved = args;
+  resolved.scale = effective_scale(context, args.scale, s.head_dim);
+  validate_tensor(context, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+  validate_tensor(context, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  validate_tensor(context, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  validate_tensor(context, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+  validate_lse(context, args.lse);
+
+  forward_launcher(args.dtype, s.head_dim)(resolved, stream);
+  detail::throw_on_cuda_error(cudaGetLastError(), "forward: kernel launch");
+}
+
+size_t backward_workspace_size(const AttentionShape& shape, DType dtype) {
+  const std::string context = "backward_workspace_size";
+  validate_sizes(context, shape);
+  if (!is_valid(dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
+  const size_t rows = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.heads) *
+                      static_cast<size_t>(shape.seq_q);
+  return detail::dq_accum_bytes(shape) +
+         detail::round_up(rows * sizeof(float), detail::kWorkspaceAlignment);
+}
+
+void backward(const BackwardArgs& args, cudaStream_t stream) {
+  const std::string context = "backward";
+  const AttentionShape& s = args.shape;
+  validate_problem(context, s, args.dtype, args.mask);
+  BackwardArgs resolved = args;
+  resolved.scale = effective_scale(context, args.scale, s.head_dim);
+  const std::pair<const char*, const TensorRef*> query_shaped[] = {
+      {"q", &args.q}, {"out", &args.out}, {"dout", &args.dout}, {"dq", &args.dq}};
+  for (const auto& [name, ref] : query_shaped) {
+    validate_tensor(context, name, *ref, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+  }
+  const std::pair<const char*, const TensorRef*> key_shaped[] = {
+      {"k", &args.k}, {"v", &args.v}, {"dk", &args.dk}, {"dv", &args.dv}};
+  for (const auto& [name, ref] : key_shaped) {
+    validate_tensor(context, name, *ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  }
+  validate_lse(context, args.lse);
+  if (args.workspace == nullptr) invalid(context, "workspace is null");
+  if (!is_aligned(args.workspace, detail::kWorkspaceAlignment)) {
+    invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
+                         "-byte aligned");
+  }
+  const size_t required = backward_workspace_size(s, args.dtype);
+  if (args.workspace_bytes < required) {
+    invalid(context, "workspace_bytes (" + std::to_string(args.workspace_bytes) +
+                         ") is smaller than backward_workspace_size() = " +
+                         std::to_string(required));
+  }
+
+  backward_launcher(args.dtype, s.head_dim)(resolved, stream);
+  detail::throw_on_cuda_error(cudaGetLastError(), "backward: kernel launch");
+}
+
+int device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error so later calls do not report it
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace cuflash

@@ -1,0 +1,430 @@
+// FlashAttention-2 backward on the tensor cores (fp16 / bf16 inputs, fp32 accumulation).
+//
+// Three kernels on the caller's stream:
+//   1. row_dot:  D_i = rowsum(dO_i * O_i) (fp32) into the workspace; the fp32 dQ accumulator
+//                is zeroed with a memset beforehand.
+//   2. main:     one CTA per (key block, kv head, batch); K_j, V_j stay in shared memory while
+//                the CTA walks every query head of its GQA group and every query block that
+//                sees a key of the block:
+//                  S^T  = K_j Q_i^T                      (16 keys x kBlockM queries per warp)
+//                  P^T  = exp2(S^T * scale*log2e - LSE_i * log2e), 0 where masked
+//                  dV_j += P^T dO_i
+//                  dP^T = V_j dO_i^T
+//                  dS^T = P^T * (dP^T - D_i)
+//                  dK_j += dS^T Q_i                      (times scale at the end)
+//                  dQ_i += dS K_j                        (fp32 atomics into the accumulator)
+//                Working with the transposes keeps keys on the warps' rows, so P^T and dS^T are
+//                A operands straight from registers; dS^T goes through shared memory once more
+//                for dQ. dK and dV are summed over the group in registers: deterministic.
+//   3. dq_convert: dQ = scale * accumulator, in the output dtype and strides.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/copy.cuh"
+#include "kernels/launch_util.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/params.cuh"
+#include "kernels/softmax.cuh"
+#include "kernels/traits.cuh"
+#include "launch.h"
+
+namespace cuflash::detail {
+
+// Query row index (over batch, heads, seq_q) -> its [D] row of a strided tensor.
+template <typename Tensor>
+__device__ __forceinline__ auto row_pointer(const Tensor& tensor, const ProblemParams& p,
+                                            int64_t row) {
+  const int64_t bh = row / p.seq_q;
+  return tensor.slice(bh / p.heads, bh % p.heads) + (row % p.seq_q) * tensor.seq_stride;
+}
+
+// Dot product of 8 packed 16-bit pairs.
+template <typename Element>
+__device__ __forceinline__ float dot8(uint4 x, uint4 y) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+  const uint32_t ys[4] = {y.x, y.y, y.z, y.w};
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = ElementOps<Element>::unpack(xs[i]);
+    const float2 b = ElementOps<Element>::unpack(ys[i]);
+    sum = fmaf(a.x, b.x, sum);
+    sum = fmaf(a.y, b.y, sum);
+  }
+  return sum;
+}
+
+// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kHeadDim / 8 threads per row, 16 bytes each.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    backward_row_dot_kernel(const BackwardParams<Element> params) {
+  constexpr int kThreadsPerRow = kHeadDim / 8;
+  static_assert(32 % kThreadsPerRow == 0, "a row's threads sit in one warp");
+  const ProblemParams& p = params.problem;
+  const int64_t total = p.batch * p.heads * p.seq_q * kThreadsPerRow;
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  // The loop test is uniform over the warp (its first thread's index), so every lane takes part
+  // in the shuffles.
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x - lane; base < total;
+       base += stride) {
+    const int64_t index = base + lane;
+    const bool active = index < total;
+    const int64_t row = index / kThreadsPerRow;
+    const int col = static_cast<int>(index % kThreadsPerRow) * 8;
+    float dot = 0.f;
+    if (active) {
+      const uint4 o = *reinterpret_cast<const uint4*>(row_pointer(params.out, p, row) + col);
+      const uint4 d_o = *reinterpret_cast<const uint4*>(row_pointer(params.dout, p, row) + col);
+      dot = dot8<Element>(o, d_o);
+    }
+#pragma unroll
+    for (int offset = kThreadsPerRow / 2; offset > 0; offset /= 2) {
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    }
+    if (active && col == 0) params.row_dot[row] = dot;
+  }
+}
+
+// dQ = scale * accumulator, converted to Element and written through dq's strides.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    backward_dq_convert_kernel(const BackwardParams<Element> params) {
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 8 elements (16 output bytes) per thread
+  const ProblemParams& p = params.problem;
+  const int64_t total = p.batch * p.heads * p.seq_q * kChunksPerRow;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t index = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; index < total;
+       index += stride) {
+    const int64_t row = index / kChunksPerRow;
+    const int col = static_cast<int>(index % kChunksPerRow) * 8;
+    const float* source = params.dq_accum + row * kHeadDim + col;
+    const float4 lo = *reinterpret_cast<const float4*>(source);
+    const float4 hi = *reinterpret_cast<const float4*>(source + 4);
+    const float s = p.scale;
+    uint4 bits;
+    bits.x = ElementOps<Element>::pack(lo.x * s, lo.y * s);
+    bits.y = ElementOps<Element>::pack(lo.z * s, lo.w * s);
+    bits.z = ElementOps<Element>::pack(hi.x * s, hi.y * s);
+    bits.w = ElementOps<Element>::pack(hi.z * s, hi.w * s);
+    *reinterpret_cast<uint4*>(row_pointer(params.dq, p, row) + col) = bits;
+  }
+}
+
+// P^T = exp2(S^T * scale_log2 - LSE * log2e) in place, for this thread's part of a warp's
+// (16 keys, 8 * kTiles queries) block. Columns before first_visible_col[half] are masked (0).
+template <int kTiles>
+__device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
+                                                         const float* lse, float scale_log2,
+                                                         bool masked,
+                                                         const int (&first_visible_col)[2],
+                                                         int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int col = 8 * t + 2 * (lane % 4);
+    const float2 column_lse = *reinterpret_cast<const float2*>(lse + col);
+    const float lse_log2[2] = {column_lse.x * kLog2e, column_lse.y * kLog2e};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = st[t][2 * half + e];
+        x = fast_exp2(fmaf(x, scale_log2, -lse_log2[e]));
+        if (masked && col + e < first_visible_col[half]) x = 0.f;
+      }
+    }
+  }
+}
+
+// dS^T = P^T * (dP^T - D) in place of P^T; D is indexed by the query column.
+template <int kTiles>
+__device__ __forceinline__ void score_gradients_transposed(float (&pt)[kTiles][4],
+                                                           const float (&dpt)[kTiles][4],
+                                                           const float* row_dot, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const float2 d = *reinterpret_cast<const float2*>(row_dot + 8 * t + 2 * (lane % 4));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      pt[t][2 * half] *= dpt[t][2 * half] - d.x;
+      pt[t][2 * half + 1] *= dpt[t][2 * half + 1] - d.y;
+    }
+  }
+}
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
+    backward_kernel(const BackwardParams<Element> params) {
+  using Traits = BackwardTraits<kHeadDim>;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kStride = Traits::kStride;
+  constexpr int kDimSteps = kHeadDim / 16;    // k16 steps over head_dim (S^T, dP^T)
+  constexpr int kQuerySteps = kBlockM / 16;   // k16 steps over queries (dV, dK)
+  constexpr int kKeySteps = kBlockN / 16;     // k16 steps over keys (dQ)
+  constexpr int kQueryTiles = kBlockM / 8;    // n8 tiles of S^T, dP^T per warp
+  constexpr int kDimTiles = kHeadDim / 8;     // n8 tiles of dK, dV per warp
+  constexpr int kDqTiles = Traits::kDqCols / 8;
+  using Tile = SmemTile<Element, kStride>;
+  using DsTile = SmemTile<Element, Traits::kDsStride>;
+
+  const ProblemParams& p = params.problem;
+  const int thread = threadIdx.x;
+  const int warp = thread / 32;
+  const int lane = thread % 32;
+  const int64_t bh_kv = params.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
+  const int64_t batch = bh_kv / p.heads_kv;
+  const int64_t kv_head = bh_kv % p.heads_kv;
+  // Key blocks in increasing order: under a causal mask the first ones see the most queries,
+  // so the heaviest CTAs start first.
+  const int64_t k0 = int64_t(blockIdx.x) * kBlockN;
+
+  // Query blocks [first_m_block, num_m_blocks) contain a row that sees a key of this block.
+  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  int64_t first_m_block = 0;
+  if (p.causal && k0 - p.causal_offset > 0) {
+    first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
+  }
+  const int64_t blocks_per_head = num_m_blocks - first_m_block;
+  const int64_t num_iterations = blocks_per_head * p.heads_per_kv;
+  auto iteration_head = [&](int64_t it) {
+    return kv_head * p.heads_per_kv + it / blocks_per_head;
+  };
+  auto iteration_q0 = [&](int64_t it) { return (first_m_block + it % blocks_per_head) * kBlockM; };
+
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Element* smem = reinterpret_cast<Element*>(shared_bytes);
+  const Tile k_tile{smem};                     // (kBlockN, D); dK staging at the end
+  const Tile v_tile{smem + kBlockN * kStride};  // (kBlockN, D); dV staging at the end
+  Element* stages = smem + 2 * kBlockN * kStride;
+  auto q_tile = [&](int stage) { return Tile{stages + stage * kBlockM * kStride}; };
+  auto dout_tile = [&](int stage) {
+    return Tile{stages + (kStages + stage) * kBlockM * kStride};
+  };  // both (kBlockM, D)
+  const DsTile ds_tile{stages + 2 * kStages * kBlockM * kStride};  // (kBlockN, kBlockM): dS^T
+  float* float_stages = reinterpret_cast<float*>(smem + Traits::kSmemElements);
+  auto lse_stage = [&](int stage) { return float_stages + stage * kBlockM; };  // (kBlockM)
+  auto row_dot_stage = [&](int stage) { return float_stages + (kStages + stage) * kBlockM; };
+
+  auto load_query_block = [&](int64_t it, int stage) {
+    const int64_t head = iteration_head(it);
+    const int64_t q0 = iteration_q0(it);
+    load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
+                                                 params.q.seq_stride, q0, p.seq_q, thread);
+    load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
+                                                 params.dout.slice(batch, head),
+                                                 params.dout.seq_stride, q0, p.seq_q, thread);
+    if (thread < kBlockM) {
+      const int64_t row = q0 + thread;
+      if (row < p.seq_q) {
+        const int64_t index = (batch * p.heads + head) * p.seq_q + row;
+        cp_async_4(lse_stage(stage) + thread, params.lse + index);
+        cp_async_4(row_dot_stage(stage) + thread, params.row_dot + index);
+      } else {  // rows past the end: P = 0 and dS = 0 for them
+        lse_stage(stage)[thread] = kEmptyRowLse;
+        row_dot_stage(stage)[thread] = 0.f;
+      }
+    }
+  };
+
+  load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile, params.k.slice(batch, kv_head),
+                                               params.k.seq_stride, k0, p.seq_k, thread);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile, params.v.slice(batch, kv_head),
+                                               params.v.seq_stride, k0, p.seq_k, thread);
+  if (num_iterations > 0) load_query_block(0, 0);
+  cp_async_commit();
+
+  const int warp_key0 = 16 * warp;  // this warp's keys (rows of S^T, dK, dV) within the block
+  int64_t fragment_key[2];          // keys of this thread's fragment rows group, group + 8
+  fragment_key[0] = k0 + warp_key0 + lane / 4;
+  fragment_key[1] = fragment_key[0] + 8;
+  const int dq_row0 = 16 * (warp % Traits::kDqWarpsM);                // this warp's dQ tile
+  const int dq_col0 = Traits::kDqCols * (warp / Traits::kDqWarpsM);
+  float dk_acc[kDimTiles][4];  // dK (16, D) of this warp, without the scale
+  float dv_acc[kDimTiles][4];  // dV (16, D) of this warp
+  zero(dk_acc);
+  zero(dv_acc);
+
+  for (int64_t it = 0; it < num_iterations; ++it) {
+    const int stage = static_cast<int>(it % kStages);
+    cp_async_wait<0>();
+    __syncthreads();  // this query block landed; every warp is done with the previous one
+    if (it + 1 < num_iterations) load_query_block(it + 1, (stage + 1) % kStages);
+    cp_async_commit();
+
+    const int64_t head = iteration_head(it);
+    const int64_t q0 = iteration_q0(it);
+    const Tile q_s = q_tile(stage);
+    const Tile dout_s = dout_tile(stage);
+
+    // S^T = K Q^T: (16 keys, kBlockM queries) per warp
+    float st[kQueryTiles][4];
+    zero(st);
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+      uint32_t a[4];
+      load_a(a, k_tile, warp_key0, 16 * kk, lane);
+#pragma unroll
+      for (int pair = 0; pair < kQueryTiles / 2; ++pair) {
+        uint32_t b[4];
+        load_b_pair_nk(b, q_s, 16 * pair, 16 * kk, lane);
+        mma_16x8x16<Element>(st[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<Element>(st[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+
+    // P^T; query column c of key row r is visible iff r < Sk and (not causal or
+    // q0 + c >= r - causal_offset).
+    const bool crosses_end = k0 + kBlockN > p.seq_k;
+    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
+    int first_visible_col[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t key = fragment_key[half];
+      const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
+      first_visible_col[half] = key < p.seq_k ? static_cast<int>(clamp64(first, 0, kBlockM))
+                                              : kBlockM;
+    }
+    probabilities_transposed(st, lse_stage(stage), p.scale_log2, crosses_end || crosses_diagonal,
+                             first_visible_col, lane);
+
+    // dV += P^T dO: (16 keys, D)
+#pragma unroll
+    for (int kk = 0; kk < kQuerySteps; ++kk) {
+      uint32_t a[4];
+      accumulators_to_a<Element>(a, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
+        uint32_t b[4];
+        load_b_pair_kn(b, dout_s, 16 * kk, 16 * pair, lane);
+        mma_16x8x16<Element>(dv_acc[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<Element>(dv_acc[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+
+    // dP^T = V dO^T: (16 keys, kBlockM queries)
+    float dpt[kQueryTiles][4];
+    zero(dpt);
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+      uint32_t a[4];
+      load_a(a, v_tile, warp_key0, 16 * kk, lane);
+#pragma unroll
+      for (int pair = 0; pair < kQueryTiles / 2; ++pair) {
+        uint32_t b[4];
+        load_b_pair_nk(b, dout_s, 16 * pair, 16 * kk, lane);
+        mma_16x8x16<Element>(dpt[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<Element>(dpt[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+
+    score_gradients_transposed(st, dpt, row_dot_stage(stage), lane);  // st now holds dS^T
+
+    // dK += dS^T Q: (16 keys, D)
+#pragma unroll
+    for (int kk = 0; kk < kQuerySteps; ++kk) {
+      uint32_t a[4];
+      accumulators_to_a<Element>(a, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
+        uint32_t b[4];
+        load_b_pair_kn(b, q_s, 16 * kk, 16 * pair, lane);
+        mma_16x8x16<Element>(dk_acc[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<Element>(dk_acc[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+
+    // dQ needs dS with queries on the rows: go through shared memory.
+    const float unit[2] = {1.f, 1.f};
+    store_accumulators(ds_tile, st, warp_key0, unit, lane);
+    __syncthreads();
+
+    // dQ(q0.., :) += dS K: warp tile (16 queries, kDqCols)
+    float dq_acc[kDqTiles][4];
+    zero(dq_acc);
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      uint32_t a[4];
+      load_a_transposed(a, ds_tile, dq_row0, 16 * kk, lane);
+#pragma unroll
+      for (int pair = 0; pair < kDqTiles / 2; ++pair) {
+        uint32_t b[4];
+        load_b_pair_kn(b, k_tile, 16 * kk, dq_col0 + 16 * pair, lane);
+        mma_16x8x16<Element>(dq_acc[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<Element>(dq_acc[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+    float* dq_accum = params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = q0 + dq_row0 + lane / 4 + 8 * half;
+      if (row >= p.seq_q) continue;
+#pragma unroll
+      for (int t = 0; t < kDqTiles; ++t) {
+        float* target = dq_accum + row * kHeadDim + dq_col0 + 8 * t + 2 * (lane % 4);
+        atomic_add_pair(target, dq_acc[t][2 * half], dq_acc[t][2 * half + 1]);
+      }
+    }
+  }
+
+  // Epilogue: stage dK (scaled) and dV in the K and V tiles, then write whole rows.
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done reading K and V
+  const float scale[2] = {p.scale, p.scale};
+  const float unit[2] = {1.f, 1.f};
+  store_accumulators(k_tile, dk_acc, warp_key0, scale, lane);
+  store_accumulators(v_tile, dv_acc, warp_key0, unit, lane);
+  __syncthreads();
+  store_tile<kBlockN, kHeadDim, kThreads>(params.dk.slice(batch, kv_head), params.dk.seq_stride,
+                                          k0, p.seq_k, k_tile, thread);
+  store_tile<kBlockN, kHeadDim, kThreads>(params.dv.slice(batch, kv_head), params.dv.seq_stride,
+                                          k0, p.seq_k, v_tile, thread);
+}
+
+template <typename Element, int kHeadDim>
+void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
+  using Traits = BackwardTraits<kHeadDim>;
+  const AttentionShape& shape = args.shape;
+  const BackwardWorkspace workspace = split_workspace(args);
+  BackwardParams<Element> params{};
+  params.problem = problem_params(shape, args.mask, args.scale);
+  params.q = global_tensor<const Element>(args.q);
+  params.k = global_tensor<const Element>(args.k);
+  params.v = global_tensor<const Element>(args.v);
+  params.out = global_tensor<const Element>(args.out);
+  params.dout = global_tensor<const Element>(args.dout);
+  params.lse = args.lse;
+  params.dq = global_tensor<Element>(args.dq);
+  params.dk = global_tensor<Element>(args.dk);
+  params.dv = global_tensor<Element>(args.dv);
+  params.dq_accum = workspace.dq_accum;
+  params.row_dot = workspace.row_dot;
+  params.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
+
+  const int64_t query_rows = shape.batch * shape.heads * shape.seq_q;
+  throw_on_cuda_error(cudaMemsetAsync(workspace.dq_accum, 0,
+                                      size_t(query_rows) * kHeadDim * sizeof(float), stream),
+                      "backward: zeroing the dQ accumulator");
+
+  const int64_t row_dot_threads = query_rows * (kHeadDim / 8);
+  launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
+                dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, params);
+
+  auto* kernel = &backward_kernel<Element, kHeadDim>;
+  const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
+  allow_dynamic_smem(kernel, smem_bytes);
+  for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
+    params.bh_offset = offset;
+    const dim3 grid(static_cast<unsigned>(params.num_n_blocks), count);
+    launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
+  });
+
+  const int64_t convert_threads = query_rows * (kHeadDim / 8);
+  launch_kernel(&backward_dq_convert_kernel<Element, kHeadDim>,
+                dim3(elementwise_blocks(convert_threads)), kElementwiseThreads, 0, stream, params);
+}
+
+}  // namespace cuflash::detail

@@ -1,0 +1,70 @@
+// Moving tiles between global and shared memory: cp.async loads with zero fill for rows past
+// the end of a sequence, and coalesced 16-byte stores of finished tiles.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/mma.cuh"
+#include "kernels/ptx.cuh"
+
+namespace cuflash::detail {
+
+// Starts loading rows row0..row0+kRows-1 of a [seq_len, kCols] slice (row stride `seq_stride`
+// elements, contiguous rows) into a padded shared tile (kRows, kCols); rows at or past seq_len
+// become zeros. All kThreads threads of the block take part.
+template <int kRows, int kCols, int kThreads, typename Element, int kStride>
+__device__ __forceinline__ void load_tile_async(SmemTile<Element, kStride> tile,
+                                                const Element* slice, int64_t seq_stride,
+                                                int64_t row0, int64_t seq_len, int thread) {
+  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
+  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+    const bool valid = row0 + row < seq_len;
+    const Element* source = valid ? slice + (row0 + row) * seq_stride + col : slice;
+    cp_async_16(tile.at(row, col), source, valid);
+  }
+}
+
+// Stores rows 0..kRows-1 of a shared tile (kRows, kCols) to rows row0.. of a [seq_len, kCols]
+// slice, skipping rows at or past seq_len; 16 bytes per thread and step.
+template <int kRows, int kCols, int kThreads, typename Element, int kStride>
+__device__ __forceinline__ void store_tile(Element* slice, int64_t seq_stride, int64_t row0,
+                                           int64_t seq_len, SmemTile<Element, kStride> tile,
+                                           int thread) {
+  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
+  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+    if (row0 + row < seq_len) {
+      *reinterpret_cast<uint4*>(slice + (row0 + row) * seq_stride + col) =
+          *reinterpret_cast<const uint4*>(tile.at(row, col));
+    }
+  }
+}
+
+// Writes zeros to rows row0..row0+kRows-1 (those below seq_len) of a [seq_len, kCols] slice.
+template <int kRows, int kCols, int kThreads, typename Element>
+__device__ __forceinline__ void store_zero_rows(Element* slice, int64_t seq_stride, int64_t row0,
+                                                int64_t seq_len, int thread) {
+  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
+  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
+  constexpr int kChunks = kRows * kChunksPerRow;
+  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+    if (row0 + row < seq_len) {
+      *reinterpret_cast<uint4*>(slice + (row0 + row) * seq_stride + col) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+}  // namespace cuflash::detail

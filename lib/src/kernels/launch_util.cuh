@@ -1,0 +1,52 @@
+// Host-side helpers shared by the launchers.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "launch.h"
+
+namespace cuflash::detail {
+
+// grid.y and grid.z are limited to 65535; batch * heads goes on grid.y in chunks of this size.
+inline constexpr int64_t kMaxGridY = 65535;
+// Static shared memory plus dynamic beyond this needs an opt-in per kernel.
+inline constexpr size_t kDefaultDynamicSmemLimit = 48 * 1024;
+// Grid-stride elementwise kernels: enough blocks to fill any current GPU several times.
+inline constexpr int kElementwiseThreads = 256;
+inline constexpr int64_t kMaxElementwiseBlocks = 8192;
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename Kernel>
+void allow_dynamic_smem(Kernel* kernel, size_t bytes) {
+  if (bytes <= kDefaultDynamicSmemLimit) return;
+  throw_on_cuda_error(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)),
+                      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+
+inline unsigned elementwise_blocks(int64_t work_items) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>(ceil_div(work_items, kElementwiseThreads), 1, kMaxElementwiseBlocks));
+}
+
+// The one place kernels are launched; errors are picked up by the caller's cudaGetLastError().
+template <typename Params>
+void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem_bytes,
+                   cudaStream_t stream, const Params& params) {
+  kernel<<<grid, threads, smem_bytes, stream>>>(params);
+}
+
+// Calls launch(offset, count) for consecutive chunks of [0, total) of at most kMaxGridY.
+template <typename Launch>
+void for_each_grid_y_chunk(int64_t total, Launch&& launch) {
+  for (int64_t offset = 0; offset < total; offset += kMaxGridY) {
+    launch(offset, static_cast<unsigned>(std::min(kMaxGridY, total - offset)));
+  }
+}
+
+}  // namespace cuflash::detail

@@ -1,0 +1,141 @@
+// Tensor-core building blocks: the m16n8k16 mma.sync wrapper, ldmatrix fragment loads from
+// shared memory, and conversions between fp32 accumulators and packed 16-bit operands.
+//
+// Fragment layouts of mma.m16n8k16 (lane = 4 * group + quad, group = lane / 4, quad = lane % 4):
+//   A (16x16, 4 regs of 2 elements): a0 = (group, 2q..2q+1), a1 = (group+8, 2q..),
+//                                    a2 = (group, 8+2q..),   a3 = (group+8, 8+2q..)
+//   B (16x8, 2 regs):                b0 = (k 2q..2q+1, n group), b1 = (k 8+2q.., n group)
+//   C (16x8, 4 floats):              c0,c1 = (group, 2q..2q+1), c2,c3 = (group+8, 2q..2q+1)
+// The C fragments of two adjacent n8 tiles, packed to 16 bits, are exactly an A fragment; the
+// kernels rely on that to feed P (and dS) straight back into the next product.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/ptx.cuh"
+
+namespace cuflash::detail {
+
+// Element-type specific pieces: packing two floats into one 32-bit operand register.
+template <typename Element>
+struct ElementOps;
+
+template <>
+struct ElementOps<__half> {
+  // `lo` lands in the low 16 bits, i.e. the lower column of the pair.
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2_raw pair = __floats2half2_rn(lo, hi);
+    return uint32_t(pair.x) | (uint32_t(pair.y) << 16);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    __half2_raw pair;
+    pair.x = static_cast<unsigned short>(bits & 0xffffu);
+    pair.y = static_cast<unsigned short>(bits >> 16);
+    return __half22float2(__half2(pair));
+  }
+};
+
+template <>
+struct ElementOps<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162_raw pair = __floats2bfloat162_rn(lo, hi);
+    return uint32_t(pair.x) | (uint32_t(pair.y) << 16);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    __nv_bfloat162_raw pair;
+    pair.x = static_cast<unsigned short>(bits & 0xffffu);
+    pair.y = static_cast<unsigned short>(bits >> 16);
+    return __bfloat1622float2(__nv_bfloat162(pair));
+  }
+};
+
+// A row-major tile in shared memory; `kStride` elements between rows (padded so that the eight
+// 16-byte row segments one ldmatrix phase reads fall into distinct banks).
+template <typename Element, int kStride>
+struct SmemTile {
+  Element* data;
+  __device__ __forceinline__ Element* at(int row, int col) const {
+    return data + row * kStride + col;
+  }
+};
+
+// A fragment of rows m0..m0+15, cols k0..k0+15 of a row-major [m][k] tile (e.g. Q for Q K^T).
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], SmemTile<Element, kStride> tile, int m0,
+                                       int k0, int lane) {
+  // matrices: (m0, k0), (m0+8, k0), (m0, k0+8), (m0+8, k0+8) -> a0..a3
+  ldmatrix_x4(a, shared_address(tile.at(m0 + (lane & 15), k0 + (lane >> 4) * 8)));
+}
+
+// A fragment of the 16x16 block (m0.., k0..) of the operand whose transpose is stored row-major
+// as a [k][m] tile (e.g. dS for dS K, with dS^T in shared memory).
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], SmemTile<Element, kStride> tile,
+                                                  int m0, int k0, int lane) {
+  // stored blocks: (k0, m0) -> a0, (k0, m0+8) -> a1, (k0+8, m0) -> a2, (k0+8, m0+8) -> a3
+  const int matrix = lane >> 3;
+  ldmatrix_x4_trans(a, shared_address(tile.at(k0 + (lane & 7) + (matrix >> 1) * 8,
+                                              m0 + (matrix & 1) * 8)));
+}
+
+// B fragments of two n8 tiles (n0.. and n0+8..) over k0..k0+15, from a tile stored as [n][k]
+// (e.g. K for Q K^T: B[k][n] = K[n][k]). b = {b0, b1} of tile n0, then {b0, b1} of tile n0+8.
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
+                                               int n0, int k0, int lane) {
+  // matrices: (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
+  ldmatrix_x4(b, shared_address(tile.at(n0 + (lane & 7) + (lane >> 4) * 8,
+                                        k0 + ((lane >> 3) & 1) * 8)));
+}
+
+// B fragments of two n8 tiles (n0.., n0+8..) over k0..k0+15, from a tile stored as [k][n]
+// (e.g. V for P V), transposed by ldmatrix. Same register order as load_b_pair_nk.
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
+                                               int k0, int n0, int lane) {
+  // stored blocks: (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8)
+  ldmatrix_x4_trans(b, shared_address(tile.at(k0 + (lane & 15), n0 + (lane >> 4) * 8)));
+}
+
+// The A fragment (16 rows x 16 cols) made of two adjacent 16x8 fp32 accumulator tiles.
+template <typename Element>
+__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&left)[4],
+                                                  const float (&right)[4]) {
+  a[0] = ElementOps<Element>::pack(left[0], left[1]);
+  a[1] = ElementOps<Element>::pack(left[2], left[3]);
+  a[2] = ElementOps<Element>::pack(right[0], right[1]);
+  a[3] = ElementOps<Element>::pack(right[2], right[3]);
+}
+
+// Writes a warp's 16 x (8 * kTiles) fp32 accumulators, times the per-row factors, as 16-bit
+// elements into rows row0..row0+15 of a row-major shared tile.
+template <typename Element, int kStride, int kTiles>
+__device__ __forceinline__ void store_accumulators(SmemTile<Element, kStride> tile,
+                                                   const float (&acc)[kTiles][4], int row0,
+                                                   const float (&row_factor)[2], int lane) {
+  const int row = row0 + lane / 4;
+  const int col = 2 * (lane % 4);
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t bits = ElementOps<Element>::pack(acc[t][2 * half] * row_factor[half],
+                                                      acc[t][2 * half + 1] * row_factor[half]);
+      *reinterpret_cast<uint32_t*>(tile.at(row + 8 * half, 8 * t + col)) = bits;
+    }
+  }
+}
+
+template <int kTiles>
+__device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
+  }
+}
+
+}  // namespace cuflash::detail

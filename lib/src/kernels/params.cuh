@@ -1,0 +1,89 @@
+// Plain kernel parameter structs of the tensor-core kernels, built on the host from the
+// validated public arguments.
+#pragma once
+
+#include <cstdint>
+
+#include "cuflash/attention.h"
+#include "cuflash/types.h"
+#include "kernels/softmax.cuh"
+
+namespace cuflash::detail {
+
+__host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int64_t clamp64(int64_t x, int64_t low, int64_t high) {
+  return x < low ? low : (x > high ? high : x);
+}
+
+// A [batch, heads, seq, head_dim] tensor in global memory; strides in elements, head_dim
+// contiguous.
+template <typename Element>
+struct GlobalTensor {
+  Element* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t seq_stride;
+
+  // The [seq, head_dim] slice of one (batch, head).
+  __device__ __forceinline__ Element* slice(int64_t batch, int64_t head) const {
+    return data + batch * batch_stride + head * head_stride;
+  }
+};
+
+template <typename Element>
+GlobalTensor<Element> global_tensor(const TensorRef& ref) {
+  return {static_cast<Element*>(ref.data), ref.batch_stride, ref.head_stride, ref.seq_stride};
+}
+
+// Sizes, scale and mask shared by forward and backward.
+struct ProblemParams {
+  int64_t batch;
+  int64_t heads;
+  int64_t heads_kv;
+  int64_t heads_per_kv;  // query heads sharing one key/value head
+  int64_t seq_q;
+  int64_t seq_k;
+  float scale;       // softmax scale (> 0)
+  float scale_log2;  // scale * log2(e): scores go straight into exp2
+  bool causal;
+  int64_t causal_offset;  // query i sees key j iff j <= i + causal_offset (when causal)
+};
+
+inline ProblemParams problem_params(const AttentionShape& shape, Mask mask, float scale) {
+  ProblemParams p{};
+  p.batch = shape.batch;
+  p.heads = shape.heads;
+  p.heads_kv = shape.heads_kv;
+  p.heads_per_kv = shape.heads / shape.heads_kv;
+  p.seq_q = shape.seq_q;
+  p.seq_k = shape.seq_k;
+  p.scale = scale;
+  p.scale_log2 = scale * kLog2e;
+  p.causal = mask != Mask::none;
+  p.causal_offset = causal_offset(mask, shape.seq_q, shape.seq_k);
+  return p;
+}
+
+template <typename Element>
+struct ForwardParams {
+  ProblemParams problem;
+  GlobalTensor<const Element> q, k, v;
+  GlobalTensor<Element> out;
+  float* lse;            // [B, H, Sq]
+  int64_t num_m_blocks;  // query blocks per head
+  int64_t bh_offset;     // (batch * heads + head) of blockIdx.y == 0, for launches in chunks
+};
+
+template <typename Element>
+struct BackwardParams {
+  ProblemParams problem;
+  GlobalTensor<const Element> q, k, v, out, dout;
+  const float* lse;       // [B, H, Sq]
+  GlobalTensor<Element> dq, dk, dv;
+  float* dq_accum;        // [B, H, Sq, D] fp32, contiguous
+  float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i)
+  int64_t num_n_blocks;   // key blocks per kv head
+  int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
+};
+
+}  // namespace cuflash::detail

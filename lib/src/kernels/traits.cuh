@@ -1,0 +1,100 @@
+// Tile shapes of the tensor-core kernels, one choice per head_dim.
+#pragma once
+
+#include <cstddef>
+
+namespace cuflash::detail {
+
+// Padding (in elements) at the end of every shared-memory row: 16 bytes make consecutive rows
+// start 16 bytes further into the bank pattern, so the eight rows an ldmatrix phase reads hit
+// eight different 16-byte bank groups for every head_dim we compile.
+inline constexpr int kSmemPadElements = 8;
+
+// Forward: one CTA per (query block, head, batch). Each warp owns kMTiles x 16 query rows
+// (16 = the M of one m16n8k16 A fragment), so kBlockM = 16 * kMTiles * kWarps. K and V tiles
+// are double-buffered. With two m tiles per warp every K/V fragment read from shared memory
+// feeds twice the mma work, at the price of re-reading Q from shared memory (no room in
+// registers).
+template <int HeadDim, int Warps, int MTiles, int BlockN>
+struct ForwardConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = 32 * Warps;
+  static constexpr int kMTiles = MTiles;
+  static constexpr int kWarpRows = 16 * MTiles;
+  static constexpr int kBlockM = kWarpRows * Warps;  // query rows per CTA
+  static constexpr int kBlockN = BlockN;             // keys per iteration
+  static constexpr int kStages = 2;                  // K/V buffers in flight
+  static constexpr bool kQInRegisters = MTiles == 1;
+  static constexpr int kStride = HeadDim + kSmemPadElements;
+  static constexpr size_t kSmemElements =
+      size_t(kBlockM) * kStride                   // Q, later the O tile
+      + size_t(2) * kStages * kBlockN * kStride;  // K and V stages
+  static constexpr size_t smem_bytes(size_t element_size) { return kSmemElements * element_size; }
+
+  static_assert(HeadDim % 16 == 0, "head_dim is consumed in k16 steps");
+  static_assert(BlockN % 16 == 0, "P is reused as A fragments of 16 keys");
+};
+
+// Chosen by measurement on an H200 (fp16, batch 1, 8 heads, seq 4096 and 16384, with and
+// without the causal mask) among 4 warps x 1 or 2 m tiles and 8 warps x 1 m tile, block N from
+// 16 to 128; all without register spills.
+template <int kHeadDim>
+struct ForwardTraits;
+template <>
+struct ForwardTraits<32> : ForwardConfig<32, 4, 2, 128> {};  // 128 x 128 blocks
+template <>
+struct ForwardTraits<64> : ForwardConfig<64, 4, 2, 64> {};   // 128 x 64
+// 128: two m tiles per warp do not fit in registers (O alone is 128 per thread); eight warps
+// give the same 128-row block.
+template <>
+struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
+
+// Backward: one CTA per (key block, kv head, batch). Each warp owns 16 keys (rows of S^T, dP^T,
+// dK, dV), so kBlockN = 16 * kWarps; the CTA walks query blocks of kBlockM rows, with Q, dO,
+// LSE and D double-buffered.
+template <int HeadDim, int Warps, int BlockM>
+struct BackwardConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = 32 * Warps;
+  static constexpr int kBlockN = 16 * Warps;  // keys per CTA
+  static constexpr int kBlockM = BlockM;      // queries per iteration
+  static constexpr int kStages = 2;
+  static constexpr int kStride = HeadDim + kSmemPadElements;    // K, V, Q, dO rows
+  static constexpr int kDsStride = BlockM + kSmemPadElements;   // dS^T rows
+  // dQ = dS K is split over the warps as a grid of (kBlockM / 16) x kDqWarpsN warp tiles.
+  static constexpr int kDqWarpsM = BlockM / 16;
+  static constexpr int kDqWarpsN = Warps / kDqWarpsM;
+  static constexpr int kDqCols = kDqWarpsN > 0 ? HeadDim / kDqWarpsN : 0;  // dQ columns per warp
+  static constexpr size_t kSmemElements =
+      size_t(2) * kBlockN * kStride                 // K, V
+      + size_t(2) * kStages * kBlockM * kStride     // Q and dO stages
+      + size_t(kBlockN) * kDsStride;                // dS^T
+  static constexpr size_t kSmemFloats = size_t(2) * kStages * kBlockM;  // LSE and D stages
+  static constexpr size_t smem_bytes(size_t element_size) {
+    return kSmemElements * element_size + kSmemFloats * sizeof(float);
+  }
+
+  static_assert(HeadDim % 16 == 0 && BlockM % 16 == 0, "operands are consumed in k16 steps");
+  static_assert(kDqWarpsN > 0 && Warps % kDqWarpsM == 0 && kDqCols * kDqWarpsN == HeadDim &&
+                    kDqCols % 16 == 0,
+                "dQ warp tiles (16 rows x kDqCols) must tile the (kBlockM, D) block exactly");
+  static_assert(BlockM <= kThreads, "one thread per query row loads LSE and D");
+};
+
+// Chosen by measurement like the forward ones. 128 keys per CTA (8 warps) halve the dQ atomics
+// and the Q/dO traffic per unit of work compared to 64 where registers allow.
+template <int kHeadDim>
+struct BackwardTraits;
+template <>
+struct BackwardTraits<32> : BackwardConfig<32, 4, 64> {};
+template <>
+struct BackwardTraits<64> : BackwardConfig<64, 8, 64> {};
+// 128: dK + dV accumulators alone take 128 fp32 registers per thread; 32-query blocks keep S^T
+// and dP^T at 16 each. (64-query blocks ran 15% faster on sm_90 but sit at the 255-register
+// limit and spill on sm_80.)
+template <>
+struct BackwardTraits<128> : BackwardConfig<128, 8, 32> {};
+
+}  // namespace cuflash::detail
