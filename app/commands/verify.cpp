@@ -1,7 +1,8 @@
 // `cuflash verify`: compute each case on the GPU and compare every output with the float64 CPU
 // reference. The tolerance is relative to a baseline: a plain (non-fused) attention computed in
 // the same low precision, compared with the same reference. A case passes when our max abs error
-// is at most 2x the baseline's plus a small floor (FlashAttention's own rule); NaN never passes.
+// is at most 2x the baseline's plus a small floor relative to the values' size (FlashAttention's
+// own rule, see reference/compare.h); NaN never passes.
 #include <spdlog/spdlog.h>
 
 #include "cli/attention_case.h"
@@ -69,7 +70,7 @@ bool check_case(const AttentionCase& c, const VerifyOptions& o, const AttentionR
         .add("rel_l2", e.rel_l2, 3)
         .add("base_max_abs", b.max_abs, 3)
         .add("base_rel_l2", b.rel_l2, 3)
-        .add("tolerance", 2 * b.max_abs + floor, 3)
+        .add("tolerance", reference::tolerance(e, b, floor), 3)
         .add("nonfinite", e.nonfinite)
         .add("pass", pass);
     records.push_back(std::move(r));
@@ -128,7 +129,7 @@ void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& res
       "verify", "Compare GPU results with the float64 CPU reference over one or many cases");
   cmd->footer(
       "Each case passes when, for every output, max|ours - ref| <= 2 * max|baseline - ref| + "
-      "floor, where the baseline is a plain attention computed in the same precision. Exit code 1 "
+      "floor * max(1, max|ref|), where the baseline is a plain attention computed in the same precision. Exit code 1 "
       "when any case fails.\nExample: cuflash verify --seq 113,1024 --head-dim 32,64,128 --dtype "
       "fp16,bf16 --backward\n" + std::string(kExitCodeHelp));
   add_problem_options(*cmd, options->problem, /*allow_lists=*/true);

@@ -317,8 +317,9 @@ TensorCheck check_tensor(const std::string& name, DType dtype, const std::vector
   check.pass = reference::within_tolerance(our_error, baseline_error, floor);
   check.report = name + ": max_abs " + format_error(our_error.max_abs) + " (rel_l2 " +
                  format_error(our_error.rel_l2) + "), baseline max_abs " +
-                 format_error(baseline_error.max_abs) + ", limit 2 x baseline + " +
-                 format_error(floor) + ", non-finite " + std::to_string(our_error.nonfinite);
+                 format_error(baseline_error.max_abs) + ", limit " +
+                 format_error(reference::tolerance(our_error, baseline_error, floor)) +
+                 ", non-finite " + std::to_string(our_error.nonfinite);
   return check;
 }
 

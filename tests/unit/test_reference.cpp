@@ -576,6 +576,17 @@ TEST_CASE("pass rule and floors", "[compare]") {
   ours.nonfinite = 1;
   CHECK_FALSE(ref::within_tolerance(ours, baseline, 1e-4));
 
+  // The floor is relative to max(1, largest |ref|): larger values earn a larger floor, smaller
+  // ones never a smaller floor than the absolute one.
+  ours.nonfinite = 0;
+  ours.ref_max_abs = 100.0;
+  ours.max_abs = 2e-3 + 5e-3;
+  CHECK(ref::within_tolerance(ours, baseline, 1e-4));
+  CHECK(ref::tolerance(ours, baseline, 1e-4) == Approx(2e-3 + 1e-2));
+  ours.ref_max_abs = 0.5;
+  ours.max_abs = 2e-3 + 1.5e-4;
+  CHECK_FALSE(ref::within_tolerance(ours, baseline, 1e-4));
+
   static_assert(ref::default_floor(DType::fp32) > 0.0, "usable in constant expressions");
   CHECK(ref::default_floor(DType::bf16) > ref::default_floor(DType::fp16));
   CHECK(ref::default_floor(DType::fp16) > ref::default_floor(DType::fp32));

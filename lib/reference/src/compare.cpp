@@ -24,6 +24,7 @@ ErrorStats compare(const std::vector<double>& got, const std::vector<double>& re
       stats.max_abs = std::max(stats.max_abs, diff);
       diff_squares += diff * diff;
       ref_squares += r * r;
+      stats.ref_max_abs = std::max(stats.ref_max_abs, std::abs(r));
     } else if (!(std::isinf(g) && g == r)) {  // the same infinity on both sides is a match
       ++stats.nonfinite;
     }
@@ -33,8 +34,12 @@ ErrorStats compare(const std::vector<double>& got, const std::vector<double>& re
   return stats;
 }
 
+double tolerance(const ErrorStats& ours, const ErrorStats& baseline, double floor) {
+  return 2.0 * baseline.max_abs + floor * std::max(1.0, ours.ref_max_abs);
+}
+
 bool within_tolerance(const ErrorStats& ours, const ErrorStats& baseline, double floor) {
-  return ours.nonfinite == 0 && ours.max_abs <= 2.0 * baseline.max_abs + floor;
+  return ours.nonfinite == 0 && ours.max_abs <= tolerance(ours, baseline, floor);
 }
 
 }  // namespace cuflash::reference
