@@ -10,11 +10,12 @@ enum ExitCode : int {
   kExitVerificationFailed = 1,  // verify (or bench --verify) found a result outside tolerance
   kExitBadInput = 2,            // bad usage, bad option value, unreadable or malformed input file
   kExitRuntimeFailure = 3,      // CUDA error, out of memory, no GPU, I/O failure writing results
+  kExitInterrupted = 130,       // Ctrl-C: bench keeps the cases that finished (128 + SIGINT)
 };
 
 constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 verification failed, 2 bad usage or bad input, "
-    "3 runtime failure (CUDA error, out of memory, no device).";
+    "3 runtime failure (CUDA error, out of memory, no device), 130 interrupted (Ctrl-C).";
 
 // Thrown for problems the user can fix by changing the command line or the input files.
 class UsageError : public std::runtime_error {

@@ -1,265 +1,163 @@
-// `cuflash bench`: kernel-only timings with CUDA events (warm-ups, then timed samples; median,
-// min, max and noise), TFLOP/s over the unmasked (query, key) pairs, and device memory.
-#include <algorithm>
-#include <cmath>
-#include <numeric>
+// `cuflash bench`: kernel-only timings of forward and backward over a sweep of cases, in four
+// output formats and, with --out-dir, as an auditable result package. The parts live in
+// app/bench/: timing (CUDA events, graphs), sweep (named sweep files, case names), formats
+// (table, markdown, CSV, Google-Benchmark JSON), package (the result folder), gpu_runner (one
+// case on the GPU), sweep_runner (the loop, progress, Ctrl-C) and session (one whole run).
+// share/docs/bench.md documents the protocol and every field.
+#include <cstdio>
 
-#include <cuda_runtime_api.h>
-#include <spdlog/spdlog.h>
-
-#include "cli/attention_case.h"
+#include "bench/case_check.h"
+#include "bench/formats.h"
+#include "bench/gpu_runner.h"
+#include "bench/session.h"
+#include "bench/sweep.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
-#include "cuflash/error.h"
-#include "cuflash/io/convert.h"
 
 namespace cuflash::cli {
 
 namespace {
 
+using namespace cuflash::bench;
+
 struct BenchOptions {
   ProblemOptions problem;
+  std::string sweep;   // name or path; replaces the shape options
+  std::string filter;  // regular expression on case names
+  bool list = false;
   int warmup = 10;
   int iters = 30;
   std::string pass = "all";
+  bool no_graph = false;  // default: CUDA graphs (timing.h)
+  bool cold = false;
+  bool verify = false;
+  std::string peak_tflops;
+  std::string format;  // empty: the global --format
+  std::string output;
+  std::string out_dir;
 };
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear the sticky-free error so the sweep can go on
-    throw RuntimeFailure(std::string(what) + ": out of device memory");
-  }
-  if (status != cudaSuccess) {
-    throw RuntimeFailure(std::string(what) + ": " + cudaGetErrorString(status));
-  }
-}
-
-// A device allocation freed on scope exit; counts the bytes the benchmark itself asked for.
-class DeviceBuffer {
- public:
-  DeviceBuffer(size_t bytes, size_t& total) {
-    check_cuda(cudaMalloc(&data_, std::max<size_t>(bytes, 1)), "cudaMalloc");
-    total += bytes;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(data_); }
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
+// The cases to run and where they came from.
+struct Selection {
+  std::vector<AttentionCase> cases;
+  std::string sweep = "command line";  // the --sweep value, or "command line"
+  std::string sweep_file;              // the file read, if any
 };
 
-class EventPair {
- public:
-  EventPair() {
-    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
+Selection select_cases(const BenchOptions& o) {
+  if (o.problem.has_input_files()) throw UsageError("bench generates its inputs; drop --q/--k/--v");
+  Selection s;
+  if (o.sweep.empty()) {
+    s.cases = expand_cases(o.problem);
+  } else {
+    s.sweep = o.sweep;
+    s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
+    s.cases = load_sweep(s.sweep_file);
+    for (AttentionCase& c : s.cases) c.problem.scale = o.problem.scale.value_or(0.0);
   }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
+  if (!o.filter.empty()) {
+    const size_t before = s.cases.size();
+    s.cases = filter_cases(s.cases, o.filter);
+    if (s.cases.empty()) {
+      throw UsageError("--filter '" + o.filter + "' matches none of the " +
+                       std::to_string(before) + " cases (see --list)");
+    }
   }
-  template <typename F>
-  double time_ms(F&& work) {
-    check_cuda(cudaEventRecord(start_), "cudaEventRecord");
-    work();
-    check_cuda(cudaEventRecord(stop_), "cudaEventRecord");
-    check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_{}, stop_{};
-};
-
-// (query, key) pairs the mask lets through: the work a FLOP count should credit.
-double visible_pairs(const reference::Problem& p) {
-  if (p.mask == Mask::none) return double(p.seq_q) * double(p.seq_k);
-  const int64_t offset = causal_offset(p.mask, p.seq_q, p.seq_k);
-  double pairs = 0;
-  for (int64_t i = 0; i < p.seq_q; ++i) {
-    pairs += double(std::clamp<int64_t>(i + offset + 1, 0, p.seq_k));
-  }
-  return pairs;
-}
-
-double forward_flops(const reference::Problem& p) {
-  return 4.0 * double(p.batch) * double(p.heads) * visible_pairs(p) * double(p.head_dim);
-}
-
-struct Samples {
-  double median = 0, min = 0, max = 0, noise = 0;  // ms; noise = relative standard deviation
-};
-
-Samples summarize(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  Samples s;
-  const size_t n = ms.size();
-  s.median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  s.min = ms.front();
-  s.max = ms.back();
-  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / double(n);
-  double var = 0;
-  for (const double x : ms) var += (x - mean) * (x - mean);
-  s.noise = n > 1 ? std::sqrt(var / double(n - 1)) / mean : 0.0;
   return s;
 }
 
-// Device tensors of one case, filled with the same random inputs `run` would generate.
-struct CaseBuffers {
-  size_t library_bytes = 0;  // every byte this benchmark allocated for the case
-  DeviceBuffer q, k, v, out, lse, dout, dq, dk, dv, workspace;
-
-  CaseBuffers(const AttentionCase& c, const CaseInputs& in)
-      : q(bytes(c, in.q), library_bytes),
-        k(bytes(c, in.k), library_bytes),
-        v(bytes(c, in.v), library_bytes),
-        out(bytes(c, in.q), library_bytes),
-        lse(sizeof(float) * size_t(c.problem.lse_elements()), library_bytes),
-        dout(bytes(c, in.q), library_bytes),
-        dq(bytes(c, in.q), library_bytes),
-        dk(bytes(c, in.k), library_bytes),
-        dv(bytes(c, in.v), library_bytes),
-        workspace(backward_workspace_size(c.shape(), c.dtype), library_bytes) {
-    upload(c, in.q, q, c.problem.heads, c.problem.seq_q);
-    upload(c, in.k, k, c.problem.heads_kv, c.problem.seq_k);
-    upload(c, in.v, v, c.problem.heads_kv, c.problem.seq_k);
-    upload(c, in.dout, dout, c.problem.heads, c.problem.seq_q);
-  }
-
-  static size_t bytes(const AttentionCase& c, const std::vector<double>& values) {
-    return values.size() * size_t(dtype_size(c.dtype));
-  }
-
-  static void upload(const AttentionCase& c, const std::vector<double>& bhsd, DeviceBuffer& dst,
-                     int64_t heads, int64_t seq) {
-    const io::NpyArray a = io::from_double(
-        bhsd_to_layout(bhsd, c.problem.batch, heads, seq, c.problem.head_dim, c.layout),
-        {int64_t(bhsd.size())}, element_type(c.dtype));
-    check_cuda(cudaMemcpy(dst.get(), a.bytes.data(), a.bytes.size(), cudaMemcpyHostToDevice),
-               "cudaMemcpy");
-  }
-};
-
-TensorRef ref(const AttentionCase& c, const DeviceBuffer& b, int64_t heads, int64_t seq) {
-  return make_tensor_ref(b.get(), c.layout, c.problem.batch, heads, seq, c.problem.head_dim);
+CaseSettings case_settings(const BenchOptions& o) {
+  CaseSettings s;
+  s.timing = TimingOptions{o.warmup, o.iters, !o.no_graph, o.cold};
+  s.forward = o.pass != "bwd";
+  s.backward = o.pass != "fwd";
+  s.verify = o.verify;
+  s.seed = o.problem.seed;
+  return s;
 }
 
-ForwardArgs forward_args(const AttentionCase& c, const CaseBuffers& b) {
-  const reference::Problem& p = c.problem;
-  ForwardArgs a;
-  a.shape = c.shape();
-  a.dtype = c.dtype;
-  a.mask = p.mask;
-  a.scale = float(p.scale);
-  a.q = ref(c, b.q, p.heads, p.seq_q);
-  a.k = ref(c, b.k, p.heads_kv, p.seq_k);
-  a.v = ref(c, b.v, p.heads_kv, p.seq_k);
-  a.out = ref(c, b.out, p.heads, p.seq_q);
-  a.lse = static_cast<float*>(b.lse.get());
-  return a;
-}
-
-BackwardArgs backward_args(const AttentionCase& c, const CaseBuffers& b) {
-  const reference::Problem& p = c.problem;
-  const ForwardArgs f = forward_args(c, b);
-  BackwardArgs a;
-  a.shape = f.shape;
-  a.dtype = f.dtype;
-  a.mask = f.mask;
-  a.scale = f.scale;
-  a.q = f.q;
-  a.k = f.k;
-  a.v = f.v;
-  a.out = f.out;
-  a.lse = f.lse;
-  a.dout = ref(c, b.dout, p.heads, p.seq_q);
-  a.dq = ref(c, b.dq, p.heads, p.seq_q);
-  a.dk = ref(c, b.dk, p.heads_kv, p.seq_k);
-  a.dv = ref(c, b.dv, p.heads_kv, p.seq_k);
-  a.workspace = b.workspace.get();
-  a.workspace_bytes = backward_workspace_size(c.shape(), c.dtype);
-  return a;
-}
-
-template <typename F>
-Samples time_samples(const BenchOptions& o, F&& work) {
-  for (int i = 0; i < o.warmup; ++i) work();
-  check_cuda(cudaDeviceSynchronize(), "warm-up");
-  EventPair events;
-  std::vector<double> ms;
-  for (int i = 0; i < o.iters; ++i) ms.push_back(events.time_ms(work));
-  return summarize(ms);
-}
-
-Record timing_record(const AttentionCase& c, const char* pass, const Samples& s, double flops,
-                     const CaseBuffers& b, size_t memgetinfo_bytes) {
-  Record r;
-  r.add("pass", pass)
-      .add("case", c.name())
-      .add("median_ms", s.median, 4)
-      .add("min_ms", s.min, 4)
-      .add("max_ms", s.max, 4)
-      .add("noise", s.noise, 2)
-      .add("tflops", flops / (s.median * 1e-3) / 1e12, 4)
-      .add("lib_mem_mib", double(b.library_bytes) / (1 << 20), 4)
-      .add("memgetinfo_mib", double(memgetinfo_bytes) / (1 << 20), 4);
-  return r;
-}
-
-size_t device_free_bytes() {
-  size_t free = 0, total = 0;
-  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return free;
-}
-
-void bench_case(const AttentionCase& c, const BenchOptions& o, std::vector<Record>& records) {
-  const CaseInputs in = generate_inputs(c, o.problem.seed, /*with_dout=*/true);
-  const size_t free_before = device_free_bytes();
-  CaseBuffers b(c, in);
-  const size_t used = free_before - device_free_bytes();
-  const ForwardArgs fa = forward_args(c, b);
-  const BackwardArgs ba = backward_args(c, b);
-  const double flops = forward_flops(c.problem);
-  if (o.pass != "bwd") {
-    const Samples s = time_samples(o, [&] { forward(fa); });
-    records.push_back(timing_record(c, "fwd", s, flops, b, used));
-  }
-  if (o.pass != "fwd") {
-    forward(fa);  // O and LSE for the backward pass, outside the timed region
-    const Samples s = time_samples(o, [&] { backward(ba); });
-    records.push_back(timing_record(c, "bwd", s, 2.5 * flops, b, used));
-  }
+Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
+  Json peaks = Json::object();
+  for (const auto& [dtype, tflops] : settings.peak_tflops) peaks.set(dtype, tflops);
+  Json j = Json::object();
+  j.set("backend", settings.backend)
+      .set("sweep", s.sweep)
+      .set("sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file))
+      .set("filter", o.filter.empty() ? Json() : Json(o.filter))
+      .set("pass", o.pass)
+      .set("warmup", o.warmup)
+      .set("iters", o.iters)
+      .set("graph", !o.no_graph)
+      .set("cold", o.cold)
+      .set("target_sample_ms", kTargetSampleMs)
+      .set("max_calls_per_sample", kMaxCallsPerSample)
+      .set("verify", o.verify)
+      .set("verify_max_work", kVerifyMaxWork)
+      .set("seed", static_cast<int64_t>(o.problem.seed))
+      .set("peak_tflops", settings.peak_tflops.empty() ? Json() : peaks)
+      .set("cases", Json::array_of([&] {
+             std::vector<std::string> names;
+             for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
+             return names;
+           }()));
+  return j;
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
-  if (o.problem.has_input_files()) throw UsageError("bench generates its inputs; drop --q/--k/--v");
-  const std::vector<AttentionCase> cases = expand_cases(o.problem);
+  const Selection selection = select_cases(o);
+  SessionPlan plan;
+  plan.format = parse_format(o.format.empty() ? global.format : o.format);
+  if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
+  if (o.list) {
+    for (const AttentionCase& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
+    return kExitOk;
+  }
   if (device_count() == 0) {
     throw RuntimeFailure("bench times the CUDA kernels and needs a CUDA GPU; none was found");
   }
-  std::vector<Record> records;
-  size_t failed = 0;
-  Progress progress(cases.size(), !global.quiet);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    progress.step(i, cases[i].name());
-    try {
-      bench_case(cases[i], o, records);
-    } catch (const std::exception& e) {  // recorded; the sweep goes on
-      Record r;
-      r.add("pass", o.pass).add("case", cases[i].name()).add("error", e.what());
-      records.push_back(std::move(r));
-      spdlog::warn("{}: {}", cases[i].name(), e.what());
-      ++failed;
-    }
+  plan.cases = selection.cases;
+  plan.protocol = protocol_json(o, selection, plan.settings);
+  plan.output = o.output;
+  plan.out_dir = o.out_dir;
+  plan.show_progress = !global.quiet;
+  GpuCaseRunner runner(case_settings(o));
+  return run_session(plan, [&](const AttentionCase& c, size_t i) { return runner(c, i); });
+}
+
+void add_bench_options(CLI::App& cmd, BenchOptions& o) {
+  add_problem_options(cmd, o.problem, /*allow_lists=*/true);
+  CLI::Option* sweep = cmd.add_option(
+      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa) or a path");
+  for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
+                            "--dtype", "--mask", "--causal", "--layout"}) {
+    sweep->excludes(cmd.get_option(shape));
   }
-  progress.finish();
-  print_records(records, global.output_format());
-  return failed ? kExitRuntimeFailure : kExitOk;
+  cmd.add_option("--filter", o.filter,
+                 "Only cases whose name matches this regular expression (e.g. 'bf16/.*d:128')");
+  cmd.add_flag("--list", o.list, "Print the names of the selected cases and exit (no GPU needed)");
+  cmd.add_option("--warmup", o.warmup, "Untimed calls before sampling")
+      ->check(CLI::Range(0, 1000000))->capture_default_str();
+  cmd.add_option("--iters", o.iters, "Timed samples")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd.add_option("--pass", o.pass, "fwd, bwd or all")
+      ->check(CLI::IsMember({"fwd", "bwd", "all"}))->capture_default_str();
+  cmd.add_flag("--no-graph", o.no_graph,
+               "Time one direct call per sample (host launch overhead included). By default a "
+               "sample replays N calls captured in a CUDA graph: launch overhead does not count");
+  cmd.add_flag("--cold", o.cold,
+               "Flush L2 (write 2x its size) before every sample; one call per sample");
+  cmd.add_option("--peak-tflops", o.peak_tflops,
+                 "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'");
+  cmd.add_flag("--verify", o.verify,
+               "Check each case against the CPU reference first (skipped above 2^33 "
+               "multiply-adds per product)");
+  cmd.add_option("--format", o.format, "table (default), markdown, csv or json")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  cmd.add_option("--output", o.output, "Write the results to this file instead of stdout");
+  cmd.add_option("--out-dir", o.out_dir,
+                 "Write a result package here: metadata.json, results.json, results.md, "
+                 "failures.json (a new folder)");
 }
 
 }  // namespace
@@ -268,17 +166,17 @@ void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& resu
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Time the CUDA kernels (CUDA events, median)");
   cmd->footer(
-      "Kernel-only time with CUDA events: --warmup runs, then --iters timed samples. TFLOP/s "
-      "count 4*B*H*D per visible (query, key) pair forward, 2.5x that backward.\n"
-      "Example: cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal --format json\n" +
-      std::string(kExitCodeHelp));
-  add_problem_options(*cmd, options->problem, /*allow_lists=*/true);
-  cmd->add_option("--warmup", options->warmup, "Untimed runs before sampling")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--iters", options->iters, "Timed samples")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--pass", options->pass, "fwd, bwd or all")
-      ->check(CLI::IsMember({"fwd", "bwd", "all"}))->capture_default_str();
+      "Kernel-only time with CUDA events: --warmup calls, then --iters samples; median, min, max, "
+      "noise (relative stdev). TFLOP/s count 4*B*H*D per visible (query, key) pair forward, 2.5x "
+      "that backward. share/docs/bench.md describes the protocol, the sweep files and the "
+      "result package.\n"
+      "Examples:\n"
+      "  cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal\n"
+      "  cuflash bench --sweep seed --out-dir results/seed-h200\n"
+      "Exit codes: 0 every case ran, 1 --verify found a wrong result, 2 bad usage or an "
+      "unsupported case, 3 CUDA error, out of memory or no GPU, 130 interrupted (Ctrl-C; the "
+      "finished cases are kept).");
+  add_bench_options(*cmd, *options);
   cmd->callback(
       [options, &global, &result] { result.exit_code = bench_command(*options, global); });
 }

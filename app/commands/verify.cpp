@@ -7,10 +7,9 @@
 
 #include "cli/attention_case.h"
 #include "cli/backends.h"
+#include "cli/case_check.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
-#include "cuflash/reference/baseline.h"
-#include "cuflash/reference/compare.h"
 
 namespace cuflash::cli {
 
@@ -22,57 +21,22 @@ struct VerifyOptions {
   std::optional<double> floor;  // overrides reference::default_floor(dtype)
 };
 
-// The baseline's outputs in the same form as a backend's.
-AttentionResult compute_baseline(const AttentionCase& c, const CaseInputs& in, bool backward) {
-  AttentionResult r;
-  reference::ForwardResult fwd = reference::baseline::forward(c.problem, c.dtype, in.q, in.k, in.v);
-  if (backward) {
-    reference::Gradients g =
-        reference::baseline::backward(c.problem, c.dtype, in.q, in.k, in.v, fwd, in.dout);
-    r.dq = std::move(g.dq);
-    r.dk = std::move(g.dk);
-    r.dv = std::move(g.dv);
-  }
-  r.out = std::move(fwd.out);
-  r.lse = std::move(fwd.lse);
-  return r;
-}
-
-struct TensorCheck {
-  const char* name;
-  const std::vector<double>& ours;
-  const std::vector<double>& baseline;
-  const std::vector<double>& reference;
-};
-
-// Returns whether every tensor of the case passed.
-bool check_case(const AttentionCase& c, const VerifyOptions& o, const AttentionResult& ours,
-                const AttentionResult& base, const AttentionResult& ref,
-                std::vector<Record>& records) {
-  std::vector<TensorCheck> checks{{"o", ours.out, base.out, ref.out},
-                                  {"lse", ours.lse, base.lse, ref.lse}};
-  if (o.backward) {
-    checks.push_back({"dq", ours.dq, base.dq, ref.dq});
-    checks.push_back({"dk", ours.dk, base.dk, ref.dk});
-    checks.push_back({"dv", ours.dv, base.dv, ref.dv});
-  }
-  const double floor = o.floor.value_or(reference::default_floor(c.dtype));
+// One record per tensor; returns whether all passed.
+bool record_verdicts(const AttentionCase& c, const std::vector<TensorVerdict>& verdicts,
+                     std::vector<Record>& records) {
   bool all_pass = true;
-  for (const TensorCheck& t : checks) {
-    const reference::ErrorStats e = reference::compare(t.ours, t.reference);
-    const reference::ErrorStats b = reference::compare(t.baseline, t.reference);
-    const bool pass = reference::within_tolerance(e, b, floor);
-    all_pass = all_pass && pass;
+  for (const TensorVerdict& v : verdicts) {
+    all_pass = all_pass && v.pass;
     Record r;
     r.add("case", c.name())
-        .add("tensor", t.name)
-        .add("max_abs", e.max_abs, 3)
-        .add("rel_l2", e.rel_l2, 3)
-        .add("base_max_abs", b.max_abs, 3)
-        .add("base_rel_l2", b.rel_l2, 3)
-        .add("tolerance", reference::tolerance(e, b, floor), 3)
-        .add("nonfinite", e.nonfinite)
-        .add("pass", pass);
+        .add("tensor", v.tensor)
+        .add("max_abs", v.ours.max_abs, 3)
+        .add("rel_l2", v.ours.rel_l2, 3)
+        .add("base_max_abs", v.baseline.max_abs, 3)
+        .add("base_rel_l2", v.baseline.rel_l2, 3)
+        .add("tolerance", v.tolerance, 3)
+        .add("nonfinite", v.ours.nonfinite)
+        .add("pass", v.pass);
     records.push_back(std::move(r));
   }
   return all_pass;
@@ -102,10 +66,8 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
     progress.step(i, c.name());
     try {
       const CaseInputs in = generate_inputs(c, o.problem.seed + i, o.backward);
-      const AttentionResult ours = compute(Backend::cuda, c, in, o.backward);
-      const AttentionResult ref = compute_reference(c, in, o.backward);
-      const AttentionResult base = compute_baseline(c, in, o.backward);
-      if (!check_case(c, o, ours, base, ref, records)) ++failed;
+      const double floor = o.floor.value_or(reference::default_floor(c.dtype));
+      if (!record_verdicts(c, check_case(c, in, o.backward, floor), records)) ++failed;
     } catch (const UsageError& e) {  // e.g. an unsupported head_dim: recorded, the sweep goes on
       records.push_back(error_record(c, e.what()));
       ++failed;

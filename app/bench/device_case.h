@@ -1,0 +1,55 @@
+// The device side of one benchmark case: its tensors, filled with fresh inputs, and the
+// forward/backward arguments that point into them. Everything is freed with the object.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cli/problem_options.h"
+#include "cuflash/attention.h"
+
+namespace cuflash::bench {
+
+// A cudaMalloc'ed buffer, freed on destruction.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class DeviceCase {
+ public:
+  // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
+  // uploads seeded standard-normal Q, K, V (and dO). Throws DeviceError (out of memory, ...).
+  DeviceCase(const cli::AttentionCase& c, bool with_backward, uint64_t seed);
+
+  const ForwardArgs& forward_args() const { return forward_; }
+  const BackwardArgs& backward_args() const { return backward_; }  // needs with_backward
+
+  // Bytes of the buffers each pass uses: forward Q, K, V, O, LSE; backward all of them plus
+  // dO, dQ, dK, dV and the workspace.
+  int64_t forward_bytes() const { return forward_bytes_; }
+  int64_t backward_bytes() const { return backward_bytes_; }
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  DeviceBuffer& allocate(size_t bytes);
+  TensorRef tensor(const DeviceBuffer& buffer, int64_t heads, int64_t seq) const;
+
+  cli::AttentionCase case_;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  ForwardArgs forward_;
+  BackwardArgs backward_;
+  int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;
+};
+
+}  // namespace cuflash::bench

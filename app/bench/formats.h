@@ -1,0 +1,32 @@
+// The outputs of `cuflash bench`: an aligned table (default), markdown, CSV, and JSON in Google
+// Benchmark's schema (`context` + `benchmarks[]`) with our own fields added. The schema is
+// described in share/docs/bench.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+#include "bench/results.h"
+
+namespace cuflash::bench {
+
+enum class Format { table, markdown, csv, json };
+
+// "table", "markdown", "csv", "json"; throws cli::UsageError naming --format otherwise.
+Format parse_format(const std::string& text);
+
+std::string format_table(const std::vector<CaseRecord>& records, const RunSettings& settings);
+std::string format_markdown(const std::vector<CaseRecord>& records, const RunSettings& settings);
+std::string format_csv(const std::vector<CaseRecord>& records, const RunSettings& settings);
+
+// The Google-Benchmark-style document. `context` holds the run's metadata; the standard context
+// keys (date, host_name, executable, num_cpus, library_build_type, json_schema_version) are
+// taken from it or filled in.
+Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& settings,
+                    const Json& context);
+
+std::string format_results(Format format, const std::vector<CaseRecord>& records,
+                           const RunSettings& settings, const Json& context);
+
+}  // namespace cuflash::bench

@@ -1,0 +1,143 @@
+#include "bench/gpu_runner.h"
+
+#include <algorithm>
+#include <new>
+
+#include "bench/case_check.h"
+#include "bench/device_case.h"
+#include "bench/device_error.h"
+#include "bench/stats.h"
+#include "cli/exit_codes.h"
+#include "cuflash/error.h"
+
+namespace cuflash::bench {
+
+namespace {
+
+int64_t free_device_bytes() {
+  size_t free = 0, total = 0;
+  check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return static_cast<int64_t>(free);
+}
+
+FailureKind kind_of(const Error& e) {
+  switch (e.kind()) {
+    case Error::Kind::invalid_argument:
+    case Error::Kind::unsupported: return FailureKind::unsupported;
+    case Error::Kind::out_of_memory: return FailureKind::out_of_memory;
+    case Error::Kind::cuda:
+    case Error::Kind::no_device: return FailureKind::cuda_error;
+  }
+  return FailureKind::error;
+}
+
+// A sticky CUDA error (e.g. an illegal address) poisons the context: every later call fails.
+bool device_unusable() {
+  const cudaError_t synced = cudaDeviceSynchronize();
+  const cudaError_t last = cudaGetLastError();
+  return synced != cudaSuccess || last != cudaSuccess;
+}
+
+}  // namespace
+
+Failure classify_failure(const std::exception_ptr& error, const std::string& stage) {
+  Failure f;
+  f.pass = stage;
+  try {
+    std::rethrow_exception(error);
+  } catch (const DeviceError& e) {
+    f.kind = e.out_of_memory() ? FailureKind::out_of_memory : FailureKind::cuda_error;
+    f.reason = e.what();
+  } catch (const Error& e) {
+    f.kind = kind_of(e);
+    f.reason = e.what();
+  } catch (const cli::UsageError& e) {  // from the --verify path: an unsupported case
+    f.kind = FailureKind::unsupported;
+    f.reason = e.what();
+  } catch (const cli::RuntimeFailure& e) {  // from the --verify path: CUDA error or out of memory
+    const std::string what = e.what();
+    f.kind = what.find("out of memory") != std::string::npos ? FailureKind::out_of_memory
+                                                              : FailureKind::cuda_error;
+    f.reason = what;
+  } catch (const std::bad_alloc&) {
+    f.kind = FailureKind::out_of_memory;
+    f.reason = "out of host memory";
+  } catch (const std::exception& e) {
+    f.kind = FailureKind::error;
+    f.reason = e.what();
+  }
+  if (f.kind == FailureKind::cuda_error && device_unusable()) {
+    f.fatal = true;
+    f.reason += " (the GPU is unusable after this error; the remaining cases were not run)";
+  }
+  return f;
+}
+
+GpuCaseRunner::GpuCaseRunner(const CaseSettings& settings)
+    : settings_(settings), timer_(settings.timing) {}
+
+void GpuCaseRunner::verify(const AttentionCase& c, uint64_t seed, CaseRecord& record) const {
+  if (!verify_fits(c)) {
+    record.verify = "skipped";
+    return;
+  }
+  const CheckResult check = check_against_reference(c, seed, settings_.backward);
+  record.verify = check.pass ? "pass" : "fail";
+  if (!check.pass) {
+    record.failure = Failure{"verify", FailureKind::verification_failed, check.summary, false};
+  }
+}
+
+void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecord& record,
+                                std::string& stage) {
+  const int64_t free_before = free_device_bytes();
+  const DeviceCase device(c, settings_.backward, seed);
+  const ForwardArgs& fa = device.forward_args();
+  // One untimed run of each pass: O and LSE for the backward pass, errors (unsupported shape)
+  // before any timing, and every buffer touched before memory is read.
+  const cudaStream_t stream = timer_.stream();
+  forward(fa, stream);
+  if (settings_.backward) backward(device.backward_args(), stream);
+  check_cuda(cudaStreamSynchronize(stream), "first run");
+  const int64_t memgetinfo_bytes = std::max<int64_t>(0, free_before - free_device_bytes());
+
+  if (settings_.forward) {
+    stage = "fwd";
+    PassResult p;
+    p.pass = "fwd";
+    p.flops = pass_flops(c.problem, p.pass);
+    p.memory = MemoryInfo{device.forward_bytes(), 0, memgetinfo_bytes};
+    timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
+    record.passes.push_back(std::move(p));
+  }
+  if (settings_.backward) {
+    stage = "bwd";
+    const BackwardArgs& ba = device.backward_args();
+    PassResult p;
+    p.pass = "bwd";
+    p.flops = pass_flops(c.problem, p.pass);
+    p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
+    timer_.time([&](cudaStream_t s) { backward(ba, s); }, p);
+    record.passes.push_back(std::move(p));
+  }
+}
+
+CaseRecord GpuCaseRunner::operator()(const AttentionCase& c, size_t index) {
+  CaseRecord record;
+  record.spec = c;
+  const uint64_t seed = settings_.seed + index;  // fresh inputs for every case
+  std::string stage = "verify";
+  try {
+    if (settings_.verify) {
+      verify(c, seed, record);
+      if (record.failure) return record;
+    }
+    stage = "setup";
+    time_passes(c, seed, record, stage);
+  } catch (...) {
+    record.failure = classify_failure(std::current_exception(), stage);
+  }
+  return record;
+}
+
+}  // namespace cuflash::bench

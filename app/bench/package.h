@@ -1,0 +1,40 @@
+// A result package: one folder per run that holds what a published number needs.
+//   metadata.json  machine, build, command line, protocol settings, status of the run
+//   results.json   the timings in Google Benchmark's schema (formats.h)
+//   results.md     the same as a markdown table, for people
+//   failures.json  the cases that failed and why (an empty list when none did)
+// The files are rewritten after every case, each through a temporary file and a rename, and
+// metadata.json last: a run that stops at any point (Ctrl-C, a crash, a lost machine) leaves a
+// package of the cases finished so far whose metadata never claims more than the other files hold.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+#include "bench/results.h"
+
+namespace cuflash::bench {
+
+class ResultPackage {
+ public:
+  // Creates `dir` (with parents). Throws cli::UsageError when it already holds a package
+  // (a metadata.json), cli::RuntimeFailure when it cannot be created.
+  explicit ResultPackage(std::string dir);
+
+  // Rewrites the package from the records so far; `metadata` is written as given.
+  // Throws cli::RuntimeFailure naming the file that could not be written.
+  void write(const std::vector<CaseRecord>& records, const RunSettings& settings,
+             const Json& metadata) const;
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// Writes `text` to `path` through `path.tmp` and a rename, so readers see the old file or the
+// new one, never a part. Throws cli::RuntimeFailure naming the path.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace cuflash::bench

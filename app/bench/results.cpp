@@ -1,0 +1,73 @@
+#include "bench/results.h"
+
+#include <sstream>
+
+#include "cli/exit_codes.h"
+
+namespace cuflash::bench {
+
+const char* to_string(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::unsupported: return "unsupported";
+    case FailureKind::out_of_memory: return "out_of_memory";
+    case FailureKind::cuda_error: return "cuda_error";
+    case FailureKind::verification_failed: return "verification_failed";
+    case FailureKind::error: return "error";
+  }
+  return "error";
+}
+
+std::optional<double> percent_of_peak(const RunSettings& settings, DType dtype, double tflops) {
+  const auto it = settings.peak_tflops.find(std::string(cuflash::to_string(dtype)));
+  if (it == settings.peak_tflops.end() || it->second <= 0) return std::nullopt;
+  return 100.0 * tflops / it->second;
+}
+
+namespace {
+
+double positive_number(const std::string& text, const std::string& whole) {
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size() && value > 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw cli::UsageError("--peak-tflops '" + whole + "': '" + text +
+                        "' is not a positive number (expected 989 or fp16=989,bf16=989,fp32=67)");
+}
+
+}  // namespace
+
+std::map<std::string, double> parse_peak_tflops(const std::string& text) {
+  std::map<std::string, double> peaks;
+  if (text.find('=') == std::string::npos) {
+    const double all = positive_number(text, text);
+    for (const char* dtype : {"fp16", "bf16", "fp32"}) peaks[dtype] = all;
+    return peaks;
+  }
+  std::istringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t eq = item.find('=');
+    const std::string dtype = item.substr(0, eq);
+    if (eq == std::string::npos || (dtype != "fp16" && dtype != "bf16" && dtype != "fp32")) {
+      throw cli::UsageError("--peak-tflops '" + text + "': '" + item +
+                            "' is not DTYPE=TFLOPS with DTYPE one of fp16, bf16, fp32");
+    }
+    peaks[dtype] = positive_number(item.substr(eq + 1), text);
+  }
+  return peaks;
+}
+
+Json failure_json(const CaseRecord& record) {
+  Json j = Json::object();
+  j.set("name", case_name(record.spec));
+  j.set("pass", record.failure ? record.failure->pass : "");
+  j.set("kind", record.failure ? to_string(record.failure->kind) : "");
+  j.set("reason", record.failure ? record.failure->reason : "");
+  j.set("fatal", record.failure ? record.failure->fatal : false);
+  j.set("passes_timed", static_cast<int64_t>(record.passes.size()));
+  return j;
+}
+
+}  // namespace cuflash::bench

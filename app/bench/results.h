@@ -1,0 +1,78 @@
+// What a sweep produces: per case, the timed passes and, when something went wrong, why. Every
+// output format and the result package are written from these structures alone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/json.h"
+#include "bench/stats.h"
+#include "bench/sweep.h"
+#include "cuflash/types.h"
+
+namespace cuflash::bench {
+
+// How the samples of one pass were taken (share/docs/bench.md, "Timing").
+struct TimingInfo {
+  // "graph": each sample replays N calls captured in a CUDA graph; "events": each sample is N
+  // calls launched directly between two events.
+  std::string method = "graph";
+  int calls_per_sample = 1;  // N
+  bool cold = false;         // L2 flushed before every sample
+  int warmup = 0;            // untimed calls before sampling
+};
+
+// Device memory of one pass, in bytes.
+struct MemoryInfo {
+  int64_t alloc_bytes = 0;        // buffers the pass needs: tensors and workspace
+  int64_t workspace_bytes = 0;    // the library's scratch (backward_workspace_size), in alloc_bytes
+  int64_t memgetinfo_bytes = -1;  // drop of cudaMemGetInfo's free memory over the case; -1 unknown
+};
+
+// One timed pass of one case.
+struct PassResult {
+  std::string pass;                 // "fwd" or "bwd"
+  std::vector<double> samples_ms;   // per-call time of each sample (sample time / N)
+  TimingInfo timing;
+  MemoryInfo memory;
+  double flops = 0;                 // credited to one call (stats.h)
+};
+
+enum class FailureKind { unsupported, out_of_memory, cuda_error, verification_failed, error };
+const char* to_string(FailureKind kind);
+
+struct Failure {
+  std::string pass;  // "fwd", "bwd", "verify" or "setup" (buffers, inputs, first calls)
+  FailureKind kind = FailureKind::error;
+  std::string reason;  // one line
+  bool fatal = false;  // the device is unusable afterwards (a sticky CUDA error): the sweep stops
+};
+
+// Everything about one case of the sweep.
+struct CaseRecord {
+  AttentionCase spec;
+  std::vector<PassResult> passes;  // the passes that were timed, in order
+  std::optional<Failure> failure;  // set when the case (or one of its passes) failed
+  std::string verify = "off";      // "pass", "fail", "skipped" (too large for the CPU) or "off"
+};
+
+// Settings that every row of a run shares and that outputs show.
+struct RunSettings {
+  std::string backend = "cuflash";
+  std::map<std::string, double> peak_tflops;  // per dtype name; absent: no % of peak
+};
+
+// The % of peak for `dtype`, when a peak was given for it.
+std::optional<double> percent_of_peak(const RunSettings& settings, DType dtype, double tflops);
+
+// Parses --peak-tflops: "989" (every dtype) or "fp16=989,bf16=989,fp32=67". Throws
+// cli::UsageError naming the option.
+std::map<std::string, double> parse_peak_tflops(const std::string& text);
+
+// One failure as the failures.json and "failures" entries show it.
+Json failure_json(const CaseRecord& record);
+
+}  // namespace cuflash::bench

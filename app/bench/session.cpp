@@ -1,0 +1,89 @@
+#include "bench/session.h"
+
+#include <cstdio>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/metadata.h"
+#include "bench/package.h"
+
+namespace cuflash::bench {
+
+namespace {
+
+// metadata.json's "cases" and "status" as the sweep goes.
+void record_progress(Json& metadata, const std::vector<CaseRecord>& records, size_t total,
+                     const char* status) {
+  int64_t failed = 0;
+  for (const CaseRecord& r : records) failed += r.failure ? 1 : 0;
+  Json cases = Json::object();
+  cases.set("total", static_cast<int64_t>(total))
+      .set("finished", static_cast<int64_t>(records.size()))
+      .set("failed", failed)
+      .set("not_run", static_cast<int64_t>(total - records.size()));
+  metadata.set("cases", std::move(cases)).set("status", status);
+}
+
+void log_failure(const CaseRecord& r) {
+  if (!r.failure) return;
+  spdlog::warn("{} {}: {} ({})", case_name(r.spec), r.failure->pass, r.failure->reason,
+               to_string(r.failure->kind));
+}
+
+void emit(const std::string& text, const std::string& output) {
+  if (output.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  } else {
+    write_file_atomically(output, text);
+  }
+}
+
+const char* final_status(const SweepOutcome& outcome) {
+  if (outcome.interrupted) return "interrupted";
+  return outcome.not_run > 0 ? "stopped" : "complete";
+}
+
+void log_summary(const SweepOutcome& outcome, size_t total, const std::string& out_dir) {
+  size_t failed = 0;
+  for (const CaseRecord& r : outcome.records) failed += r.failure ? 1 : 0;
+  const std::string where = out_dir.empty() ? "" : "; result package in " + out_dir;
+  if (outcome.not_run > 0) {
+    spdlog::warn("{} of {} cases run, {} failed, {} not run{}", outcome.records.size(), total,
+                 failed, outcome.not_run, where);
+  } else {
+    spdlog::info("{} cases, {} failed{}", total, failed, where);
+  }
+}
+
+}  // namespace
+
+int run_session(const SessionPlan& plan, const CaseRunner& runner) {
+  const size_t total = plan.cases.size();
+  Json metadata = run_metadata(plan.device, plan.protocol);
+  record_progress(metadata, {}, total, "running");
+  std::optional<ResultPackage> package;
+  if (!plan.out_dir.empty()) {
+    package.emplace(plan.out_dir);
+    package->write({}, plan.settings, metadata);
+  }
+
+  const SweepOutcome outcome = run_sweep(
+      plan.cases, runner,
+      [&](const std::vector<CaseRecord>& records) {
+        log_failure(records.back());
+        record_progress(metadata, records, total, "running");
+        if (package) package->write(records, plan.settings, metadata);
+      },
+      plan.show_progress);
+
+  record_progress(metadata, outcome.records, total, final_status(outcome));
+  metadata.set("finished_utc", utc_now_iso8601());
+  if (package) package->write(outcome.records, plan.settings, metadata);
+  emit(format_results(plan.format, outcome.records, plan.settings, metadata), plan.output);
+  log_summary(outcome, total, plan.out_dir);
+  return sweep_exit_code(outcome);
+}
+
+}  // namespace cuflash::bench

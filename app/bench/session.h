@@ -1,0 +1,33 @@
+// One `cuflash bench` run once its options are parsed: metadata, the optional result package,
+// the sweep (through any runner: the GPU one, or a fake in tests), the final outputs and the
+// exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/formats.h"
+#include "bench/json.h"
+#include "bench/results.h"
+#include "bench/sweep_runner.h"
+
+namespace cuflash::bench {
+
+struct SessionPlan {
+  std::vector<AttentionCase> cases;
+  RunSettings settings;
+  Json protocol = Json::object();  // stored as metadata.json's "protocol"
+  Format format = Format::table;
+  std::string output;   // results file; empty: stdout
+  std::string out_dir;  // result package folder; empty: none
+  bool show_progress = true;
+  int device = 0;
+};
+
+// Writes the package as the sweep goes (when out_dir is set), then the results in plan.format
+// to stdout or plan.output, and logs a summary on stderr. Returns sweep_exit_code().
+// Throws cli::UsageError for an out_dir that already holds a package, cli::RuntimeFailure when
+// a file cannot be written.
+int run_session(const SessionPlan& plan, const CaseRunner& runner);
+
+}  // namespace cuflash::bench

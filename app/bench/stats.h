@@ -1,0 +1,33 @@
+// Numbers derived from timings: summary statistics of samples and the FLOP counts that TFLOP/s
+// figures divide by.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cuflash/reference/attention_ref.h"
+
+namespace cuflash::bench {
+
+// Summary of timing samples (milliseconds). noise is the relative standard deviation
+// (stddev / mean, the coefficient of variation); stddev uses n - 1 (0 for a single sample).
+struct SampleStats {
+  size_t count = 0;
+  double median = 0, mean = 0, min = 0, max = 0, stddev = 0, noise = 0;
+};
+
+// Throws std::invalid_argument for an empty list.
+SampleStats summarize(std::vector<double> samples_ms);
+
+// (query, key) pairs the mask lets through, summed over one (batch, head): Sq*Sk without a mask;
+// for causal masks the visible part of the triangle (rows that see no key add nothing).
+double visible_pairs(const reference::Problem& p);
+
+// FLOPs credited to one call: forward 4 * B * H * D per visible pair (two matrix products of
+// 2 FLOPs per multiply-add), backward 2.5x the forward (five products instead of two).
+double forward_flops(const reference::Problem& p);
+double pass_flops(const reference::Problem& p, const std::string& pass);  // "fwd" or "bwd"
+
+double tflops(double flops, double milliseconds);
+
+}  // namespace cuflash::bench

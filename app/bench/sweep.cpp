@@ -1,0 +1,272 @@
+#include "bench/sweep.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "cli/exit_codes.h"
+
+// The source tree's share/sweeps, recorded by CMake so a binary in a build folder finds the
+// named sweeps without being installed.
+#ifndef CUFLASH_SOURCE_SWEEP_DIR
+#define CUFLASH_SOURCE_SWEEP_DIR ""
+#endif
+
+namespace cuflash::bench {
+
+namespace fs = std::filesystem;
+using cli::UsageError;
+
+namespace {
+
+constexpr const char* kSweepExtension = ".txt";
+
+// The keys of a sweep line, in the order the product runs (outermost first).
+const std::vector<std::string> kKeys{"dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout"};
+const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
+const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
+const std::vector<std::string> kLayouts{"bhsd", "bshd"};
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, separator)) parts.push_back(part);
+  if (!text.empty() && text.back() == separator) parts.emplace_back();
+  return parts;
+}
+
+// One line's values per key; keys the line leaves out get their defaults.
+using LineValues = std::map<std::string, std::vector<std::string>>;
+
+class LineParser {
+ public:
+  explicit LineParser(std::string where) : where_(std::move(where)) {}
+
+  LineValues parse(const std::string& line) const {
+    LineValues values;
+    std::istringstream tokens(line);
+    std::string token;
+    while (tokens >> token) {
+      const size_t eq = token.find('=');
+      if (eq == std::string::npos || eq == 0) fail("expected key=value, got '" + token + "'");
+      const std::string key = token.substr(0, eq);
+      if (!contains(kKeys, key)) {
+        fail("unknown key '" + key + "' (expected one of " + join(kKeys, ", ") + ")");
+      }
+      if (values.count(key)) fail("key '" + key + "' given twice");
+      values[key] = list(key, token.substr(eq + 1));
+    }
+    return values;
+  }
+
+  int64_t integer(const std::string& key, const std::string& text) const {
+    try {
+      size_t used = 0;
+      const long long value = std::stoll(text, &used);
+      if (used == text.size() && value > 0) return value;
+    } catch (const std::exception&) {
+    }
+    fail(key + ": '" + text + "' is not a positive integer");
+  }
+
+  [[noreturn]] void fail(const std::string& message) const {
+    throw UsageError("--sweep " + where_ + ": " + message);
+  }
+
+ private:
+  std::vector<std::string> list(const std::string& key, const std::string& text) const {
+    const std::vector<std::string> items = split(text, ',');
+    if (items.empty()) fail(key + ": empty value");
+    for (const std::string& item : items) {
+      if (item.empty()) fail(key + ": empty item in '" + text + "'");
+      check_item(key, item);
+    }
+    return items;
+  }
+
+  void check_item(const std::string& key, const std::string& item) const {
+    const auto check_member = [&](const std::vector<std::string>& allowed) {
+      if (!contains(allowed, item)) {
+        fail(key + ": unknown value '" + item + "' (expected " + join(allowed, ", ") + ")");
+      }
+    };
+    if (key == "dtype") return check_member(kDtypes);
+    if (key == "mask") return check_member(kMasks);
+    if (key == "layout") return check_member(kLayouts);
+    integer(key, item);
+  }
+
+  std::string where_;
+};
+
+std::vector<std::string> values_or(const LineValues& values, const std::string& key,
+                                   std::vector<std::string> fallback) {
+  const auto it = values.find(key);
+  return it == values.end() ? fallback : it->second;
+}
+
+// The product of one line's lists, in kKeys order.
+void expand_line(const LineValues& values, const LineParser& parser,
+                 std::vector<AttentionCase>& cases) {
+  const auto num = [&](const std::string& key, const std::string& text) {
+    return parser.integer(key, text);
+  };
+  for (const std::string& dtype : values_or(values, "dtype", {"fp16"}))
+    for (const std::string& d : values_or(values, "d", {"64"}))
+      for (const std::string& mask : values_or(values, "mask", {"none"}))
+        for (const std::string& b : values_or(values, "b", {"1"}))
+          for (const std::string& h : values_or(values, "h", {"8"}))
+            for (const std::string& hkv : values_or(values, "hkv", {h}))
+              for (const std::string& sq : values_or(values, "sq", {"1024"}))
+                for (const std::string& sk : values_or(values, "sk", {sq}))
+                  for (const std::string& layout : values_or(values, "layout", {"bhsd"})) {
+                    AttentionCase c;
+                    c.problem.batch = num("b", b);
+                    c.problem.heads = num("h", h);
+                    c.problem.heads_kv = num("hkv", hkv);
+                    c.problem.seq_q = num("sq", sq);
+                    c.problem.seq_k = num("sk", sk);
+                    c.problem.head_dim = num("d", d);
+                    c.problem.mask = cli::parse_mask(mask);
+                    c.dtype = cli::parse_dtype(dtype);
+                    c.layout = cli::parse_layout(layout);
+                    if (c.problem.heads % c.problem.heads_kv != 0) {
+                      parser.fail("hkv " + hkv + " does not divide h " + h);
+                    }
+                    cases.push_back(c);
+                  }
+}
+
+}  // namespace
+
+std::vector<AttentionCase> parse_sweep(const std::string& text, const std::string& origin) {
+  std::vector<AttentionCase> cases;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const size_t comment = line.find('#');
+    if (comment != std::string::npos) line.erase(comment);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const LineParser parser(origin + ":" + std::to_string(number));
+    expand_line(parser.parse(line), parser, cases);
+  }
+  if (cases.empty()) throw UsageError("--sweep " + origin + ": the file lists no cases");
+  return cases;
+}
+
+std::vector<std::string> sweep_search_dirs() {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path().parent_path() / "share/cuflash/sweeps").string());
+  if (std::string(CUFLASH_SOURCE_SWEEP_DIR).size() > 0) dirs.emplace_back(CUFLASH_SOURCE_SWEEP_DIR);
+  dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
+                            [](const std::string& d) { return !fs::is_directory(d); }),
+             dirs.end());
+  return dirs;
+}
+
+namespace {
+
+std::vector<std::string> available_names(const std::vector<std::string>& dirs) {
+  std::vector<std::string> names;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == kSweepExtension) names.push_back(entry.path().stem());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace
+
+std::string resolve_sweep(const std::string& name_or_path,
+                          const std::vector<std::string>& search_dirs) {
+  const bool is_path = name_or_path.find_first_of("/.") != std::string::npos;
+  if (is_path) {
+    if (!fs::is_regular_file(name_or_path)) {
+      throw UsageError("--sweep " + name_or_path + ": no such file");
+    }
+    return name_or_path;
+  }
+  for (const std::string& dir : search_dirs) {
+    const fs::path candidate = fs::path(dir) / (name_or_path + kSweepExtension);
+    if (fs::is_regular_file(candidate)) return candidate.string();
+  }
+  const std::vector<std::string> names = available_names(search_dirs);
+  throw UsageError("--sweep " + name_or_path + ": no sweep of that name (" +
+                   (names.empty() ? std::string("no sweep folder found; give a file path")
+                                  : "available: " + join(names, ", ")) +
+                   ")");
+}
+
+std::vector<AttentionCase> load_sweep(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--sweep " + path + ": cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_sweep(text.str(), path);
+}
+
+std::vector<AttentionCase> filter_cases(const std::vector<AttentionCase>& cases,
+                                        const std::string& pattern) {
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError("--filter '" + pattern + "': not a valid regular expression (" + e.what() +
+                     ")");
+  }
+  std::vector<AttentionCase> kept;
+  for (const AttentionCase& c : cases) {
+    if (std::regex_search(case_name(c), re)) kept.push_back(c);
+  }
+  return kept;
+}
+
+namespace {
+
+std::string mask_text(const AttentionCase& c) {
+  const reference::Problem& p = c.problem;
+  switch (p.mask) {
+    case Mask::none: return "0";
+    case Mask::causal_bottom_right: return "1";
+    case Mask::causal_top_left: return p.seq_q == p.seq_k ? "1" : "tl";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string case_name(const AttentionCase& c) {
+  const reference::Problem& p = c.problem;
+  std::ostringstream s;
+  s << cuflash::to_string(c.dtype) << "/b:" << p.batch << "/h:" << p.heads;
+  if (p.heads_kv != p.heads) s << "/hkv:" << p.heads_kv;
+  s << "/sq:" << p.seq_q << "/sk:" << p.seq_k << "/d:" << p.head_dim << "/causal:" << mask_text(c);
+  if (c.layout == Layout::bshd) s << "/bshd";
+  return s.str();
+}
+
+std::string run_name(const std::string& pass, const AttentionCase& c) {
+  return pass + "/" + case_name(c);
+}
+
+}  // namespace cuflash::bench

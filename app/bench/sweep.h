@@ -1,0 +1,55 @@
+// Named sweeps: text files that list benchmark cases, found by name in share/sweeps (installed
+// or in the source tree) or given as a path; and the names cases carry in every output.
+//
+// Sweep file format (share/docs/bench.md has the full description):
+//   # a comment runs to the end of the line; blank lines are ignored
+//   b=1 h=8 sq=1024,4096 d=64,128 dtype=fp16,bf16 mask=none,causal
+// One line is one rule: whitespace-separated key=value pairs; a comma list makes the line expand
+// to the product of its lists; a line with single values is one explicit case. Keys and defaults
+// (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
+// d (64), dtype (fp16), mask (none), layout (bhsd). Cases come out in file order; within a line
+// the product runs dtype, d, mask, b, h, hkv, sq, sk, layout, the last varying fastest.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/problem_options.h"
+
+namespace cuflash::bench {
+
+using cli::AttentionCase;
+
+// Expands the text of a sweep file. `origin` names it in errors ("fa.txt:12: ..."), which are
+// thrown as cli::UsageError.
+std::vector<AttentionCase> parse_sweep(const std::string& text, const std::string& origin);
+
+// Where sweep names are looked up, in order: the folder installed next to the binary
+// (<prefix>/share/cuflash/sweeps for <prefix>/bin/cuflash), then the source tree's share/sweeps
+// when the build recorded it. Folders that do not exist are left out.
+std::vector<std::string> sweep_search_dirs();
+
+// A value with a '/' or a '.' is a path; anything else is a name looked up as NAME.txt in
+// `search_dirs`. Throws cli::UsageError naming --sweep when nothing is found (listing the
+// available names).
+std::string resolve_sweep(const std::string& name_or_path,
+                          const std::vector<std::string>& search_dirs);
+
+// Reads and expands a sweep file; errors name the file.
+std::vector<AttentionCase> load_sweep(const std::string& path);
+
+// Keeps the cases whose case_name() matches the ECMAScript regular expression `pattern`
+// (a search, not a full match). Throws cli::UsageError naming --filter for a bad pattern.
+std::vector<AttentionCase> filter_cases(const std::vector<AttentionCase>& cases,
+                                        const std::string& pattern);
+
+// The name of a case in every output, e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1":
+// hkv:N appears only when it differs from h, "/bshd" only for that layout; the mask is
+// causal:0 (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
+// (top-left with sq != sk). PyTorch comparisons use the same names.
+std::string case_name(const AttentionCase& c);
+
+// A benchmark's name: the pass and the case, e.g. "fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1".
+std::string run_name(const std::string& pass, const AttentionCase& c);
+
+}  // namespace cuflash::bench

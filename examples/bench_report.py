@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Joins benchmark results of cuflash and PyTorch SDPA into one markdown report and charts.
+
+Inputs are Google-Benchmark-style JSON files written by `cuflash bench` (results.json) and
+examples/sdpa_bench.py (sdpa-<backend>.json), or result package folders holding them. Rows are
+matched by sweep and benchmark name (e.g. fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1).
+
+The markdown has, per sweep and per (pass, dtype), the median time and TFLOP/s of every backend
+and the speed ratio of the baseline (cuflash by default) to each other backend X:
+cuflash/X speed = X's time / cuflash's time, so above 1 means cuflash is faster.
+A ratio marked ~ lies within the two runs' noise; one marked * compares different timing
+methods (CUDA graph against direct calls). Results of different GPUs are never joined.
+
+The chart (one PNG per sweep: TFLOP/s against sequence length, one panel per pass, dtype,
+head_dim and mask, one line per backend) needs matplotlib; without it the markdown is still
+written.
+
+  python3 examples/bench_report.py pkg/cuflash-seed pkg/sdpa-seed --output pkg/report.md \
+      --png pkg/report.png
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+from collections import OrderedDict, defaultdict
+
+NOISE_MARK = "~"
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # time_unit -> milliseconds
+METHOD_MARK = "*"
+
+
+class ReportError(Exception):
+    pass
+
+
+# --- Reading --------------------------------------------------------------------------------------
+
+
+def json_files(inputs):
+    """The JSON result files among `inputs` (files, or package folders)."""
+    files = []
+    for item in inputs:
+        if os.path.isdir(item):
+            found = sorted(
+                glob.glob(os.path.join(item, "results.json"))
+                + glob.glob(os.path.join(item, "sdpa-*.json"))
+            )
+            if not found:
+                raise ReportError(f"{item}: no results.json or sdpa-*.json in this folder")
+            files += found
+        elif os.path.isfile(item):
+            files.append(item)
+        else:
+            raise ReportError(f"{item}: no such file or folder")
+    return files
+
+
+def run_info(doc):
+    """(sweep, gpu) of a results document, from the metadata in its context."""
+    context = doc.get("context", {})
+    meta = context.get("cuflash_bench") or context.get("sdpa_bench") or {}
+    sweep = meta.get("protocol", {}).get("sweep") or "unnamed"
+    gpu = meta.get("device", {}).get("name") or "unknown GPU"
+    return os.path.basename(sweep).removesuffix(".txt"), gpu
+
+
+def load(path):
+    """Median rows and failures of one file: ([row], [failure], sweep, gpu)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ReportError(f"{path}: cannot read ({e})")
+    if "benchmarks" not in doc:
+        raise ReportError(f"{path}: not a benchmark results file (no 'benchmarks')")
+    sweep, gpu = run_info(doc)
+    rows = [
+        dict(r, backend=r.get("backend", "cuflash"), ms=r["real_time"] * UNIT_MS[r["time_unit"]])
+        for r in doc["benchmarks"]
+        if r.get("run_type") == "aggregate"
+        and r.get("aggregate_name") == "median"
+        and "tflops" in r
+    ]
+    failures = [dict(f, backend=f.get("backend", "cuflash")) for f in doc.get("failures", [])]
+    return rows, failures, sweep, gpu
+
+
+class Results:
+    """Every median row, by sweep and benchmark name, then backend."""
+
+    def __init__(self):
+        self.rows = OrderedDict()  # sweep -> OrderedDict(run_name -> {backend: row})
+        self.failures = defaultdict(list)  # sweep -> [failure]
+        self.backends = []
+        self.gpus = set()
+
+    def add(self, path):
+        rows, failures, sweep, gpu = load(path)
+        self.gpus.add(gpu)
+        by_name = self.rows.setdefault(sweep, OrderedDict())
+        for r in rows:
+            by_name.setdefault(r["run_name"], {})[r["backend"]] = r
+            if r["backend"] not in self.backends:
+                self.backends.append(r["backend"])
+        self.failures[sweep] += failures
+
+    def order_backends(self, baseline):
+        """The baseline first, then the SDPA backends in a fixed order, then anything else."""
+        known = [baseline] + [f"sdpa-{b}" for b in ("flash", "cudnn", "efficient", "math")]
+        rank = lambda b: known.index(b) if b in known else len(known)
+        self.backends.sort(key=rank)
+
+
+# --- Numbers --------------------------------------------------------------------------------------
+
+
+def ratio_cell(base, other):
+    """other time / base time, with the marks described in the module docstring."""
+    ratio = other["ms"] / base["ms"]
+    noise = base.get("noise", 0) + other.get("noise", 0)
+    mark = NOISE_MARK if abs(math.log(ratio)) < noise else ""
+    mark += METHOD_MARK if base.get("timing") != other.get("timing") else ""
+    return f"{mark}{ratio:.2f}"
+
+
+def short_case(row):
+    """The case without pass and dtype: b:1/h:8/sq:4096/sk:4096/d:64/causal:1."""
+    return row["run_name"].split("/", 2)[2]
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+# --- Markdown -------------------------------------------------------------------------------------
+
+
+def table(entries, backends, baseline):
+    """A markdown table of one (pass, dtype) group; backends with no row in it are left out."""
+    backends = [b for b in backends if any(b in e for e in entries)]
+    others = [b for b in backends if b != baseline]
+    header = ["case"] + [f"{b} ms" for b in backends] + [f"{b} TFLOP/s" for b in backends]
+    header += [f"{baseline}/{b} speed" for b in others]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    for by_backend in entries:
+        any_row = next(iter(by_backend.values()))
+        cells = [short_case(any_row)]
+        cells += [f"{by_backend[b]['ms']:.4g}" if b in by_backend else "-" for b in backends]
+        cells += [f"{by_backend[b]['tflops']:.1f}" if b in by_backend else "-" for b in backends]
+        base = by_backend.get(baseline)
+        cells += [
+            ratio_cell(base, by_backend[b]) if base and b in by_backend else "-" for b in others
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def groups(by_name):
+    """(pass, dtype) -> [ {backend: row} ] in file order."""
+    out = OrderedDict()
+    for by_backend in by_name.values():
+        row = next(iter(by_backend.values()))
+        out.setdefault((row["pass"], row["dtype"]), []).append(by_backend)
+    return out
+
+
+def summary_lines(sweep, by_name, backends, baseline):
+    """One line per (pass, dtype): the geometric mean of the speed ratio against each backend."""
+    lines = []
+    for (pass_name, dtype), entries in groups(by_name).items():
+        parts, counts = [], set()
+        for other in backends:
+            ratios = [
+                e[other]["ms"] / e[baseline]["ms"] for e in entries if baseline in e and other in e
+            ]
+            if other != baseline and ratios:
+                parts.append(f"{baseline}/{other} {geomean(ratios):.2f}x")
+                counts.add(len(ratios))
+        if parts:
+            cases = "/".join(str(n) for n in sorted(counts))
+            lines.append(
+                f"{sweep} {pass_name} {dtype}: speed {', '.join(parts)} "
+                f"(geometric mean over {cases} cases)"
+            )
+    return lines
+
+
+def failure_lines(failures):
+    real = [f for f in failures if f.get("kind") != "unsupported"]
+    unsupported = [f for f in failures if f.get("kind") == "unsupported"]
+    lines = [
+        f"- {f['backend']} {f['name']} ({f.get('pass', '?')}, {f['kind']}): {f['reason']}"
+        for f in real
+    ]
+    per_backend = defaultdict(int)
+    for f in unsupported:
+        per_backend[f["backend"]] += 1
+    lines += [
+        f"- {b}: {n} cases unsupported (e.g. no kernel for the dtype)"
+        for b, n in per_backend.items()
+    ]
+    return lines
+
+
+def markdown(results, baseline):
+    gpu = ", ".join(sorted(results.gpus))
+    out = [
+        f"# Benchmark report: {', '.join(results.backends)} on {gpu}\n",
+        f"Median kernel time per call (ms) and TFLOP/s per case. `{baseline}/X speed` = time of "
+        f"X / time of {baseline} (above 1: {baseline} is faster); `{NOISE_MARK}`: within the two "
+        f"runs' noise; `{METHOD_MARK}`: different timing methods (CUDA graph, direct calls).\n",
+    ]
+    for sweep, by_name in results.rows.items():
+        out.append(f"## Sweep {sweep}\n")
+        summary = summary_lines(sweep, by_name, results.backends, baseline)
+        if summary:
+            out.append(
+                "Summary (per pass and dtype only; never across GPUs, dtypes or versions):\n"
+            )
+            out.append("\n".join(f"- {line}" for line in summary) + "\n")
+        for (pass_name, dtype), entries in groups(by_name).items():
+            out.append(f"### {pass_name}, {dtype}\n")
+            out.append(table(entries, results.backends, baseline))
+        failures = failure_lines(results.failures.get(sweep, []))
+        if failures:
+            out.append(f"### Failures and unsupported cases ({sweep})\n")
+            out.append("\n".join(failures) + "\n")
+    return "\n".join(out)
+
+
+# --- Chart ----------------------------------------------------------------------------------------
+
+
+def panels(by_name):
+    """(pass, dtype, head_dim, mask) -> {line label: [(seq_q, tflops)]}."""
+    out = OrderedDict()
+    for by_backend in by_name.values():
+        for backend, r in by_backend.items():
+            key = (r["pass"], r["dtype"], r["head_dim"], r["mask"])
+            label = backend if r["heads_kv"] == r["heads"] else f"{backend} hkv={r['heads_kv']}"
+            out.setdefault(key, OrderedDict()).setdefault(label, []).append(
+                (r["seq_q"], r["tflops"])
+            )
+    return out
+
+
+def seq_label(seq):
+    return f"{seq // 1024}k" if seq % 1024 == 0 else str(seq)
+
+
+def draw_panel(ax, title, lines, colors):
+    seqs = sorted({p[0] for points in lines.values() for p in points})
+    for label, points in lines.items():
+        points.sort()
+        ax.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker="o",
+            label=label,
+            color=colors[label],
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(seqs)
+    ax.set_xticklabels([seq_label(s) for s in seqs])
+    ax.minorticks_off()
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+
+
+def chart(sweep, by_name, path, plt, backends):
+    """One figure: a panel per (pass, dtype, head_dim, mask), a line per backend."""
+    groups_ = panels(by_name)
+    labels = list(OrderedDict.fromkeys(l for lines in groups_.values() for l in lines))
+    labels.sort(key=lambda l: backends.index(l.split()[0]) if l.split()[0] in backends else 99)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}  # fixed colours
+    columns = min(4, len(groups_))
+    rows = math.ceil(len(groups_) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows + 1), squeeze=False)
+    for ax, ((pass_name, dtype, d, mask), lines) in zip(axes.flat, groups_.items()):
+        mask_text = "causal" if mask != "none" else "no mask"
+        draw_panel(ax, f"{pass_name} {dtype} d={d} {mask_text}", lines, colors)
+    for ax in list(axes.flat)[len(groups_) :]:
+        ax.set_visible(False)
+    top = 1 - 0.9 / fig.get_figheight()  # room for the title and the legend, in figure units
+    fig.suptitle(
+        f"Sweep {sweep}: TFLOP/s against sequence length", y=1 - 0.15 / fig.get_figheight()
+    )
+    handles = [plt.Line2D([], [], color=colors[l], marker="o") for l in labels]
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=min(len(labels), 6),
+        bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()),
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0, 1, top))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def chart_path(png, sweep):
+    stem, ext = os.path.splitext(png)
+    return f"{stem}-{sweep}{ext or '.png'}"
+
+
+def write_charts(results, png):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(
+            "note: matplotlib is not installed, so no chart was drawn (the markdown report is "
+            "complete); "
+            "install it with `pip install matplotlib` or `apt-get install python3-matplotlib`",
+            file=sys.stderr,
+        )
+        return []
+    paths = []
+    for sweep, by_name in results.rows.items():
+        if by_name:
+            paths.append(chart_path(png, sweep))
+            chart(sweep, by_name, paths[-1], plt, results.backends)
+    return paths
+
+
+# --- Main -----------------------------------------------------------------------------------------
+
+
+def main(argv):
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    p.add_argument("inputs", nargs="+", help="results JSON files or result package folders")
+    p.add_argument("--output", help="markdown file (default: stdout)")
+    p.add_argument("--png", help="chart path; one PNG per sweep: STEM-<sweep>.png")
+    p.add_argument(
+        "--baseline", default="cuflash", help="the backend the ratios compare (default cuflash)"
+    )
+    p.add_argument(
+        "--allow-mixed-gpus", action="store_true", help="join results of different GPUs anyway"
+    )
+    args = p.parse_args(argv)
+    try:
+        results = Results()
+        for path in json_files(args.inputs):
+            results.add(path)
+        results.order_backends(args.baseline)
+        if len(results.gpus) > 1 and not args.allow_mixed_gpus:
+            raise ReportError(
+                f"the inputs come from different GPUs ({', '.join(sorted(results.gpus))}); "
+                "report them separately"
+            )
+        if args.baseline not in results.backends:
+            raise ReportError(
+                f"--baseline {args.baseline}: no such backend in the inputs "
+                f"({', '.join(results.backends) or 'none'})"
+            )
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = markdown(results, args.baseline)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+    charts = write_charts(results, args.png) if args.png else []
+    for sweep, by_name in results.rows.items():
+        for line in summary_lines(sweep, by_name, results.backends, args.baseline):
+            print(line, file=sys.stderr if not args.output else sys.stdout)
+    for path in charts:
+        print(f"chart: {path}", file=sys.stderr if not args.output else sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

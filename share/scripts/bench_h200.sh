@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Benchmarks cuflash and PyTorch SDPA on a GPU machine and leaves one folder with everything a
+# published number needs (share/docs/bench.md): result packages of both sweeps (seed, fa) for
+# cuflash and for every SDPA backend, the joined report and charts, complete logs, the machine's
+# description, and a summary (printed last).
+#
+#   usage: share/scripts/bench_h200.sh PACKAGE_DIR [--quick] [--no-build]
+#
+#   --quick     leave out the 16k-token sequences (the slowest cases)
+#   --no-build  use build/gpu/app/cuflash as it is
+#
+# Build: preset `gpu` (Release, sm_90) with the dependency bundle in .deps/. Each benchmark stage
+# is stopped with Ctrl-C's signal after CUFLASH_STAGE_S (110) or SDPA_STAGE_S (100) seconds and
+# the report after 40, so the whole run ends within about 8 minutes plus the build; a stopped
+# stage keeps the cases it finished and says "interrupted" in its metadata.json. PYTHON picks
+# the interpreter that has PyTorch (default python3).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PYTHON=${PYTHON:-python3}
+CUFLASH_STAGE_S=${CUFLASH_STAGE_S:-110}
+SDPA_STAGE_S=${SDPA_STAGE_S:-100}
+CLI=$ROOT/build/gpu/app/cuflash
+
+usage() { echo "usage: $0 PACKAGE_DIR [--quick] [--no-build]" >&2; exit 2; }
+
+PKG=""
+FILTER=()
+BUILD=1
+for arg in "$@"; do
+  case $arg in
+    --quick) FILTER=(--filter '^(?!.*sq:16384)') ;;
+    --no-build) BUILD=0 ;;
+    -*) usage ;;
+    *) [[ -z $PKG ]] || usage; PKG=$arg ;;
+  esac
+done
+[[ -n $PKG ]] || usage
+if [[ -e $PKG && -n $(ls -A "$PKG" 2>/dev/null) ]]; then
+  echo "$PKG already exists and is not empty: give a new folder" >&2
+  exit 2
+fi
+mkdir -p "$PKG/logs" || exit 2
+PKG=$(cd "$PKG" && pwd)
+cd "$ROOT" || exit 2
+start=$SECONDS
+STAGES=()
+
+# stage NAME LIMIT_S COMMAND...: runs COMMAND with its output in logs/NAME.log, stopped with
+# SIGINT (then SIGKILL 30 s later) after LIMIT_S seconds; the summary then shows exit 124.
+stage() {
+  local name=$1 limit=$2 began=$SECONDS status
+  shift 2
+  echo "== $name" >&2
+  timeout -s INT --kill-after=30 "$limit" "$@" >"$PKG/logs/$name.log" 2>&1
+  status=$?
+  STAGES+=("$(printf '%-14s exit %-3s %4d s' "$name" "$status" $((SECONDS - began)))")
+  return "$status"
+}
+
+environment() {
+  date -u
+  uname -a
+  nvidia-smi || echo "nvidia-smi failed"
+  nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,MEMORY,ECC || true
+  nvcc --version || echo "nvcc not found"
+  git log -1 --format='commit %H %s' 2>/dev/null
+  git status --short 2>/dev/null
+  "$PYTHON" -c 'import sys, torch; print("python", sys.version.split()[0], "torch",
+    torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' ||
+    echo "no PyTorch"
+}
+
+build() {
+  # Configuring again records the current git commit and dirty flag in the binary.
+  cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" &&
+    cmake --build build/gpu -j"$(nproc)" --target cuflash_app
+}
+
+environment >"$PKG/environment.txt" 2>&1
+if ((BUILD)); then
+  stage build 1800 build || { echo "build failed: see $PKG/logs/build.log" >&2; exit 3; }
+fi
+
+for sweep in seed fa; do
+  stage "cuflash-$sweep" "$CUFLASH_STAGE_S" \
+    "$CLI" bench --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/cuflash-$sweep"
+done
+for sweep in seed fa; do
+  stage "sdpa-$sweep" "$SDPA_STAGE_S" \
+    "$PYTHON" examples/sdpa_bench.py --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
+done
+reports=()
+for dir in "$PKG"/{cuflash,sdpa}-seed "$PKG"/{cuflash,sdpa}-fa; do
+  [[ -f $dir/metadata.json ]] && reports+=("$dir")
+done
+stage report 40 "$PYTHON" examples/bench_report.py "${reports[@]}" \
+  --output "$PKG/report.md" --png "$PKG/report.png"
+
+# --- Summary --------------------------------------------------------------------------------------
+summary() {
+  echo "stages:"
+  printf '  %s\n' "${STAGES[@]}"
+  echo "packages:"
+  for dir in "${reports[@]}"; do
+    "$PYTHON" - "$dir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+m = json.load(open(os.path.join(d, "metadata.json")))
+c = m.get("cases", {})
+print(f"  {os.path.basename(d):13s} {m.get('status', '?'):11s} "
+      f"{c.get('finished', '?')}/{c.get('total', '?')} cases, {c.get('failed', '?')} failed, "
+      f"GPU {m.get('device', {}).get('name', '?')}")
+PY
+  done
+  if [[ -f $PKG/report.md ]]; then
+    echo "report: $PKG/report.md"
+    grep -h -E '^(seed|fa) ' "$PKG/logs/report.log" | sed 's/^/  /'
+    grep -h '^chart: ' "$PKG/logs/report.log" | sed 's/^/  /'
+  else
+    echo "report: none ($(tail -n 1 "$PKG/logs/report.log" 2>/dev/null))"
+  fi
+  echo "total: $((SECONDS - start)) s; logs in $PKG/logs"
+}
+summary | tee "$PKG/summary.txt"
+for line in "${STAGES[@]}"; do
+  [[ $line == *"exit 0  "* ]] || exit 1
+done

@@ -1,0 +1,664 @@
+// Host-side tests of `cuflash bench`: sweep files and case names, statistics and FLOP counts,
+// input generation, the output formats (Google Benchmark's JSON schema included), the result
+// package, the sweep loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner.
+// None needs a GPU; the last cases spawn the built binary and the PyTorch comparison script.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "bench/formats.h"
+#include "bench/input_fill.h"
+#include "bench/json.h"
+#include "bench/package.h"
+#include "bench/session.h"
+#include "bench/stats.h"
+#include "bench/sweep.h"
+#include "bench/sweep_runner.h"
+#include "cli/exit_codes.h"
+#include "cuflash/numeric.h"
+
+namespace fs = std::filesystem;
+using namespace cuflash;
+using namespace cuflash::bench;
+
+namespace {
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() /
+           ("cuflash-bench-" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Outcome run_shell(const std::string& command, const TempDir& tmp) {
+  const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
+  const int status =
+      std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
+  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Runs a Python snippet on `file` (sys.argv[1]); the snippet asserts what it checks.
+Outcome python_check(const TempDir& tmp, const fs::path& file, const std::string& script) {
+  const fs::path py = tmp.path / "check.py";
+  std::ofstream(py) << script;
+  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + py.string() + " " + file.string(), tmp);
+}
+
+int count_lines(const std::string& text) {
+  int n = 0;
+  for (const char c : text) n += c == '\n';
+  return n;
+}
+
+AttentionCase make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype,
+                        Mask mask, int64_t hkv = 0) {
+  AttentionCase c;
+  c.problem.batch = b;
+  c.problem.heads = h;
+  c.problem.heads_kv = hkv ? hkv : h;
+  c.problem.seq_q = sq;
+  c.problem.seq_k = sk;
+  c.problem.head_dim = d;
+  c.problem.mask = mask;
+  c.dtype = dtype;
+  return c;
+}
+
+const fs::path kSweepDir = fs::path(CUFLASH_SOURCE_DIR) / "share" / "sweeps";
+
+// A plausible timed pass: samples around `ms`.
+PassResult fake_pass(const AttentionCase& c, const std::string& pass, double ms) {
+  PassResult p;
+  p.pass = pass;
+  p.flops = pass_flops(c.problem, pass);
+  for (int i = 0; i < 5; ++i) p.samples_ms.push_back(ms * (1.0 + 0.01 * ((i * 7) % 5 - 2)));
+  p.timing.method = "graph";
+  p.timing.calls_per_sample = 12;
+  p.timing.warmup = 10;
+  p.memory = MemoryInfo{1 << 20, pass == "bwd" ? 4096 : 0, 2 << 20};
+  return p;
+}
+
+CaseRecord fake_record(const AttentionCase& c, size_t index) {
+  CaseRecord r;
+  r.spec = c;
+  const double ms = 0.01 * double(index + 1);
+  r.passes = {fake_pass(c, "fwd", ms), fake_pass(c, "bwd", 2.5 * ms)};
+  return r;
+}
+
+}  // namespace
+
+// --- JSON ----------------------------------------------------------------------------------------
+
+TEST_CASE("json: values, escapes, order and non-finite numbers", "[bench]") {
+  Json j = Json::object();
+  j.set("b", 1).set("a", "x\"y\\z\n\t\x01").set("n", Json()).set("t", true);
+  j.set("f", 0.1).set("inf", INFINITY).set("list", Json::array_of(std::vector<std::string>{"p"}));
+  j.set("b", 2);  // replaced in place, order kept
+  CHECK(j.dump(-1) ==
+        R"({"b": 2, "a": "x\"y\\z\n\t\u0001", "n": null, "t": true, "f": 0.1, "inf": null, )"
+        R"("list": ["p"]})");
+  CHECK(Json::object().dump() == "{}\n");
+  CHECK(Json::array().dump() == "[]\n");
+  CHECK(shortest_double(1e-05) == "1e-05");
+  CHECK(shortest_double(42.0) == "42");
+  CHECK(std::stod(shortest_double(0.1 + 0.2)) == 0.1 + 0.2);
+  const Json nested = Json::object().set("k", Json::array().push(1).push(Json::object()));
+  CHECK(nested.dump() == "{\n  \"k\": [\n    1,\n    {}\n  ]\n}\n");
+}
+
+// --- Statistics and FLOPs ------------------------------------------------------------------------
+
+TEST_CASE("stats: median, spread and noise", "[bench]") {
+  const SampleStats odd = summarize({3, 1, 2});
+  CHECK(odd.median == 2);
+  CHECK(odd.min == 1);
+  CHECK(odd.max == 3);
+  CHECK(odd.mean == Approx(2));
+  CHECK(odd.stddev == Approx(1));
+  CHECK(odd.noise == Approx(0.5));
+  CHECK(summarize({4, 1, 3, 2}).median == 2.5);
+  const SampleStats one = summarize({5});
+  CHECK(one.stddev == 0);
+  CHECK(one.noise == 0);
+  CHECK_THROWS(summarize({}));
+}
+
+TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[bench]") {
+  for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
+    for (const int64_t sq : {1, 2, 7, 64, 100}) {
+      for (const int64_t sk : {1, 3, 7, 64, 150}) {
+        reference::Problem p;
+        p.seq_q = sq;
+        p.seq_k = sk;
+        p.mask = mask;
+        double expected = 0;
+        const int64_t offset = causal_offset(mask, sq, sk);
+        for (int64_t i = 0; i < sq; ++i) {
+          expected += mask == Mask::none ? double(sk)
+                                         : double(std::clamp<int64_t>(i + offset + 1, 0, sk));
+        }
+        INFO("mask " << to_string(mask) << " sq " << sq << " sk " << sk);
+        CHECK(visible_pairs(p) == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
+  const AttentionCase full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
+  CHECK(forward_flops(full.problem) == 4.0 * 8 * 4096.0 * 4096 * 64);
+  CHECK(pass_flops(full.problem, "bwd") == 2.5 * forward_flops(full.problem));
+  const AttentionCase causal =
+      make_case(2, 8, 1024, 1024, 128, DType::bf16, Mask::causal_bottom_right);
+  CHECK(forward_flops(causal.problem) == 4.0 * 2 * 8 * 128 * (1024.0 * 1025 / 2));
+  CHECK(tflops(1e12, 1000) == Approx(1));
+}
+
+// --- Sweeps and names ----------------------------------------------------------------------------
+
+TEST_CASE("sweep: case names", "[bench]") {
+  CHECK(case_name(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_bottom_right)) ==
+        "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");
+  CHECK(case_name(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_top_left)) ==
+        "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");  // the same mask when square
+  CHECK(case_name(make_case(2, 8, 100, 300, 32, DType::fp32, Mask::causal_top_left, 2)) ==
+        "fp32/b:2/h:8/hkv:2/sq:100/sk:300/d:32/causal:tl");
+  AttentionCase bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
+  bshd.layout = Layout::bshd;
+  CHECK(case_name(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
+  CHECK(run_name("bwd", bshd) == "bwd/" + case_name(bshd));
+}
+
+TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order", "[bench]") {
+  const auto cases = parse_sweep(
+      "# comment\n\n  b=2 h=4,8 sq=16 sk=32,64 d=64 dtype=bf16 mask=none,causal # tail\n"
+      "sq=5\n",
+      "t.txt");
+  REQUIRE(cases.size() == 9);
+  CHECK(case_name(cases[0]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:0");
+  CHECK(case_name(cases[1]) == "bf16/b:2/h:4/sq:16/sk:64/d:64/causal:0");
+  CHECK(case_name(cases[2]) == "bf16/b:2/h:8/sq:16/sk:32/d:64/causal:0");
+  CHECK(case_name(cases[4]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:1");
+  // Defaults: the command line's (b=1 h=8 hkv=h sk=sq d=64 dtype=fp16 mask=none layout=bhsd).
+  CHECK(case_name(cases[8]) == "fp16/b:1/h:8/sq:5/sk:5/d:64/causal:0");
+  CHECK(cases[8].layout == Layout::bhsd);
+  CHECK(cases[8].problem.scale == 0.0);
+}
+
+TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
+  const auto message = [](const std::string& text) {
+    try {
+      parse_sweep(text, "bad.txt");
+    } catch (const cli::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message("sq=8\nfoo=1\n") ==
+        "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
+        "layout)");
+  CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
+  CHECK(message("sq") == "--sweep bad.txt:1: expected key=value, got 'sq'");
+  CHECK(message("sq=0") == "--sweep bad.txt:1: sq: '0' is not a positive integer");
+  CHECK(message("sq=1,,2") == "--sweep bad.txt:1: sq: empty item in '1,,2'");
+  CHECK(message("dtype=fp8") ==
+        "--sweep bad.txt:1: dtype: unknown value 'fp8' (expected fp16, bf16, fp32)");
+  CHECK(message("h=8 hkv=3") == "--sweep bad.txt:1: hkv 3 does not divide h 8");
+  CHECK(message("# nothing\n\n") == "--sweep bad.txt: the file lists no cases");
+}
+
+TEST_CASE("sweep: the seed and fa files", "[bench]") {
+  const auto seed = load_sweep((kSweepDir / "seed.txt").string());
+  REQUIRE(seed.size() == 48);
+  CHECK(case_name(seed.front()) == "fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0");
+  CHECK(case_name(seed.back()) == "fp32/b:1/h:8/sq:16384/sk:16384/d:128/causal:1");
+  const auto fa = load_sweep((kSweepDir / "fa.txt").string());
+  REQUIRE(fa.size() == 48);
+  int causal = 0, bf16 = 0;
+  for (const AttentionCase& c : fa) {
+    INFO(case_name(c));
+    CHECK(c.problem.batch * c.problem.seq_q == 16384);
+    CHECK(c.problem.heads * c.problem.head_dim == 2048);
+    CHECK(c.problem.seq_k == c.problem.seq_q);
+    causal += c.problem.mask == Mask::causal_bottom_right;
+    bf16 += c.dtype == DType::bf16;
+  }
+  CHECK(causal == 24);
+  CHECK(bf16 == 24);
+}
+
+TEST_CASE("sweep: names are looked up in the search folders, paths are read as given", "[bench]") {
+  CHECK(resolve_sweep("seed", {"/nonexistent", kSweepDir.string()}) ==
+        (kSweepDir / "seed.txt").string());
+  CHECK(resolve_sweep((kSweepDir / "fa.txt").string(), {}) == (kSweepDir / "fa.txt").string());
+  try {
+    resolve_sweep("nosuch", {kSweepDir.string()});
+    FAIL("expected an error");
+  } catch (const cli::UsageError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("--sweep nosuch: no sweep of that name") == 0);
+    CHECK(what.find("fa, seed") != std::string::npos);
+  }
+  CHECK_THROWS_AS(resolve_sweep("./missing.txt", {}), cli::UsageError);
+}
+
+TEST_CASE("sweep: --filter keeps the matching cases", "[bench]") {
+  const auto seed = load_sweep((kSweepDir / "seed.txt").string());
+  CHECK(filter_cases(seed, "bf16/.*d:128/causal:1").size() == 4);
+  CHECK(filter_cases(seed, "^fp32/.*sq:16384").size() == 4);
+  CHECK(filter_cases(seed, "^(?!fp32/.*sq:16384)").size() == 44);  // a subset without the slowest
+  CHECK_THROWS_AS(filter_cases(seed, "("), cli::UsageError);
+}
+
+// --- Inputs --------------------------------------------------------------------------------------
+
+TEST_CASE("inputs: seeded standard normals, the same however the work is split", "[bench]") {
+  const size_t count = (size_t{1} << 21) + 3;  // several threads, an odd tail
+  const auto bytes = standard_normal_bytes(count, DType::fp32, 7, 1);
+  REQUIRE(bytes.size() == 4 * count);
+  double sum = 0, squares = 0;
+  size_t zeros = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float x;
+    std::memcpy(&x, &bytes[4 * i], 4);
+    sum += x;
+    squares += double(x) * x;
+    zeros += x == 0.0f;
+  }
+  CHECK(std::abs(sum / double(count)) < 0.01);
+  CHECK(std::sqrt(squares / double(count)) == Approx(1.0).margin(0.01));
+  CHECK(zeros == 0);
+  for (const size_t i : {size_t{0}, size_t{1}, count / 2 + 1, count - 1}) {
+    float x;
+    std::memcpy(&x, &bytes[4 * i], 4);
+    CHECK(x == standard_normal_at(7, 1, i));
+  }
+  CHECK(standard_normal_at(7, 2, 0) != standard_normal_at(7, 1, 0));  // tensors differ
+  CHECK(standard_normal_at(8, 1, 0) != standard_normal_at(7, 1, 0));  // cases differ
+  const auto half = standard_normal_bytes(5, DType::fp16, 7, 1);
+  const auto bf16 = standard_normal_bytes(5, DType::bf16, 7, 1);
+  REQUIRE(half.size() == 10);
+  for (size_t i = 0; i < 5; ++i) {
+    uint16_t h, b;
+    std::memcpy(&h, &half[2 * i], 2);
+    std::memcpy(&b, &bf16[2 * i], 2);
+    CHECK(h == numeric::float_to_half_bits(standard_normal_at(7, 1, i)));
+    CHECK(b == numeric::float_to_bf16_bits(standard_normal_at(7, 1, i)));
+  }
+}
+
+// --- Peaks and formats ---------------------------------------------------------------------------
+
+TEST_CASE("formats: --peak-tflops", "[bench]") {
+  CHECK(parse_peak_tflops("989").at("fp32") == 989);
+  const auto peaks = parse_peak_tflops("fp16=900,fp32=60");
+  CHECK(peaks.at("fp16") == 900);
+  CHECK(peaks.count("bf16") == 0);
+  CHECK_THROWS_AS(parse_peak_tflops("fp8=1"), cli::UsageError);
+  CHECK_THROWS_AS(parse_peak_tflops("-3"), cli::UsageError);
+  CHECK_THROWS_AS(parse_peak_tflops("fp16=x"), cli::UsageError);
+  RunSettings settings;
+  settings.peak_tflops = peaks;
+  CHECK(*percent_of_peak(settings, DType::fp16, 450) == Approx(50));
+  CHECK_FALSE(percent_of_peak(settings, DType::bf16, 450).has_value());
+}
+
+namespace {
+
+std::vector<CaseRecord> sample_records() {
+  const AttentionCase a = make_case(1, 8, 1024, 1024, 64, DType::fp16, Mask::none);
+  const AttentionCase b = make_case(1, 8, 4096, 4096, 128, DType::bf16, Mask::causal_bottom_right);
+  CaseRecord ok = fake_record(a, 0);
+  ok.verify = "pass";
+  CaseRecord failed;
+  failed.spec = b;
+  failed.passes = {fake_pass(b, "fwd", 0.2)};
+  failed.failure =
+      Failure{"bwd", FailureKind::out_of_memory, "cudaMalloc: out of device memory, again", false};
+  return {ok, failed};
+}
+
+}  // namespace
+
+TEST_CASE("formats: table, markdown and csv", "[bench]") {
+  const auto records = sample_records();
+  RunSettings settings;
+  SECTION("table: a header, one row per pass and per failure, aligned") {
+    const std::string t = format_table(records, settings);
+    CHECK(count_lines(t) == 5);
+    CHECK(t.rfind("pass  case", 0) == 0);
+    CHECK(t.find("%peak") == std::string::npos);
+    CHECK(t.find("graph x12") != std::string::npos);
+    CHECK(t.find("ok, verified") != std::string::npos);
+    CHECK(t.find("FAILED bwd (out_of_memory): cudaMalloc: out of device memory, again") !=
+          std::string::npos);
+    std::istringstream lines(t);
+    std::string header, first;
+    std::getline(lines, header);
+    std::getline(lines, first);
+    const size_t end = header.find("median_ms") + std::string("median_ms").size();
+    CHECK(std::isdigit(static_cast<unsigned char>(first[end - 1])));  // numbers right-aligned
+    CHECK(first[end] == ' ');
+  }
+  SECTION("--peak-tflops adds a column") {
+    settings.peak_tflops = parse_peak_tflops("100");
+    CHECK(format_table(records, settings).find("%peak") != std::string::npos);
+  }
+  SECTION("markdown") {
+    const std::string md = format_markdown(records, settings);
+    CHECK(md.rfind("| pass | case | median_ms |", 0) == 0);
+    CHECK(md.find("\n| --- | --- | ---: |") != std::string::npos);
+    CHECK(count_lines(md) == 6);
+  }
+  SECTION("csv: fixed columns, quoted fields, full precision") {
+    const std::string csv = format_csv(records, settings);
+    CHECK(count_lines(csv) == 5);
+    CHECK(csv.rfind("name,pass,backend,dtype,batch,heads,heads_kv,seq_q,seq_k,head_dim,mask,layout,"
+                    "status,error,median_ms,", 0) == 0);
+    CHECK(csv.find("fwd/fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0,fwd,cuflash,fp16,1,8,8,1024,"
+                   "1024,64,none,bhsd,ok,,0.01,") != std::string::npos);
+    CHECK(csv.find(",failed,\"out_of_memory: cudaMalloc: out of device memory, again\",") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("formats: JSON in Google Benchmark's schema", "[bench]") {
+  TempDir tmp;
+  RunSettings settings;
+  settings.peak_tflops = parse_peak_tflops("bf16=1000");
+  Json metadata = Json::object();
+  metadata.set("started_utc", "2026-01-02T03:04:05Z").set("host_name", "h").set("num_cpus", 16);
+  metadata.set("cuflash", Json::object().set("build_type", "Release"));
+  const fs::path file = tmp.path / "r.json";
+  std::ofstream(file) << benchmark_json(sample_records(), settings, metadata).dump();
+  const Outcome o = python_check(tmp, file, R"PY(
+import json, sys
+doc = json.load(open(sys.argv[1]))
+c = doc["context"]
+assert c["date"] == "2026-01-02T03:04:05Z" and c["json_schema_version"] == 1, c
+assert c["library_build_type"] == "release" and c["cuflash_bench"]["host_name"] == "h"
+rows = doc["benchmarks"]
+assert len(rows) == 3 * (5 + 6), len(rows)  # three passes: 5 samples and 6 aggregates each
+first = rows[0]
+assert first["name"] == "fwd/fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0", first
+assert first["run_type"] == "iteration" and first["repetition_index"] == 0
+assert first["iterations"] == 12 and first["time_unit"] == "us" and first["backend"] == "cuflash"
+assert first["real_time"] == first["cpu_time"] and abs(first["real_time"] - 9.8) < 1e-9, first
+aggs = [r for r in rows[:11] if r["run_type"] == "aggregate"]
+assert [a["aggregate_name"] for a in aggs] == ["mean", "median", "stddev", "cv", "min", "max"]
+median = aggs[1]
+assert median["name"] == first["name"] + "_median" and median["run_name"] == first["name"]
+assert median["aggregate_unit"] == "time" and aggs[3]["aggregate_unit"] == "percentage"
+for key in ("tflops", "flops", "noise", "alloc_bytes", "workspace_bytes", "memgetinfo_bytes",
+            "calls_per_sample", "timing", "cold", "verify", "pass", "dtype", "seq_q", "mask"):
+    assert key in median, key
+assert median["pct_of_peak"] is None and median["verify"] == "pass"
+assert abs(median["tflops"] - median["flops"] / (median["real_time"] * 1e-6) / 1e12) < 1e-9
+assert abs(median["real_time"] - 10.0) < 1e-9 and aggs[3]["real_time"] == median["noise"]
+bf16 = [r for r in rows if r.get("aggregate_name") == "median" and r["dtype"] == "bf16"][0]
+assert abs(bf16["pct_of_peak"] - bf16["tflops"] / 10) < 1e-9
+assert len({r["family_index"] for r in rows}) == 3
+assert doc["failures"] == [{"name": "bf16/b:1/h:8/sq:4096/sk:4096/d:128/causal:1",
+                            "pass": "bwd", "kind": "out_of_memory",
+                            "reason": "cudaMalloc: out of device memory, again",
+                            "fatal": False, "passes_timed": 1}], doc["failures"]
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
+// --- The result package --------------------------------------------------------------------------
+
+TEST_CASE("package: every file, atomically, and never over an existing package", "[bench]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "a" / "pkg";
+  Json metadata = Json::object();
+  metadata.set("status", "running");
+  ResultPackage package(dir.string());
+  package.write({}, RunSettings{}, metadata);
+  CHECK(slurp(dir / "failures.json") == "[]\n");
+  package.write(sample_records(), RunSettings{}, metadata);
+  for (const char* file : {"metadata.json", "results.json", "results.md", "failures.json"}) {
+    CHECK(fs::exists(dir / file));
+    CHECK_FALSE(fs::exists(dir / (std::string(file) + ".tmp")));
+  }
+  CHECK(slurp(dir / "failures.json").find("out_of_memory") != std::string::npos);
+  CHECK(slurp(dir / "results.md").find("| pass | case |") != std::string::npos);
+  CHECK_THROWS_AS(ResultPackage(dir.string()), cli::UsageError);
+  std::ofstream(tmp.path / "file") << "x";
+  CHECK_THROWS_AS(ResultPackage((tmp.path / "file" / "sub").string()), cli::RuntimeFailure);
+}
+
+// --- The sweep loop ------------------------------------------------------------------------------
+
+TEST_CASE("sweep loop: failures are recorded and the sweep goes on", "[bench]") {
+  const auto cases = parse_sweep("sq=8,16,32,64", "t");
+  int callbacks = 0;
+  const SweepOutcome outcome = run_sweep(
+      cases,
+      [](const AttentionCase& c, size_t i) {
+        CaseRecord r = fake_record(c, i);
+        if (i == 1) r.failure = Failure{"setup", FailureKind::unsupported, "no kernel", false};
+        if (i == 2) r.failure = Failure{"verify", FailureKind::verification_failed, "dq", false};
+        return r;
+      },
+      [&](const std::vector<CaseRecord>& records) { CHECK(records.size() == size_t(++callbacks)); },
+      false);
+  CHECK(outcome.records.size() == 4);
+  CHECK(callbacks == 4);
+  CHECK_FALSE(outcome.interrupted);
+  CHECK(sweep_exit_code(outcome) == cli::kExitBadInput);  // unsupported outranks verification
+}
+
+TEST_CASE("sweep loop: exit codes by the most serious failure", "[bench]") {
+  SweepOutcome o;
+  o.records.resize(3);
+  CHECK(sweep_exit_code(o) == 0);
+  o.records[0].failure = Failure{"verify", FailureKind::verification_failed, "", false};
+  CHECK(sweep_exit_code(o) == 1);
+  o.records[1].failure = Failure{"bwd", FailureKind::out_of_memory, "", false};
+  CHECK(sweep_exit_code(o) == 3);
+  o.interrupted = true;
+  CHECK(sweep_exit_code(o) == cli::kExitInterrupted);
+}
+
+TEST_CASE("sweep loop: a fatal failure stops the sweep", "[bench]") {
+  const auto cases = parse_sweep("sq=8,16,32,64", "t");
+  const SweepOutcome outcome = run_sweep(
+      cases,
+      [](const AttentionCase& c, size_t i) {
+        CaseRecord r = fake_record(c, i);
+        if (i == 1) r.failure = Failure{"fwd", FailureKind::cuda_error, "illegal address", true};
+        return r;
+      },
+      [](const std::vector<CaseRecord>&) {}, false);
+  CHECK(outcome.records.size() == 2);
+  CHECK(outcome.not_run == 2);
+  CHECK_FALSE(outcome.interrupted);
+  CHECK(sweep_exit_code(outcome) == 3);
+}
+
+TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is restored",
+          "[bench]") {
+  struct sigaction before {};
+  sigaction(SIGINT, nullptr, &before);
+  const auto cases = parse_sweep("sq=8,16,32,64,128", "t");
+  size_t saved = 0;
+  const SweepOutcome outcome = run_sweep(
+      cases,
+      [](const AttentionCase& c, size_t i) {
+        if (i == 1) std::raise(SIGINT);  // as if Ctrl-C came while case 1 was running
+        return fake_record(c, i);
+      },
+      [&](const std::vector<CaseRecord>& records) { saved = records.size(); }, false);
+  CHECK(outcome.interrupted);
+  CHECK(outcome.records.size() == 2);  // case 1 finished, cases 2-4 never started
+  CHECK(saved == 2);
+  CHECK(outcome.not_run == 3);
+  CHECK(sweep_exit_code(outcome) == 130);
+  struct sigaction after {};
+  sigaction(SIGINT, nullptr, &after);
+  CHECK(after.sa_handler == before.sa_handler);
+}
+
+// --- Whole runs through a fake runner ------------------------------------------------------------
+
+TEST_CASE("session: a complete run writes a consistent package and the results", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
+  plan.protocol = Json::object().set("sweep", "t");
+  plan.format = Format::csv;
+  plan.output = (tmp.path / "out.csv").string();
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.show_progress = false;
+  const int code = run_session(plan, fake_record);
+  CHECK(code == 0);
+  CHECK(count_lines(slurp(plan.output)) == 1 + 2 * 4);
+  const Outcome o = python_check(tmp, tmp.path / "pkg", R"PY(
+import json, os, sys
+d = sys.argv[1]
+meta = json.load(open(os.path.join(d, "metadata.json")))
+assert meta["status"] == "complete", meta["status"]
+assert meta["cases"] == {"total": 4, "finished": 4, "failed": 0, "not_run": 0}, meta["cases"]
+assert meta["finished_utc"].endswith("Z") and meta["started_utc"].endswith("Z")
+assert meta["protocol"]["sweep"] == "t"
+for key in ("host_name", "command_line", "executable", "cuflash", "cuda", "device"):
+    assert key in meta, key
+for key in ("version", "git_commit", "git_dirty", "build_type", "cuda_architectures", "cxx_flags"):
+    assert key in meta["cuflash"], key
+results = json.load(open(os.path.join(d, "results.json")))
+assert len([r for r in results["benchmarks"] if r.get("aggregate_name") == "median"]) == 8
+assert json.load(open(os.path.join(d, "failures.json"))) == []
+assert "| pass | case |" in open(os.path.join(d, "results.md")).read()
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
+TEST_CASE("session: an interrupted run keeps the finished cases and says so", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64,128,256,512", "t");
+  plan.output = (tmp.path / "out.txt").string();
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.show_progress = false;
+  const int code = run_session(plan, [](const AttentionCase& c, size_t i) {
+    if (i == 2) std::raise(SIGINT);
+    CaseRecord r = fake_record(c, i);
+    if (i == 0) {  // the forward pass was timed, the backward pass ran out of memory
+      r.passes.pop_back();
+      r.failure = Failure{"bwd", FailureKind::out_of_memory, "out of device memory", false};
+    }
+    return r;
+  });
+  CHECK(code == cli::kExitInterrupted);
+  const Outcome o = python_check(tmp, tmp.path / "pkg", R"PY(
+import json, os, sys
+d = sys.argv[1]
+meta = json.load(open(os.path.join(d, "metadata.json")))
+assert meta["status"] == "interrupted", meta["status"]
+assert meta["cases"] == {"total": 4, "finished": 3, "failed": 1, "not_run": 1}, meta["cases"]
+results = json.load(open(os.path.join(d, "results.json")))
+names = {r["run_name"] for r in results["benchmarks"]}
+assert len(names) == 5, names  # fwd+bwd of cases 1 and 2, fwd of case 0
+assert len(json.load(open(os.path.join(d, "failures.json")))) == 1
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+  CHECK(count_lines(slurp(plan.output)) == 1 + 5 + 1);  // header, 5 passes, 1 failure
+}
+
+// --- The binary and the PyTorch script -----------------------------------------------------------
+
+TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
+  TempDir tmp;
+  const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY;
+  const Outcome seed = run_shell(cuflash + " bench --sweep seed --list", tmp);
+  INFO(seed.err);
+  CHECK(seed.exit_code == 0);
+  CHECK(count_lines(seed.out) == 48);
+  const Outcome path = run_shell(cuflash + " bench --sweep " + (kSweepDir / "fa.txt").string() +
+                                     " --list --filter 'fp16/.*d:128/causal:1'", tmp);
+  CHECK(path.exit_code == 0);
+  CHECK(count_lines(path.out) == 6);
+  const Outcome both = run_shell(cuflash + " bench --sweep seed -s 1024", tmp);
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("--sweep") != std::string::npos);
+  const Outcome none = run_shell(cuflash + " bench --sweep nosuch", tmp);
+  CHECK(none.exit_code == 2);
+  CHECK(count_lines(none.err) == 1);
+  const Outcome format = run_shell(cuflash + " bench --format yaml", tmp);
+  CHECK(format.exit_code == 2);
+}
+
+TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") {
+  TempDir tmp;
+  const Outcome info = run_shell(std::string(CUFLASH_BINARY) + " info --format json", tmp);
+  if (info.out.find("\"devices\": 0") == std::string::npos) {
+    SUCCEED("a GPU is present");
+    return;
+  }
+  const fs::path dir = tmp.path / "pkg";
+  const Outcome o = run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY +
+                                  " bench --sweep seed --format csv --out-dir " + dir.string(),
+                              tmp);
+  CHECK(o.exit_code == 3);
+  CHECK(count_lines(o.err) == 1);
+  CHECK(o.err.find("GPU") != std::string::npos);
+  CHECK(o.out.empty());
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", "[bench]") {
+  TempDir tmp;
+  const std::string script =
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/examples/sdpa_bench.py";
+  const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
+  for (const std::string args :
+       {"--sweep seed --list", "--sweep fa --list",
+        "--sweep seed --list --filter 'bf16/.*causal:1'",
+        "-s 100,200 --seq-k 300 -d 32,64 --dtype bf16,fp32 --mask none,causal,causal-top-left "
+        "--heads 8 --heads-kv 2,8 --layout bhsd,bshd --list"}) {
+    INFO(args);
+    const Outcome ours = run_shell(cuflash + " " + args, tmp);
+    const Outcome theirs = run_shell(script + " " + args, tmp);
+    INFO(theirs.err);
+    CHECK(ours.exit_code == 0);
+    CHECK(theirs.exit_code == 0);
+    CHECK(ours.out == theirs.out);
+  }
+}
