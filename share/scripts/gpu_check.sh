@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: configure and build (preset `gpu`, dependencies from
 # the staged bundle .deps/, see stage_deps_bundle.sh), the GPU tests, the host tests, the four
-# compute-sanitizer tools on the "[sanitizer]" test subset, and a `cuflash verify` sweep.
+# compute-sanitizer tools on the "[sanitizer]" test subset, a `cuflash verify` sweep and a short
+# `cuflash bench --verify` run.
 #
 #   usage: share/scripts/gpu_check.sh [LOG_DIR]        (default: ./gpu-check-logs)
 #
@@ -110,6 +111,13 @@ verify_sweep() {
     >"$LOG_DIR/verify.json"
 }
 
+# A short timed sweep with --verify: the benchmark path end to end (graph timing, formats).
+bench_smoke() {
+  timeout --kill-after=30 "$STAGE_TIMEOUT" \
+    "$CLI" bench -s 1024 -d 64,128 --dtype fp16,bf16,fp32 --causal --warmup 2 --iters 5 --verify \
+    --format markdown
+}
+
 # --- Main -----------------------------------------------------------------------------------------
 
 environment >"$LOG_DIR/environment.log" 2>&1
@@ -131,9 +139,11 @@ if ((built == 0)); then
     run_stage "compute-sanitizer $tool" "sanitizer-$tool.summary.log" sanitize "$tool"
   done
   run_stage "cuflash verify sweep" verify.log verify_sweep
+  run_stage "cuflash bench --verify" bench-smoke.log bench_smoke
 else
   for stage in "gpu tests (ctest -L gpu)" "host tests (ctest -LE gpu)" \
-    "${SANITIZER_TOOLS[@]/#/compute-sanitizer }" "cuflash verify sweep"; do
+    "${SANITIZER_TOOLS[@]/#/compute-sanitizer }" "cuflash verify sweep" \
+    "cuflash bench --verify"; do
     skip_stage "$stage" "no fresh build"
   done
 fi

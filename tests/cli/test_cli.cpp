@@ -282,3 +282,45 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
   CHECK(info.exit_code == 0);
   CHECK(info.out.find("devices") != std::string::npos);
 }
+
+// Tagged [gpu]: registered under the ctest label `gpu` (tests/CMakeLists.txt), not run in CI.
+TEST_CASE("run on the GPU writes what the CPU backend writes", "[gpu]") {
+  TempDir tmp;
+  REQUIRE(device_count() > 0);
+  const std::string shape =
+      "run -b 2 --heads 4 --heads-kv 2 -s 129 --seq-k 200 -d 64 --dtype bf16 --causal "
+      "--layout bshd --backward --seed 5 --out-dir ";
+  const Outcome gpu = cuflash(shape + (tmp.path / "gpu").string() + " --backend cuda", tmp);
+  INFO(gpu.err);
+  REQUIRE(gpu.exit_code == 0);
+  CHECK(gpu.out.find("cuda") != std::string::npos);
+  const Outcome cpu = cuflash(shape + (tmp.path / "cpu").string() + " --backend cpu", tmp);
+  REQUIRE(cpu.exit_code == 0);
+  // A check of the plumbing (layouts, dtypes, files), not of precision (that is `verify`):
+  // bf16 outputs may differ by a few bf16 rounding steps; a layout or dtype mix-up is O(1).
+  const std::string script = R"PY(
+import numpy as np, sys
+a, b = sys.argv[1], sys.argv[2]
+def load(d, n):
+    x = np.load(f"{d}/{n}.npy")
+    if x.dtype.itemsize == 2 and x.dtype.kind in "Viu":
+        x = (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return x.astype(np.float64)
+for n in ["o", "lse", "dq", "dk", "dv"]:
+    g, c = load(a, n), load(b, n)
+    assert g.shape == c.shape, (n, g.shape, c.shape)
+    assert np.isfinite(g).all(), n
+    err = np.abs(g - c).max() / max(1.0, np.abs(c).max())
+    print(n, err, file=sys.stderr)
+    assert err <= (1e-5 if n == "lse" else 2 ** -5), (n, err)
+print("ok")
+)PY";
+  std::ofstream(tmp.path / "same.py") << script;
+  const Outcome check = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " +
+                                      (tmp.path / "same.py").string() + " " +
+                                      (tmp.path / "gpu").string() + " " +
+                                      (tmp.path / "cpu").string(),
+                                  tmp);
+  INFO(check.err);
+  CHECK(check.out == "ok\n");
+}
