@@ -70,11 +70,36 @@ io::NpyArray to_npy(const AttentionCase& c, const NamedTensor& t) {
       shape, element_type(c.dtype));
 }
 
+// The output folder, made before the (possibly long) computation so that an unusable --out-dir
+// fails at once; a folder made here is removed again if the run fails before writing into it.
+class OutputDir {
+ public:
+  explicit OutputDir(const std::string& dir) : dir_(dir) {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    created_ = std::filesystem::create_directories(dir_, ec);
+    if (ec || !std::filesystem::is_directory(dir_)) {
+      throw RuntimeFailure("--out-dir " + dir_ + ": cannot create directory" +
+                           (ec ? ": " + ec.message() : std::string()));
+    }
+  }
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+  ~OutputDir() {
+    std::error_code ec;
+    if (created_ && !kept_) std::filesystem::remove(dir_, ec);  // only removes it when empty
+  }
+  void keep() { kept_ = true; }
+
+ private:
+  std::string dir_;
+  bool created_ = false;
+  bool kept_ = false;
+};
+
 // Writes every tensor or none: on a failure the files written so far are removed again.
 void write_all(const std::string& dir, const AttentionCase& c, const std::vector<NamedTensor>& ts) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw RuntimeFailure("--out-dir " + dir + ": cannot create directory: " + ec.message());
   std::vector<std::string> written;
   try {
     for (const NamedTensor& t : ts) {
@@ -130,6 +155,7 @@ Record tensor_record(const AttentionCase& c, Backend backend, const NamedTensor&
 int run_command(const RunOptions& o, const GlobalOptions& global) {
   if (o.save_inputs && o.out_dir.empty()) throw UsageError("--save-inputs needs --out-dir");
   if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
+  OutputDir out_dir(o.out_dir);
   CaseInputs inputs;
   AttentionCase c;
   if (o.problem.has_input_files()) {
@@ -157,6 +183,7 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
       for (const NamedTensor& t : inputs_of(c, inputs)) to_write.push_back(t);
     }
     write_all(o.out_dir, c, to_write);
+    out_dir.keep();
     spdlog::info("wrote {} files to {}", to_write.size(), o.out_dir);
   }
   std::vector<Record> records;

@@ -152,6 +152,15 @@ TEST_CASE("run on the CPU backend", "[cli]") {
       CHECK(o.err.find("CPU") != std::string::npos);
     }
   }
+  SECTION("an unusable --out-dir fails before computing: exit 3, one line") {
+    std::ofstream(tmp.path / "plain-file") << "x";
+    const Outcome o =
+        cuflash("run --backend cpu -s 8 -d 8 --out-dir " + (tmp.path / "plain-file" / "sub").string(), tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("--out-dir") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.out.empty());
+  }
   SECTION("-q silences the logs") {
     const Outcome o = cuflash("run --backend cpu -s 8 -d 8 -q", tmp);
     CHECK(o.exit_code == 0);
