@@ -1,11 +1,15 @@
 #include "bench/session.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "bench/metadata.h"
+#include "cli/exit_codes.h"
 #include "bench/package.h"
 
 namespace cuflash::bench {
@@ -59,7 +63,20 @@ void log_summary(const SweepOutcome& outcome, size_t total, const std::string& o
 
 }  // namespace
 
+// A sweep can run for an hour: refuse an --output whose folder cannot take the file before it
+// starts, not after.
+void check_output_writable(const std::string& output) {
+  if (output.empty()) return;
+  std::filesystem::path folder = std::filesystem::path(output).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!std::filesystem::is_directory(folder) || access(folder.c_str(), W_OK) != 0) {
+    throw cli::RuntimeFailure("--output " + output + ": folder " + folder.string() +
+                              " does not exist or is not writable");
+  }
+}
+
 int run_session(const SessionPlan& plan, const CaseRunner& runner) {
+  check_output_writable(plan.output);
   const size_t total = plan.cases.size();
   Json metadata = run_metadata(plan.device, plan.protocol);
   record_progress(metadata, {}, total, "running");

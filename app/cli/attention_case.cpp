@@ -29,6 +29,12 @@ struct LoadedTensor {
   std::string option;  // e.g. "--q"
 };
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 LoadedTensor load_tensor(const std::string& path, const std::string& option) {
   try {
     LoadedTensor t{io::read_npy(path), path, option};
@@ -37,17 +43,18 @@ LoadedTensor load_tensor(const std::string& path, const std::string& option) {
                        "head_dim] (or [batch, seq, heads, head_dim] with --layout bshd), got " +
                        std::to_string(t.array.shape.size()) + "-D");
     }
+    for (const int64_t dim : t.array.shape) {
+      if (dim <= 0) {
+        throw UsageError(option + " " + path + ": every dimension must be positive, got " +
+                         shape_text(t.array.shape));
+      }
+    }
     return t;
   } catch (const io::NpyError& e) {
     throw UsageError(option + " " + std::string(e.what()));
   }
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // [batch, heads, seq, head_dim] of a loaded tensor, whatever its layout.
 struct Dims {
@@ -145,6 +152,7 @@ AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInp
   c.problem.head_dim = dq.head_dim;
   c.problem.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
   c.problem.scale = options.scale.value_or(0.0);
+  check_case_size(c);
 
   inputs.q = values_bhsd(q, layout);
   inputs.k = values_bhsd(k, layout);

@@ -1,5 +1,6 @@
 #include "cli/problem_options.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "cli/exit_codes.h"
@@ -23,6 +24,19 @@ const CLI::Validator kPositiveInteger(
       } catch (const std::exception&) {
       }
       return "'" + text + "' is not a positive integer";
+    },
+    "POSITIVE");
+
+// A finite number > 0 (CLI11's PositiveNumber lets nan and inf through).
+const CLI::Validator kPositiveFinite(
+    [](std::string& text) -> std::string {
+      try {
+        size_t used = 0;
+        const double value = std::stod(text, &used);
+        if (used == text.size() && std::isfinite(value) && value > 0) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a positive finite number";
     },
     "POSITIVE");
 
@@ -109,7 +123,7 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   mask->check(CLI::IsMember(kMaskNames));
   command.add_flag("--causal", o.causal, "Shorthand for --mask causal")->excludes(mask);
   command.add_option("--scale", o.scale, "Softmax scale (default: 1/sqrt(head_dim))")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveFinite);
   command.add_option("--seed", o.seed, "Seed of the generated standard-normal inputs")
       ->capture_default_str();
   add_list(command, "--layout", o.layout,
@@ -122,6 +136,23 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   command.add_option("--v", o.v_file, "V from a .npy file")->check(CLI::ExistingFile);
   command.add_option("--dout", o.dout_file, "dO from a .npy file (backward; default: generated)")
       ->check(CLI::ExistingFile);
+}
+
+void check_case_size(const AttentionCase& c) {
+  // 2^40 elements is 8 TiB as float64: beyond any host or device this tool runs on, and far
+  // below int64 overflow in every product the tool forms later.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  const reference::Problem& p = c.problem;
+  const auto elements = [&](int64_t heads, int64_t seq) {
+    int64_t n = 1;
+    for (const int64_t factor : {p.batch, heads, seq, p.head_dim}) {
+      if (__builtin_mul_overflow(n, factor, &n) || n > kMaxElements) return kMaxElements + 1;
+    }
+    return n;
+  };
+  if (elements(p.heads, p.seq_q) > kMaxElements || elements(p.heads_kv, p.seq_k) > kMaxElements) {
+    throw UsageError("shape " + c.name() + " is too large: more than 2^40 elements per tensor");
+  }
 }
 
 void require_single_values(const ProblemOptions& o, const std::string& command) {
@@ -170,6 +201,7 @@ std::vector<AttentionCase> expand_cases(const ProblemOptions& o) {
                     c.problem.scale = o.scale.value_or(0.0);
                     c.dtype = parse_dtype(dtype);
                     c.layout = parse_layout(layout);
+                    check_case_size(c);
                     cases.push_back(c);
                   }
   return cases;

@@ -51,6 +51,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_
 // (e.g. heads not a multiple of heads_kv), naming the option.
 std::vector<AttentionCase> expand_cases(const ProblemOptions& options);
 
+// Throws UsageError when the tensors of the case would hold more elements than memory can
+// address (products that overflow int64, or above 2^40 elements).
+void check_case_size(const AttentionCase& c);
+
 // For commands that compute one case: throws UsageError when an option holds several values.
 void require_single_values(const ProblemOptions& options, const std::string& command);
 

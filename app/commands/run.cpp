@@ -71,29 +71,35 @@ io::NpyArray to_npy(const AttentionCase& c, const NamedTensor& t) {
 }
 
 // The output folder, made before the (possibly long) computation so that an unusable --out-dir
-// fails at once; a folder made here is removed again if the run fails before writing into it.
+// fails at once; the folders made here are removed again if the run fails before writing.
 class OutputDir {
  public:
-  explicit OutputDir(const std::string& dir) : dir_(dir) {
-    if (dir_.empty()) return;
+  explicit OutputDir(const std::string& dir) {
+    if (dir.empty()) return;
+    // Remember which folders of the path do not exist yet, deepest first.
+    for (std::filesystem::path p = std::filesystem::absolute(dir); !p.empty() && p != p.root_path();
+         p = p.parent_path()) {
+      if (std::filesystem::exists(p)) break;
+      created_.push_back(p);
+    }
     std::error_code ec;
-    created_ = std::filesystem::create_directories(dir_, ec);
-    if (ec || !std::filesystem::is_directory(dir_)) {
-      throw RuntimeFailure("--out-dir " + dir_ + ": cannot create directory" +
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir)) {
+      throw RuntimeFailure("--out-dir " + dir + ": cannot create directory" +
                            (ec ? ": " + ec.message() : std::string()));
     }
   }
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
   ~OutputDir() {
+    if (kept_) return;
     std::error_code ec;
-    if (created_ && !kept_) std::filesystem::remove(dir_, ec);  // only removes it when empty
+    for (const auto& p : created_) std::filesystem::remove(p, ec);  // removes empty folders only
   }
   void keep() { kept_ = true; }
 
  private:
-  std::string dir_;
-  bool created_ = false;
+  std::vector<std::filesystem::path> created_;
   bool kept_ = false;
 };
 

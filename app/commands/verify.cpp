@@ -3,6 +3,8 @@
 // the same low precision, compared with the same reference. A case passes when our max abs error
 // is at most 2x the baseline's plus a small floor relative to the values' size (FlashAttention's
 // own rule, see reference/compare.h); NaN never passes.
+#include <cmath>
+
 #include <spdlog/spdlog.h>
 
 #include "cli/attention_case.h"
@@ -59,7 +61,8 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
         "found (`cuflash run --backend cpu` computes the reference alone)");
   }
   std::vector<Record> records;
-  size_t failed = 0;
+  size_t failed = 0;   // cases outside the tolerance
+  size_t refused = 0;  // cases the kernels do not support
   Progress progress(cases.size(), !global.quiet);
   for (size_t i = 0; i < cases.size(); ++i) {
     const AttentionCase& c = cases[i];
@@ -70,14 +73,18 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
       if (!record_verdicts(c, check_case(c, in, o.backward, floor), records)) ++failed;
     } catch (const UsageError& e) {  // e.g. an unsupported head_dim: recorded, the sweep goes on
       records.push_back(error_record(c, e.what()));
-      ++failed;
+      ++refused;
     }
   }
   progress.finish();
   print_records(records, global.output_format());
   if (failed > 0) {
-    spdlog::error("{} of {} cases failed", failed, cases.size());
+    spdlog::error("{} of {} cases failed verification", failed, cases.size());
     return kExitVerificationFailed;
+  }
+  if (refused > 0) {
+    spdlog::error("{} of {} cases are not supported", refused, cases.size());
+    return kExitBadInput;
   }
   spdlog::info("all {} cases passed", cases.size());
   return kExitOk;
@@ -93,12 +100,23 @@ void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& res
       "Each case passes when, for every output, max|ours - ref| <= 2 * max|baseline - ref| + "
       "floor * max(1, max|ref|), where the baseline is a plain attention computed in the same precision. Exit code 1 "
       "when any case fails.\nExample: cuflash verify --seq 113,1024 --head-dim 32,64,128 --dtype "
-      "fp16,bf16 --backward\n" + std::string(kExitCodeHelp));
+      "fp16,bf16 --backward\nExit code 2 when a case is not supported (and none failed).\n" +
+      std::string(kExitCodeHelp));
   add_problem_options(*cmd, options->problem, /*allow_lists=*/true);
   cmd->add_flag("--backward", options->backward, "Also check dQ, dK, dV");
   cmd->add_option("--floor", options->floor,
-                  "Absolute error floor added to the tolerance (default: per dtype)")
-      ->check(CLI::NonNegativeNumber);
+                  "Error floor of the tolerance, relative to max(1, max|ref|) (default: per dtype)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              size_t used = 0;
+              const double value = std::stod(text, &used);
+              if (used == text.size() && std::isfinite(value) && value >= 0) return {};
+            } catch (const std::exception&) {
+            }
+            return "'" + text + "' is not a non-negative finite number";
+          },
+          "NONNEGATIVE"));
   cmd->callback(
       [options, &global, &result] { result.exit_code = verify_command(*options, global); });
 }

@@ -7,6 +7,12 @@ set -euo pipefail
 D=${1:-.deps}
 MA=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
+# Refuse to clear a folder that is not an earlier bundle: DIR is deleted and made anew.
+MARKER=.cuflash-deps-bundle
+if [[ -e "$D" && ! -e "$D/$MARKER" && -n "$(ls -A "$D" 2>/dev/null)" ]]; then
+  echo "$D exists, is not empty and is not a dependency bundle: give another folder" >&2
+  exit 2
+fi
 rm -rf "$D"
 mkdir -p "$D"/include "$D"/lib/cmake "$D"/share/cmake "$D"/share/eigen3
 cp -a /usr/include/{CLI,spdlog,fmt,catch2,eigen3} "$D"/include/
@@ -26,4 +32,5 @@ rm -f "$D"/lib/cmake/fmt/fmt-targets-none.cmake \
       "$D"/lib/cmake/Catch2/Catch2Targets-none.cmake
 sed -i 's/"Threads::Threads;fmt::fmt"/"Threads::Threads;fmt::fmt-header-only"/' \
   "$D"/lib/cmake/spdlog/spdlogConfigTargets.cmake
+touch "$D/$MARKER"
 echo "staged $(du -sh "$D" | cut -f1) into $D" >&2

@@ -118,6 +118,14 @@ TEST_CASE("help, version and usage errors", "[cli]") {
     CHECK(o.err.find("--heads-kv") != std::string::npos);
     CHECK(count_lines(o.err) == 1);
   }
+  SECTION("shapes too large to address and non-finite scales: exit 2 before any work") {
+    const Outcome big = cuflash("run --backend cpu -b 9223372036854775807 --heads 4096", tmp);
+    CHECK(big.exit_code == 2);
+    CHECK(big.err.find("too large") != std::string::npos);
+    const Outcome scale = cuflash("run --backend cpu -s 8 -d 8 --scale nan", tmp);
+    CHECK(scale.exit_code == 2);
+    CHECK(scale.err.find("--scale") != std::string::npos);
+  }
   SECTION("run takes one value per option") {
     const Outcome o = cuflash("run --backend cpu -s 16,32", tmp);
     CHECK(o.exit_code == 2);
@@ -257,6 +265,14 @@ TEST_CASE("run reads inputs from .npy files", "[cli]") {
     CHECK(o.exit_code == 2);
     CHECK(o.err.find("v2.npy") != std::string::npos);
     CHECK(o.err.find("k.npy") != std::string::npos);
+  }
+  SECTION("a zero dimension: exit 2 naming the file") {
+    numpy_save(tmp, path("k0.npy"), "np.ones((1,0,7,8), np.float32)");
+    const Outcome o = cuflash("run --backend cpu --q " + path("q.npy") + " --k " + path("k0.npy") +
+                                  " --v " + path("k0.npy"), tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("k0.npy") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
   }
   SECTION("wrong rank: exit 2") {
     numpy_save(tmp, path("q3.npy"), "np.ones((2,5,8), np.float32)");

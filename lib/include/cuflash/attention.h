@@ -31,6 +31,10 @@ struct AttentionShape {
 };
 
 // A device tensor of logical shape [batch, heads, seq, head_dim]; strides are in elements.
+// Requirements (checked by forward()/backward(), which name the tensor and field on failure):
+// `data` 16-byte aligned; the last dimension contiguous; every stride a non-negative multiple
+// of 16 bytes (8 fp16/bf16 or 4 fp32 elements), since tiles move in 16-byte vectors; and no two
+// rows overlapping, so a stride-0 broadcast over a dimension larger than 1 is refused.
 struct TensorRef {
   void* data = nullptr;
   int64_t batch_stride = 0;
@@ -47,7 +51,7 @@ struct ForwardArgs {
   AttentionShape shape;
   DType dtype = DType::fp16;
   Mask mask = Mask::none;
-  float scale = 0.f;  // softmax scale; 0 means 1/sqrt(head_dim)
+  float scale = 0.f;  // softmax scale: finite and >= 0; 0 means 1/sqrt(head_dim)
   TensorRef q, k, v;  // inputs
   TensorRef out;      // output O, same shape as q
   float* lse = nullptr;  // output [batch, heads, seq_q] fp32, contiguous: natural-log sum-exp of

@@ -64,6 +64,16 @@ void validate(const Problem& p) {
   if (!std::isfinite(p.scale)) {
     throw std::invalid_argument("scale (" + std::to_string(p.scale) + ") must be finite");
   }
+  // Every element count the reference forms must fit int64 (and the vectors it allocates).
+  int64_t q = 1, kv = 1;
+  bool overflow = false;
+  for (const int64_t f : {p.batch, p.heads, p.seq_q, p.head_dim}) {
+    overflow |= __builtin_mul_overflow(q, f, &q);
+  }
+  for (const int64_t f : {p.batch, p.heads_kv, p.seq_k, p.head_dim}) {
+    overflow |= __builtin_mul_overflow(kv, f, &kv);
+  }
+  if (overflow) throw std::invalid_argument("shape is too large: element counts overflow int64");
 }
 
 namespace engine {
