@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli/report.h"
+
 namespace cuflash::bench {
 
 Json Json::array() {
@@ -44,26 +46,7 @@ const Json* Json::find(const std::string& key) const {
 }
 
 std::string json_quote(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-          out += buffer;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  return "\"" + cli::json_escape(text) + "\"";
 }
 
 std::string shortest_double(double value) {

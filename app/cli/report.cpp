@@ -40,6 +40,7 @@ std::string json_escape(const std::string& text) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
         if (c < 0x20) {
