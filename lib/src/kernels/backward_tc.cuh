@@ -153,6 +153,31 @@ __device__ __forceinline__ void score_gradients_transposed(float (&pt)[kTiles][4
   }
 }
 
+// acc = A B^T over the head dimension: A is this warp's 16 rows of `keys` from row0 (K or V),
+// B the first 8 * kTiles rows of `queries` (Q or dO); both (rows, kHeadDim) in shared memory.
+// The two products of the backward pass that contract over head_dim: S^T and dP^T.
+template <typename Element, int kHeadDim, int kTiles, int kStride>
+__device__ __forceinline__ void key_rows_times_query_rows(float (&acc)[kTiles][4],
+                                                          SmemTile<Element, kStride> keys,
+                                                          int row0,
+                                                          SmemTile<Element, kStride> queries,
+                                                          int lane) {
+  static_assert(kTiles % 2 == 0, "B fragments are loaded for pairs of n8 tiles");
+  zero(acc);
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    uint32_t a[4];
+    load_a(a, keys, row0, 16 * kk, lane);
+#pragma unroll
+    for (int pair = 0; pair < kTiles / 2; ++pair) {
+      uint32_t b[4];
+      load_b_pair_nk(b, queries, 16 * pair, 16 * kk, lane);
+      mma_16x8x16<Element>(acc[2 * pair], a, b[0], b[1]);
+      mma_16x8x16<Element>(acc[2 * pair + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
     backward_kernel(const BackwardParams<Element> params) {
@@ -162,7 +187,6 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
   constexpr int kThreads = Traits::kThreads;
   constexpr int kStages = Traits::kStages;
   constexpr int kStride = Traits::kStride;
-  constexpr int kDimSteps = kHeadDim / 16;    // k16 steps over head_dim (S^T, dP^T)
   constexpr int kQuerySteps = kBlockM / 16;   // k16 steps over queries (dV, dK)
   constexpr int kKeySteps = kBlockN / 16;     // k16 steps over keys (dQ)
   constexpr int kQueryTiles = kBlockM / 8;    // n8 tiles of S^T, dP^T per warp
@@ -262,19 +286,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
 
     // S^T = K Q^T: (16 keys, kBlockM queries) per warp
     float st[kQueryTiles][4];
-    zero(st);
-#pragma unroll
-    for (int kk = 0; kk < kDimSteps; ++kk) {
-      uint32_t a[4];
-      load_a(a, k_tile, warp_key0, 16 * kk, lane);
-#pragma unroll
-      for (int pair = 0; pair < kQueryTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_nk(b, q_s, 16 * pair, 16 * kk, lane);
-        mma_16x8x16<Element>(st[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<Element>(st[2 * pair + 1], a, b[2], b[3]);
-      }
-    }
+    key_rows_times_query_rows<Element, kHeadDim>(st, k_tile, warp_key0, q_s, lane);
 
     // P^T; query column c of key row r is visible iff r < Sk and (not causal or
     // q0 + c >= r - causal_offset).
@@ -307,19 +319,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
 
     // dP^T = V dO^T: (16 keys, kBlockM queries)
     float dpt[kQueryTiles][4];
-    zero(dpt);
-#pragma unroll
-    for (int kk = 0; kk < kDimSteps; ++kk) {
-      uint32_t a[4];
-      load_a(a, v_tile, warp_key0, 16 * kk, lane);
-#pragma unroll
-      for (int pair = 0; pair < kQueryTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_nk(b, dout_s, 16 * pair, 16 * kk, lane);
-        mma_16x8x16<Element>(dpt[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<Element>(dpt[2 * pair + 1], a, b[2], b[3]);
-      }
-    }
+    key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
     score_gradients_transposed(st, dpt, row_dot_stage(stage), lane);  // st now holds dS^T
 
