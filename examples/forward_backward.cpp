@@ -65,15 +65,7 @@ int main() {
     f.lse = lse;
     cuflash::forward(f);
 
-    cuflash::BackwardArgs b;
-    b.shape = f.shape;
-    b.dtype = f.dtype;
-    b.mask = f.mask;
-    b.q = f.q;
-    b.k = f.k;
-    b.v = f.v;
-    b.out = f.out;
-    b.lse = lse;
+    cuflash::BackwardArgs b = cuflash::backward_args_for(f);
     b.dout = cuflash::make_tensor_ref(dout, Layout::bhsd, kBatch, kHeads, kSeqQ, kHeadDim);
     b.dq = cuflash::make_tensor_ref(dq, Layout::bhsd, kBatch, kHeads, kSeqQ, kHeadDim);
     b.dk = cuflash::make_tensor_ref(dk, Layout::bhsd, kBatch, kHeadsKv, kSeqK, kHeadDim);

@@ -83,15 +83,7 @@ DeviceCase::DeviceCase(const cli::AttentionCase& c, bool with_backward, uint64_t
   workspace_bytes_ = int64_t(workspace);
   backward_bytes_ = forward_bytes_ + int64_t(2 * q_bytes + 2 * kv_bytes + workspace);
 
-  backward_.shape = forward_.shape;
-  backward_.dtype = forward_.dtype;
-  backward_.mask = forward_.mask;
-  backward_.scale = forward_.scale;
-  backward_.q = forward_.q;
-  backward_.k = forward_.k;
-  backward_.v = forward_.v;
-  backward_.out = forward_.out;
-  backward_.lse = forward_.lse;
+  backward_ = backward_args_for(forward_);
   backward_.dout = tensor(dout, p.heads, p.seq_q);
   backward_.dq = tensor(dq, p.heads, p.seq_q);
   backward_.dk = tensor(dk, p.heads_kv, p.seq_k);

@@ -304,4 +304,18 @@ int device_count() noexcept {
   return count;
 }
 
+BackwardArgs backward_args_for(const ForwardArgs& forward) {
+  BackwardArgs args;
+  args.shape = forward.shape;
+  args.dtype = forward.dtype;
+  args.mask = forward.mask;
+  args.scale = forward.scale;
+  args.q = forward.q;
+  args.k = forward.k;
+  args.v = forward.v;
+  args.out = forward.out;
+  args.lse = forward.lse;
+  return args;
+}
+
 }  // namespace cuflash

@@ -199,17 +199,8 @@ ForwardArgs forward_args(const HostProblem& p, const DeviceInputs& in,
 BackwardArgs backward_args(const HostProblem& p, const DeviceInputs& in,
                            const DeviceForwardOutputs& fwd, const DeviceBuffer& dout,
                            const DeviceGradients& grads, const DeviceBuffer& workspace) {
-  BackwardArgs args;
-  args.shape = p.shape;
-  args.dtype = p.dtype;
-  args.mask = p.mask;
-  args.scale = p.scale;
-  args.q = q_side(p, in.q);
-  args.k = kv_side(p, in.k);
-  args.v = kv_side(p, in.v);
-  args.out = q_side(p, fwd.out);
+  BackwardArgs args = backward_args_for(forward_args(p, in, fwd));
   args.dout = q_side(p, dout);
-  args.lse = static_cast<const float*>(fwd.lse.data());
   args.dq = q_side(p, grads.dq);
   args.dk = kv_side(p, grads.dk);
   args.dv = kv_side(p, grads.dv);

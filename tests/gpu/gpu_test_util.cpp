@@ -196,16 +196,8 @@ ForwardArgs DeviceProblem::forward_args() const {
 }
 
 BackwardArgs DeviceProblem::backward_args() const {
-  BackwardArgs args;
-  args.shape = host_problem(case_).shape;
-  args.dtype = case_.dtype;
-  args.mask = case_.mask;
-  args.q = q_side_ref(case_, q_);
-  args.k = kv_side_ref(case_, k_);
-  args.v = kv_side_ref(case_, v_);
-  args.out = q_side_ref(case_, out_);
+  BackwardArgs args = backward_args_for(forward_args());
   args.dout = q_side_ref(case_, dout_);
-  args.lse = static_cast<const float*>(lse_.data());
   args.dq = q_side_ref(case_, dq_);
   args.dk = kv_side_ref(case_, dk_);
   args.dv = kv_side_ref(case_, dv_);

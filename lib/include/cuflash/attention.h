@@ -70,6 +70,10 @@ struct BackwardArgs {
   size_t workspace_bytes = 0;
 };
 
+// The backward arguments that restate the forward call's: shape, dtype, mask, scale, q, k, v,
+// out and lse. The caller adds dout, dq, dk, dv and the workspace.
+BackwardArgs backward_args_for(const ForwardArgs& forward);
+
 // Head dimensions with compiled kernels, for every dtype.
 bool is_supported_head_dim(int64_t head_dim);
 
