@@ -4,4 +4,5 @@ include(${CMAKE_CURRENT_LIST_DIR}/instantiations/list.cmake)  # CUFLASH_INSTANTI
 set(CUFLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api.cu
   ${CMAKE_CURRENT_LIST_DIR}/host_runner.cu
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_map.cu
   ${CUFLASH_INSTANTIATION_SOURCES})

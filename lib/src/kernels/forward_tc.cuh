@@ -16,33 +16,15 @@
 
 #include "kernels/copy.cuh"
 #include "kernels/launch_util.cuh"
+#include "kernels/mask.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/params.cuh"
+#include "kernels/sm90/forward_sm90.cuh"
 #include "kernels/softmax.cuh"
 #include "kernels/traits.cuh"
 #include "launch.h"
 
 namespace cuflash::detail {
-
-// Sets the scores of masked (query, key) pairs to -inf. s holds this thread's part of a warp's
-// 16 x (8 * kTiles) block of keys k0..; `row` is the query index of fragment rows group, group+8.
-template <int kTiles>
-__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], const ProblemParams& p,
-                                            int64_t k0, int64_t row, int lane) {
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t query = row + 8 * half;
-    const int64_t visible_end = p.causal ? min64(p.seq_k, query + p.causal_offset + 1) : p.seq_k;
-    const int visible_cols = static_cast<int>(clamp64(visible_end - k0, 0, 8 * kTiles));
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (8 * t + 2 * (lane % 4) + e >= visible_cols) s[t][2 * half + e] = kMaskedScore;
-      }
-    }
-  }
-}
 
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
@@ -220,6 +202,9 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
 
 template <typename Element, int kHeadDim>
 void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
+  if constexpr (kHasForwardSm90<kHeadDim>) {
+    if (use_sm90_kernels() && launch_forward_sm90<Element, kHeadDim>(args, stream)) return;
+  }
   using Traits = ForwardTraits<kHeadDim>;
   ForwardParams<Element> params{};
   params.problem = problem_params(args.shape, args.mask, args.scale);

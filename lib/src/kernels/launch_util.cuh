@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include <cuda_runtime_api.h>
 
@@ -47,6 +49,31 @@ void for_each_grid_y_chunk(int64_t total, Launch&& launch) {
   for (int64_t offset = 0; offset < total; offset += kMaxGridY) {
     launch(offset, static_cast<unsigned>(std::min(kMaxGridY, total - offset)));
   }
+}
+
+// Whether the wgmma (sm_90a) kernels run on the current device: they were compiled (the
+// architecture list holds 90a), the device has compute capability 9.0, and the environment
+// variable CUFLASH_DISABLE_WGMMA is unset, empty or 0 (setting it runs the portable mma.sync
+// kernels instead, e.g. to compare both on one GPU).
+inline bool use_sm90_kernels() {
+#if defined(CUFLASH_HAVE_SM90A)
+  static const bool disabled = [] {
+    const char* value = std::getenv("CUFLASH_DISABLE_WGMMA");
+    return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+  }();
+  if (disabled) return false;
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;  // the launch that follows reports the device problem
+  }
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace cuflash::detail

@@ -79,6 +79,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
+// __syncthreads uses), so that a subset of the CTA can meet without the others.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // address[0] += x, address[1] += y (fp32, relaxed, device scope) for an 8-byte aligned pair:
 // one vector reduction on sm_90, two scalar ones before.
 __device__ __forceinline__ void atomic_add_pair(float* address, float x, float y) {

@@ -34,6 +34,17 @@ struct OnlineSoftmax {
   template <int kTiles, int kOutTiles>
   __device__ __forceinline__ void update(float (&s)[kTiles][4], float (&out)[kOutTiles][4],
                                          float scale_log2) {
+    float rescale[2];
+    exponentiate(s, scale_log2, rescale);
+    rescale_rows(out, rescale);
+  }
+
+  // The first half of update(): exponentiates s and returns the factor by which the output
+  // accumulated so far must be multiplied, for kernels that apply it later (while a product
+  // into the output is still running).
+  template <int kTiles>
+  __device__ __forceinline__ void exponentiate(float (&s)[kTiles][4], float scale_log2,
+                                               float (&rescale)[2]) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float block_max = kMaskedScore;
@@ -45,7 +56,7 @@ struct OnlineSoftmax {
       // A row that has only seen masked keys keeps max = -inf: subtract 0 instead so that
       // exp2(-inf - max) stays 0 rather than becoming NaN.
       const float reference = new_max == kMaskedScore ? 0.f : new_max;
-      const float rescale = fast_exp2(row_max[half] - reference);
+      rescale[half] = fast_exp2(row_max[half] - reference);
       row_max[half] = new_max;
       float sum = 0.f;
 #pragma unroll
@@ -56,12 +67,17 @@ struct OnlineSoftmax {
           sum += s[t][i];
         }
       }
-      row_sum[half] = row_sum[half] * rescale + sum;
+      row_sum[half] = row_sum[half] * rescale[half] + sum;
+    }
+  }
+
+  template <int kOutTiles>
+  static __device__ __forceinline__ void rescale_rows(float (&out)[kOutTiles][4],
+                                                      const float (&rescale)[2]) {
 #pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        out[t][2 * half] *= rescale;
-        out[t][2 * half + 1] *= rescale;
-      }
+    for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out[t][i] *= rescale[i / 2];
     }
   }
 

@@ -1,0 +1,311 @@
+// FlashAttention-2 forward on Hopper (sm_90a): wgmma for the products, TMA for the loads.
+//
+// Same algorithm and results contract as forward_tc.cuh (online softmax in exp2, P kept in
+// registers, no atomics: bitwise reproducible); what changes is how the work reaches the tensor
+// cores. A warpgroup (4 warps) issues one m64nNk16 wgmma where mma.sync needs 4 * N / 8
+// instructions, and wgmma reads Q, K and V straight from shared memory. A producer warp loads
+// every tile with TMA, so the consumers spend no instructions on addresses and never wait for
+// each other: each K and V slot has a "full" barrier (TMA bytes arrived) and an "empty" one
+// (every consumer thread is done reading it).
+//
+// Consumer warpgroup, key block j (S_0 -> P_0 before the loop):
+//   wait until K_j+1 and V_j are full
+//   issue S_j+1 = Q K_j+1^T     (A = Q, B = K, both from swizzled shared tiles)
+//   issue O += P_j V_j          (A = P_j from registers, B = V read N-major)
+//   wait for S_j+1 only; release K_j+1; mask and exponentiate it into P_j+1 while P_j V_j
+//   still runs on the tensor cores; wait for that; release V_j; rescale O to the new row max.
+// The accumulator layout of each warp is mma.sync's, so mask.cuh and softmax.cuh apply as is.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/copy.cuh"
+#include "kernels/launch_util.cuh"
+#include "kernels/mask.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/params.cuh"
+#include "kernels/sm90/tma.cuh"
+#include "kernels/sm90/wgmma.cuh"
+#include "kernels/softmax.cuh"
+#include "kernels/traits.cuh"
+#include "launch.h"
+
+namespace cuflash::detail {
+
+template <typename Element>
+struct ForwardSm90Params {
+  ForwardParams<Element> base;
+  CUtensorMap q_map, k_map, v_map;  // boxes: 64 columns x kBlockM (Q) or kBlockN (K, V) rows
+};
+
+// Shared-memory addresses of a CTA's tiles and barriers.
+template <typename Traits>
+struct ForwardSm90Smem {
+  using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
+  using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
+  uint32_t tiles;  // 1024-byte aligned: Q, K slots, V slots, then the barriers
+
+  __device__ QTile q() const { return {tiles}; }
+  __device__ KvTile k(int64_t block) const {
+    return {tiles + uint32_t(QTile::kBytes + (block % Traits::kStages) * KvTile::kBytes)};
+  }
+  __device__ KvTile v(int64_t block) const {
+    return {tiles + uint32_t(QTile::kBytes +
+                             (Traits::kStages + block % Traits::kStages) * KvTile::kBytes)};
+  }
+  __device__ uint32_t barrier(int index) const {
+    return tiles + uint32_t(Traits::kTileBytes) + 8 * index;
+  }
+  __device__ uint32_t q_full() const { return barrier(0); }
+  __device__ uint32_t k_full(int64_t block) const { return barrier(1 + block % Traits::kStages); }
+  __device__ uint32_t v_full(int64_t block) const {
+    return barrier(1 + Traits::kStages + block % Traits::kStages);
+  }
+  __device__ uint32_t k_empty(int64_t block) const {
+    return barrier(1 + 2 * Traits::kStages + block % Traits::kStages);
+  }
+  __device__ uint32_t v_empty(int64_t block) const {
+    return barrier(1 + 3 * Traits::kStages + block % Traits::kStages);
+  }
+  // Block j is the (j / kStages)-th use of its slot: the parity of the barrier phase to wait for.
+  static __device__ uint32_t parity(int64_t block) {
+    return uint32_t(block / Traits::kStages) & 1u;
+  }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// A tile of `rows` rows from (row0, head, batch) of a tensor map, one TMA box per 64 columns.
+template <int kRows, int kCols>
+__device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
+                                              const CUtensorMap& map, uint32_t full_barrier,
+                                              int64_t row0, int64_t head, int64_t batch) {
+  mbarrier_arrive_expect_bytes(full_barrier, uint32_t(SwizzledTile<kRows, kCols>::kBytes));
+#pragma unroll
+  for (int column = 0; column < kCols; column += kTmaBoxColumns) {
+    tma_load_box(tile.base + (column / kTmaBoxColumns) * tile.kColumnBlockBytes, map,
+                 full_barrier, column, int(row0), int(head), int(batch));
+  }
+}
+
+// The producer: Q once, then K_j and V_j into their slots as soon as the consumers free them.
+template <typename Traits, typename Element>
+__device__ __forceinline__ void produce_tiles(const ForwardSm90Params<Element>& params,
+                                              ForwardSm90Smem<Traits> smem, int64_t q0,
+                                              int64_t num_key_blocks, int64_t batch,
+                                              int64_t head, int64_t kv_head) {
+  using Smem = ForwardSm90Smem<Traits>;
+  load_tile_tma(smem.q(), params.q_map, smem.q_full(), q0, head, batch);
+  for (int64_t block = 0; block < num_key_blocks; ++block) {
+    const int64_t k0 = block * Traits::kBlockN;
+    if (block >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
+    load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, kv_head, batch);
+    if (block >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
+    load_tile_tma(smem.v(block), params.v_map, smem.v_full(block), k0, kv_head, batch);
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
+    forward_sm90_kernel(const __grid_constant__ ForwardSm90Params<Element> params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Traits = ForwardSm90Traits<kHeadDim>;
+  using Smem = ForwardSm90Smem<Traits>;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kConsumers = Traits::kConsumerThreads;
+  // Per-thread registers after the split: 2 x 128 x 232 + 128 x 40 = 64512 of the SM's 65536.
+  constexpr int kConsumerRegisters = 232;
+  constexpr int kProducerRegisters = 40;
+  constexpr int kScoreTiles = kBlockN / 8;  // n8 tiles of S per warp
+  constexpr int kOutTiles = kHeadDim / 8;   // n8 tiles of O per warp
+  using Mma = Wgmma<Element, kBlockN>;      // S = Q K^T: 64 x kBlockN per warpgroup
+  using MmaOut = Wgmma<Element, kHeadDim>;  // O += P V: 64 x D per warpgroup
+
+  const ProblemParams& p = params.base.problem;
+  const int thread = threadIdx.x;
+  const int lane = thread % 32;
+  const int64_t bh = params.base.bh_offset + blockIdx.y;  // batch * heads + head
+  const int64_t batch = bh / p.heads;
+  const int64_t head = bh % p.heads;
+  const int64_t kv_head = head / p.heads_per_kv;
+  // Heaviest query blocks first: under a causal mask the last rows see the most keys.
+  const int64_t q0 = (params.base.num_m_blocks - 1 - blockIdx.x) * kBlockM;
+  Element* out = params.base.out.slice(batch, head);
+  float* lse = params.base.lse + bh * p.seq_q;
+
+  const int64_t key_end = p.causal ? min64(p.seq_k, q0 + kBlockM + p.causal_offset) : p.seq_k;
+  if (key_end <= 0) {  // every row of the block sees no key: O = 0, LSE = +inf
+    store_zero_rows<kBlockM, kHeadDim, Traits::kThreads>(out, params.base.out.seq_stride, q0,
+                                                         p.seq_q, thread);
+    if (thread < kBlockM && q0 + thread < p.seq_q) lse[q0 + thread] = kEmptyRowLse;
+    return;
+  }
+  const int64_t num_key_blocks = (key_end + kBlockN - 1) / kBlockN;
+
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const uint32_t shared_base = shared_address(shared_bytes);
+  const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
+  if (thread == kConsumers) {
+    mbarrier_init(smem.q_full(), 1);
+    for (int slot = 0; slot < Traits::kStages; ++slot) {
+      mbarrier_init(smem.k_full(slot), 1);
+      mbarrier_init(smem.v_full(slot), 1);
+      mbarrier_init(smem.k_empty(slot), kConsumers);
+      mbarrier_init(smem.v_empty(slot), kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (thread >= kConsumers) {  // the producer warpgroup: one thread issues every load
+    warpgroup_release_registers<kProducerRegisters>();
+    if (thread == kConsumers) {
+      produce_tiles<Traits>(params, smem, q0, num_key_blocks, batch, head, kv_head);
+    }
+    return;
+  }
+
+  warpgroup_claim_registers<kConsumerRegisters>();
+  const int warp_group_row0 = 64 * (thread / 128);  // this warpgroup's rows within the block
+  const int warp_row0 = warp_group_row0 + 16 * ((thread / 32) % 4);
+  const int64_t fragment_row = q0 + warp_row0 + lane / 4;  // query of fragment row `group`
+  const bool masks_end = p.seq_k % kBlockN != 0;
+
+  // S_j = Q K_j^T into s (64 x kBlockN per warpgroup); the first k step overwrites s.
+  auto issue_scores = [&](float (&s)[kScoreTiles][4], int64_t block) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      Mma::template ss<0>(s, k_major_descriptor(smem.q(), warp_group_row0, 16 * kk),
+                          k_major_descriptor(smem.k(block), 0, 16 * kk), kk > 0);
+    }
+    wgmma_commit();
+  };
+  // Masks S_j where needed and turns it into P_j (unnormalized probabilities).
+  OnlineSoftmax softmax;
+  auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t block, float (&rescale)[2]) {
+    const int64_t k0 = block * kBlockN;
+    const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
+    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
+    if (crosses_end || crosses_diagonal) mask_scores(s, p, k0, fragment_row, lane);
+    softmax.exponentiate(s, p.scale_log2, rescale);
+  };
+  uint32_t p_fragments[kBlockN / 16][4];  // P_j as A operands, k16 slices of keys
+  auto pack_probabilities = [&](const float (&s)[kScoreTiles][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      accumulators_to_a<Element>(p_fragments[kk], s[2 * kk], s[2 * kk + 1]);
+    }
+  };
+  float o_acc[kOutTiles][4];  // O (16 rows of this warp, D), unnormalized
+  zero(o_acc);
+  auto issue_products = [&](int64_t block) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      MmaOut::template rs<1>(o_acc, p_fragments[kk], n_major_descriptor(smem.v(block), 16 * kk),
+                             true);
+    }
+    wgmma_commit();
+  };
+
+  {  // S_0 -> P_0 (O is still 0: nothing to rescale)
+    float s[kScoreTiles][4];
+    float rescale[2];
+    mbarrier_wait(smem.q_full(), 0);
+    mbarrier_wait(smem.k_full(0), 0);
+    wgmma_fence();
+    issue_scores(s, 0);
+    wgmma_wait<0>();
+    wgmma_fence_operands(s);
+    mbarrier_arrive(smem.k_empty(0));
+    exponentiate(s, 0, rescale);
+    pack_probabilities(s);
+  }
+  // Every block but the last has a successor whose scores overlap its products. (No branch
+  // between the fence and the wgmma instructions: the compiler would serialize them.)
+  for (int64_t block = 0; block + 1 < num_key_blocks; ++block) {
+    float s[kScoreTiles][4];
+    float rescale[2];
+    mbarrier_wait(smem.k_full(block + 1), Smem::parity(block + 1));
+    mbarrier_wait(smem.v_full(block), Smem::parity(block));
+    wgmma_fence();
+    issue_scores(s, block + 1);
+    issue_products(block);
+    wgmma_wait<1>();  // S_j+1 is ready; P_j V_j may still run
+    wgmma_fence_operands(s);
+    mbarrier_arrive(smem.k_empty(block + 1));
+    exponentiate(s, block + 1, rescale);
+    wgmma_wait<0>();
+    wgmma_fence_operands(o_acc);
+    wgmma_fence_operands(p_fragments);
+    mbarrier_arrive(smem.v_empty(block));
+    OnlineSoftmax::rescale_rows(o_acc, rescale);
+    pack_probabilities(s);
+  }
+  mbarrier_wait(smem.v_full(num_key_blocks - 1), Smem::parity(num_key_blocks - 1));
+  wgmma_fence();
+  issue_products(num_key_blocks - 1);
+  wgmma_wait<0>();
+  wgmma_fence_operands(o_acc);
+  wgmma_fence_operands(p_fragments);
+
+  // Epilogue: normalize, stage O in shared memory (padded rows, over the Q tile and beyond),
+  // write whole rows with 16-byte stores. The consumer barrier orders every warpgroup's last
+  // wgmma reads before the overwrite (the producer warp has left).
+  named_barrier_sync(1, kConsumers);
+  using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements>;
+  const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base))};
+  float normalizer[2];
+  float row_lse[2];
+  softmax.finish(normalizer, row_lse);
+  store_accumulators(out_tile, o_acc, warp_row0, normalizer, lane);
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = fragment_row + 8 * half;
+      if (row < p.seq_q) lse[row] = row_lse[half];
+    }
+  }
+  named_barrier_sync(1, kConsumers);
+  store_tile<kBlockM, kHeadDim, kConsumers>(out, params.base.out.seq_stride, q0, p.seq_q,
+                                            out_tile, thread);
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
+// described to TMA, so that the caller falls back to the mma.sync kernel.
+template <typename Element, int kHeadDim>
+bool launch_forward_sm90(const ForwardArgs& args, cudaStream_t stream) {
+  using Traits = ForwardSm90Traits<kHeadDim>;
+  static_assert(size_t(Traits::kBlockM) * (kHeadDim + kSmemPadElements) * sizeof(Element) <=
+                    Traits::kTileBytes,
+                "the epilogue stages O in the tiles' shared memory");
+  const AttentionShape& shape = args.shape;
+  ForwardSm90Params<Element> params{};
+  if (!make_tile_tensor_map(params.q_map, args.q, args.dtype, shape.batch, shape.heads,
+                            shape.seq_q, shape.head_dim, Traits::kBlockM) ||
+      !make_tile_tensor_map(params.k_map, args.k, args.dtype, shape.batch, shape.heads_kv,
+                            shape.seq_k, shape.head_dim, Traits::kBlockN) ||
+      !make_tile_tensor_map(params.v_map, args.v, args.dtype, shape.batch, shape.heads_kv,
+                            shape.seq_k, shape.head_dim, Traits::kBlockN)) {
+    return false;
+  }
+  ForwardParams<Element>& base = params.base;
+  base.problem = problem_params(shape, args.mask, args.scale);
+  base.out = global_tensor<Element>(args.out);
+  base.lse = args.lse;
+  base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
+
+  auto* kernel = &forward_sm90_kernel<Element, kHeadDim>;
+  allow_dynamic_smem(kernel, Traits::kSmemBytes);
+  for_each_grid_y_chunk(shape.batch * shape.heads, [&](int64_t offset, unsigned count) {
+    base.bh_offset = offset;
+    const dim3 grid(static_cast<unsigned>(base.num_m_blocks), count);
+    launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
+  });
+  return true;
+}
+
+}  // namespace cuflash::detail

@@ -1,0 +1,82 @@
+// Hopper's tensor memory accelerator (TMA) and shared-memory barriers (mbarrier).
+//
+// A TMA load copies a box of a tensor described by a CUtensorMap (made on the host, passed as a
+// __grid_constant__ kernel parameter) into shared memory, issued by one thread, with no address
+// arithmetic in the kernel; rows outside the tensor arrive as zeros. Completion is counted in
+// bytes on an mbarrier: the issuing thread announces the bytes (arrive + expect_tx), waiters
+// spin on the barrier's phase parity. With 128-byte swizzling and a box 64 elements wide, the
+// copy lands in exactly the SwizzledTile layout of wgmma.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>  // CUtensorMap (a plain 128-byte struct; no driver library is linked)
+
+#include "cuflash/attention.h"
+#include "cuflash/types.h"
+
+namespace cuflash::detail {
+
+// Box of a TMA tile load: 64 columns (128 bytes, the swizzle width) by up to 256 rows.
+inline constexpr int kTmaBoxColumns = 64;
+
+// A [batch, heads, seq, head_dim] 16-bit tensor as a 4-d tensor map whose box is kTmaBoxColumns
+// x box_rows of one (batch, head) slice. Returns false when the driver rejects the tensor (e.g.
+// a stride it cannot describe); callers then use kernels without TMA.
+bool make_tile_tensor_map(CUtensorMap& map, const TensorRef& tensor, DType dtype, int64_t batch,
+                          int64_t heads, int64_t seq, int64_t head_dim, int box_rows);
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(arrivals)
+               : "memory");
+}
+
+// Makes initialized barriers visible to the other threads and to the TMA unit; a CTA barrier
+// must follow before anyone uses them.
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrives once and announces `bytes` more to come from TMA before the phase may complete.
+__device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
+
+// Waits until the phase with the given parity (0 for the first phase, 1 for the second, ...)
+// has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Copies the box at element coordinates (column, row, head, batch) of `map` to `destination`
+// (1024-byte aligned for swizzled maps) and counts its bytes on `barrier`.
+__device__ __forceinline__ void tma_load_box(uint32_t destination, const CUtensorMap& map,
+                                             uint32_t barrier, int column, int row, int head,
+                                             int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(destination),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(column), "r"(row), "r"(head), "r"(batch),
+      "r"(barrier)
+      : "memory");
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace cuflash::detail

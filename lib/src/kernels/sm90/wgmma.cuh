@@ -1,0 +1,116 @@
+// Hopper (sm_90a) building blocks: the 128-byte swizzled shared-memory layout that wgmma reads,
+// its matrix descriptors, and the fences and waits around the asynchronous wgmma instructions.
+//
+// Swizzled tile (16-bit elements): the columns are cut into blocks of 64 elements (128 bytes).
+// Each column block stores its rows 128 bytes apart, and the eight 16-byte chunks of row r sit
+// at chunk position c ^ (r % 8). Eight consecutive rows (1024 bytes, aligned) form one swizzle
+// atom. It is the layout a TMA load with 128-byte swizzling writes for a box of 64 columns
+// (tma.cuh). The same bytes serve as a K-major operand (rows = M or N, columns = K: Q and K in
+// S = Q K^T) and as an N-major one (rows = K, columns = N: V in O = P V).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ptx.cuh"
+#include "kernels/sm90/wgmma_ops.cuh"
+
+namespace cuflash::detail {
+
+inline constexpr int kSwizzleBytes = 128;       // one row of a column block
+inline constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: the unit the swizzle repeats over
+
+template <int kRows, int kCols>
+struct SwizzledTile {
+  static_assert(kCols % 64 == 0 && kRows % 8 == 0, "whole 64-column blocks of whole atoms");
+  static constexpr int kColumnBlockBytes = kRows * kSwizzleBytes;
+  static constexpr int kBytes = kCols / 64 * kColumnBlockBytes;
+
+  uint32_t base;  // shared-space address, kSwizzleAtomBytes-aligned
+};
+
+// Descriptor of a wgmma operand in a SwizzledTile (128-byte swizzle mode). `start` is the
+// address of the operand's first element; the strides say where the next 8-row atom
+// (stride_bytes) and, for N-major operands wider than 64, the next column block (leading_bytes)
+// begin.
+__device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t start, uint32_t leading_bytes,
+                                                        uint32_t stride_bytes) {
+  constexpr uint64_t kSwizzle128B = 1;
+  return uint64_t((start >> 4) & 0x3FFF) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (kSwizzle128B << 62);
+}
+
+// K-major operand of 16 columns (k0..k0+15, k0 % 16 == 0) starting at row `row0` (a multiple of
+// 8): Q or K for S = Q K^T. Within a 128-byte row the 16-column step is a plain 32-byte offset;
+// the hardware applies the swizzle to the address it forms.
+template <int kRows, int kCols>
+__device__ __forceinline__ uint64_t k_major_descriptor(SwizzledTile<kRows, kCols> tile, int row0,
+                                                       int k0) {
+  const uint32_t start = tile.base + (k0 / 64) * tile.kColumnBlockBytes + row0 * kSwizzleBytes +
+                         (k0 % 64) * 2;
+  return swizzled_descriptor(start, 16, kSwizzleAtomBytes);  // leading offset unused here
+}
+
+// N-major operand of rows k0..k0+15 (the K of the product) and all kCols columns (its N): V for
+// O = P V.
+template <int kRows, int kCols>
+__device__ __forceinline__ uint64_t n_major_descriptor(SwizzledTile<kRows, kCols> tile, int k0) {
+  return swizzled_descriptor(tile.base + k0 * kSwizzleBytes, tile.kColumnBlockBytes,
+                             kSwizzleAtomBytes);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Orders this thread's earlier register writes (accumulators, A fragments) before the
+// following wgmma instructions read them.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+// Closes the group of wgmma instructions issued since the last commit.
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Waits until at most kPending committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Tells the compiler that wgmma (asynchronously) owns these registers up to this point, so it
+// neither reads them earlier nor moves writes across: used right after wgmma_wait().
+template <int kTiles>
+__device__ __forceinline__ void wgmma_fence_operands(float (&acc)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(acc[t][i])::"memory");
+  }
+}
+
+// Same for A fragments a running wgmma still reads: keeps them (and their registers) alive up
+// to the wait, so the compiler does not hand those registers to other values meanwhile.
+template <int kTiles>
+__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&fragments)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(fragments[t][i])::"memory");
+  }
+}
+
+// Hands registers back to the SM (setmaxnreg.dec) or claims more (setmaxnreg.inc), for every
+// thread of the executing warpgroup; lets a producer warpgroup that needs few registers leave
+// them to the consumer warpgroups.
+template <int kRegisters>
+__device__ __forceinline__ void warpgroup_release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void warpgroup_claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace cuflash::detail
