@@ -31,16 +31,17 @@ def wrapper(element: str, n: int) -> str:
     acc = n // 2  # fp32 accumulators per thread: 64 x n over 128 threads
     instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
     ss = (
-        f"  // d (64 x {n}) (+)= A (64 x 16, shared, K-major) * B (16 x {n}, shared)\n"
-        f"  template <int kTransposeB>\n"
+        f"  // d (64 x {n}) (+)= A (64 x 16, shared) * B (16 x {n}, shared)\n"
+        f"  template <int kTransposeA, int kTransposeB>\n"
         f"  static __device__ __forceinline__ void ss(float (&d)[{n // 8}][4], uint64_t desc_a,\n"
         f"                                            uint64_t desc_b, bool accumulate) {{\n"
         f"    asm volatile(\n"
         f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"\n'
         f'        "{instruction}"\n'
-        f'        "{register_list(0, acc)}, %{acc}, %{acc + 1}, p, 1, 1, 0, %{acc + 3};\\n}}\\n"\n'
+        f'        "{register_list(0, acc)}, %{acc}, %{acc + 1}, p, 1, 1, %{acc + 3}, %{acc + 4};\\n}}\\n"\n'
         f"        : {accumulator_operands(n)}\n"
-        f'        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));\n'
+        f'        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),\n'
+        f'          "n"(kTransposeB));\n'
         f"  }}\n"
     )
     rs = (
@@ -66,8 +67,9 @@ def generate(ns: list[int]) -> str:
         "//\n",
         "// Wgmma<Element, N>::ss / ::rs issue one wgmma.mma_async m64nNk16 with fp32 accumulators for the\n",
         "// 128 threads of a warpgroup; A comes from shared memory (ss) or registers (rs), B always from\n",
-        "// shared memory, both described by descriptors (see wgmma.cuh). kTransposeB = 1 reads B stored\n",
-        "// N-major (e.g. V for P V), 0 K-major. `accumulate` = false overwrites d instead of adding.\n",
+        "// shared memory, both described by descriptors (see wgmma.cuh). kTransposeA / kTransposeB = 1\n",
+        "// read an operand stored M- or N-major (e.g. V for P V), 0 K-major. `accumulate` = false\n",
+        "// overwrites d instead of adding.\n",
         "// The instruction is asynchronous: d may only be read after wgmma_wait().\n",
         "#pragma once\n\n#include <cstdint>\n\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n",
         "namespace cuflash::detail {\n\n",
@@ -84,7 +86,7 @@ def generate(ns: list[int]) -> str:
 def main() -> None:
     root = pathlib.Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[64, 128, 192])
+    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 128, 192])
     parser.add_argument("--output", type=pathlib.Path,
                         default=root / "lib/src/kernels/sm90/wgmma_ops.cuh")
     args = parser.parse_args()

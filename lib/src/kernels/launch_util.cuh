@@ -51,29 +51,34 @@ void for_each_grid_y_chunk(int64_t total, Launch&& launch) {
   }
 }
 
-// Whether the wgmma (sm_90a) kernels run on the current device: they were compiled (the
-// architecture list holds 90a), the device has compute capability 9.0, and the environment
-// variable CUFLASH_DISABLE_WGMMA is unset, empty or 0 (setting it runs the portable mma.sync
-// kernels instead, e.g. to compare both on one GPU).
-inline bool use_sm90_kernels() {
+// Whether the wgmma (sm_90a) kernels run on `device`: they were compiled (the architecture list
+// holds 90a), the device has compute capability 9.0, and the environment variable
+// CUFLASH_DISABLE_WGMMA is unset, empty or 0 (setting it runs the portable mma.sync kernels
+// instead, e.g. to compare both on one GPU).
+inline bool use_sm90_kernels(int device) {
 #if defined(CUFLASH_HAVE_SM90A)
   static const bool disabled = [] {
     const char* value = std::getenv("CUFLASH_DISABLE_WGMMA");
     return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
   }();
-  if (disabled) return false;
-  int device = 0;
   int major = 0;
   int minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
+  if (disabled ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    return false;  // the launch that follows reports the device problem
+    return false;  // a launch that follows reports the device problem
   }
   return major == 9 && minor == 0;
 #else
+  (void)device;
   return false;
 #endif
+}
+
+// The same for the current device.
+inline bool use_sm90_kernels() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess && use_sm90_kernels(device);
 }
 
 }  // namespace cuflash::detail

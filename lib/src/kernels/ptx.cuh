@@ -79,10 +79,21 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// A 32-bit store to a shared-space address.
+__device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+}
+
 // Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
 // __syncthreads uses), so that a subset of the CTA can meet without the others.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrives at hardware barrier `id` without waiting: counts toward the `threads` that a
+// named_barrier_sync on the same id waits for.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // address[0] += x, address[1] += y (fp32, relaxed, device scope) for an 8-byte aligned pair:

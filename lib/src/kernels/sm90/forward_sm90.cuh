@@ -169,7 +169,8 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
   }
 
   warpgroup_claim_registers<kConsumerRegisters>();
-  const int warp_group_row0 = 64 * (thread / 128);  // this warpgroup's rows within the block
+  const int warp_group = thread / 128;
+  const int warp_group_row0 = 64 * warp_group;  // this warpgroup's rows within the block
   const int warp_row0 = warp_group_row0 + 16 * ((thread / 32) % 4);
   const int64_t fragment_row = q0 + warp_row0 + lane / 4;  // query of fragment row `group`
   const bool masks_end = p.seq_k % kBlockN != 0;
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
   auto issue_scores = [&](float (&s)[kScoreTiles][4], int64_t block) {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      Mma::template ss<0>(s, k_major_descriptor(smem.q(), warp_group_row0, 16 * kk),
+      Mma::template ss<0, 0>(s, k_major_descriptor(smem.q(), warp_group_row0, 16 * kk),
                           k_major_descriptor(smem.k(block), 0, 16 * kk), kk > 0);
     }
     wgmma_commit();
@@ -210,13 +211,31 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
     wgmma_commit();
   };
 
+  // Turns (Traits::kAlternate): named barrier 2 + w opens when warpgroup w may issue; it needs
+  // w's own 128 threads and an arrival of the other warpgroup's 128. Warpgroup 0 goes first.
+  // Each warpgroup issues num_key_blocks + 1 times; warpgroup 1 skips its last hand-over, so
+  // that no arrival is left pending.
+  auto wait_for_turn = [&] {
+    if constexpr (Traits::kAlternate) named_barrier_sync(2 + warp_group, kConsumers);
+  };
+  auto pass_turn = [&](bool last) {
+    if constexpr (Traits::kAlternate) {
+      if (!(last && warp_group == 1)) named_barrier_arrive(2 + (1 - warp_group), kConsumers);
+    }
+  };
+  if constexpr (Traits::kAlternate) {
+    if (warp_group == 1) named_barrier_arrive(2, kConsumers);
+  }
+
   {  // S_0 -> P_0 (O is still 0: nothing to rescale)
     float s[kScoreTiles][4];
     float rescale[2];
     mbarrier_wait(smem.q_full(), 0);
     mbarrier_wait(smem.k_full(0), 0);
+    wait_for_turn();
     wgmma_fence();
     issue_scores(s, 0);
+    pass_turn(false);
     wgmma_wait<0>();
     wgmma_fence_operands(s);
     mbarrier_arrive(smem.k_empty(0));
@@ -230,9 +249,11 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
     float rescale[2];
     mbarrier_wait(smem.k_full(block + 1), Smem::parity(block + 1));
     mbarrier_wait(smem.v_full(block), Smem::parity(block));
+    wait_for_turn();
     wgmma_fence();
     issue_scores(s, block + 1);
     issue_products(block);
+    pass_turn(false);
     wgmma_wait<1>();  // S_j+1 is ready; P_j V_j may still run
     wgmma_fence_operands(s);
     mbarrier_arrive(smem.k_empty(block + 1));
@@ -245,8 +266,10 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
     pack_probabilities(s);
   }
   mbarrier_wait(smem.v_full(num_key_blocks - 1), Smem::parity(num_key_blocks - 1));
+  wait_for_turn();
   wgmma_fence();
   issue_products(num_key_blocks - 1);
+  pass_turn(true);
   wgmma_wait<0>();
   wgmma_fence_operands(o_acc);
   wgmma_fence_operands(p_fragments);

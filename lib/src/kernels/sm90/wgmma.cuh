@@ -50,12 +50,24 @@ __device__ __forceinline__ uint64_t k_major_descriptor(SwizzledTile<kRows, kCols
   return swizzled_descriptor(start, 16, kSwizzleAtomBytes);  // leading offset unused here
 }
 
-// N-major operand of rows k0..k0+15 (the K of the product) and all kCols columns (its N): V for
-// O = P V.
+// M- or N-major operand of rows k0..k0+15 (the K of the product) and the columns from col0 (a
+// multiple of 8; its M or N): V for O = P V, dO and Q for dV and dK, dS^T and K for dQ. As for
+// k_major_descriptor, an offset inside a 128-byte row is a plain byte offset.
 template <int kRows, int kCols>
-__device__ __forceinline__ uint64_t n_major_descriptor(SwizzledTile<kRows, kCols> tile, int k0) {
-  return swizzled_descriptor(tile.base + k0 * kSwizzleBytes, tile.kColumnBlockBytes,
-                             kSwizzleAtomBytes);
+__device__ __forceinline__ uint64_t n_major_descriptor(SwizzledTile<kRows, kCols> tile, int k0,
+                                                       int col0 = 0) {
+  return swizzled_descriptor(
+      tile.base + (col0 / 64) * tile.kColumnBlockBytes + k0 * kSwizzleBytes + (col0 % 64) * 2,
+      tile.kColumnBlockBytes, kSwizzleAtomBytes);
+}
+
+// Byte address of elements (row, col), (row, col + 1) of a swizzled tile; col even.
+template <int kRows, int kCols>
+__device__ __forceinline__ uint32_t swizzled_address(SwizzledTile<kRows, kCols> tile, int row,
+                                                     int col) {
+  const int chunk = (col % 64) / 8;
+  return tile.base + (col / 64) * tile.kColumnBlockBytes + row * kSwizzleBytes +
+         ((chunk ^ (row % 8)) * 16) + (col % 8) * 2;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -97,6 +109,12 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&fragments)[kTile
 #pragma unroll
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(fragments[t][i])::"memory");
   }
+}
+
+// Makes this thread's generic-proxy shared-memory stores visible to the async proxy (wgmma,
+// TMA); a barrier must then order them before the reader.
+__device__ __forceinline__ void fence_view_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // Hands registers back to the SM (setmaxnreg.dec) or claims more (setmaxnreg.inc), for every

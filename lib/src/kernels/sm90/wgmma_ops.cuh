@@ -2,8 +2,9 @@
 //
 // Wgmma<Element, N>::ss / ::rs issue one wgmma.mma_async m64nNk16 with fp32 accumulators for the
 // 128 threads of a warpgroup; A comes from shared memory (ss) or registers (rs), B always from
-// shared memory, both described by descriptors (see wgmma.cuh). kTransposeB = 1 reads B stored
-// N-major (e.g. V for P V), 0 K-major. `accumulate` = false overwrites d instead of adding.
+// shared memory, both described by descriptors (see wgmma.cuh). kTransposeA / kTransposeB = 1
+// read an operand stored M- or N-major (e.g. V for P V), 0 K-major. `accumulate` = false
+// overwrites d instead of adding.
 // The instruction is asynchronous: d may only be read after wgmma_wait().
 #pragma once
 
@@ -20,15 +21,49 @@ struct Wgmma;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 template <>
-struct Wgmma<__half, 64> {
-  // d (64 x 64) (+)= A (64 x 16, shared, K-major) * B (16 x 64, shared)
+struct Wgmma<__half, 32> {
+  // d (64 x 32) (+)= A (64 x 16, shared) * B (16 x 32, shared)
+  template <int kTransposeA, int kTransposeB>
+  static __device__ __forceinline__ void ss(float (&d)[4][4], uint64_t desc_a,
+                                            uint64_t desc_b, bool accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
+  }
+  // d (64 x 32) (+)= A (64 x 16, registers) * B (16 x 32, shared)
   template <int kTransposeB>
+  static __device__ __forceinline__ void rs(float (&d)[4][4], const uint32_t (&a)[4],
+                                            uint64_t desc_b, bool accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)),
+          "n"(kTransposeB));
+  }
+};
+
+template <>
+struct Wgmma<__half, 64> {
+  // d (64 x 64) (+)= A (64 x 16, shared) * B (16 x 64, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -37,7 +72,8 @@ struct Wgmma<__half, 64> {
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, shared)
   template <int kTransposeB>
@@ -62,14 +98,14 @@ struct Wgmma<__half, 64> {
 
 template <>
 struct Wgmma<__half, 128> {
-  // d (64 x 128) (+)= A (64 x 16, shared, K-major) * B (16 x 128, shared)
-  template <int kTransposeB>
+  // d (64 x 128) (+)= A (64 x 16, shared) * B (16 x 128, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -86,7 +122,8 @@ struct Wgmma<__half, 128> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 128) (+)= A (64 x 16, registers) * B (16 x 128, shared)
   template <int kTransposeB>
@@ -119,14 +156,14 @@ struct Wgmma<__half, 128> {
 
 template <>
 struct Wgmma<__half, 192> {
-  // d (64 x 192) (+)= A (64 x 16, shared, K-major) * B (16 x 192, shared)
-  template <int kTransposeB>
+  // d (64 x 192) (+)= A (64 x 16, shared) * B (16 x 192, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[24][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, %99;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, %99, %100;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -151,7 +188,8 @@ struct Wgmma<__half, 192> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 192) (+)= A (64 x 16, registers) * B (16 x 192, shared)
   template <int kTransposeB>
@@ -191,15 +229,49 @@ struct Wgmma<__half, 192> {
 };
 
 template <>
-struct Wgmma<__nv_bfloat16, 64> {
-  // d (64 x 64) (+)= A (64 x 16, shared, K-major) * B (16 x 64, shared)
+struct Wgmma<__nv_bfloat16, 32> {
+  // d (64 x 32) (+)= A (64 x 16, shared) * B (16 x 32, shared)
+  template <int kTransposeA, int kTransposeB>
+  static __device__ __forceinline__ void ss(float (&d)[4][4], uint64_t desc_a,
+                                            uint64_t desc_b, bool accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
+  }
+  // d (64 x 32) (+)= A (64 x 16, registers) * B (16 x 32, shared)
   template <int kTransposeB>
+  static __device__ __forceinline__ void rs(float (&d)[4][4], const uint32_t (&a)[4],
+                                            uint64_t desc_b, bool accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)),
+          "n"(kTransposeB));
+  }
+};
+
+template <>
+struct Wgmma<__nv_bfloat16, 64> {
+  // d (64 x 64) (+)= A (64 x 16, shared) * B (16 x 64, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -208,7 +280,8 @@ struct Wgmma<__nv_bfloat16, 64> {
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 64) (+)= A (64 x 16, registers) * B (16 x 64, shared)
   template <int kTransposeB>
@@ -233,14 +306,14 @@ struct Wgmma<__nv_bfloat16, 64> {
 
 template <>
 struct Wgmma<__nv_bfloat16, 128> {
-  // d (64 x 128) (+)= A (64 x 16, shared, K-major) * B (16 x 128, shared)
-  template <int kTransposeB>
+  // d (64 x 128) (+)= A (64 x 16, shared) * B (16 x 128, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -257,7 +330,8 @@ struct Wgmma<__nv_bfloat16, 128> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 128) (+)= A (64 x 16, registers) * B (16 x 128, shared)
   template <int kTransposeB>
@@ -290,14 +364,14 @@ struct Wgmma<__nv_bfloat16, 128> {
 
 template <>
 struct Wgmma<__nv_bfloat16, 192> {
-  // d (64 x 192) (+)= A (64 x 16, shared, K-major) * B (16 x 192, shared)
-  template <int kTransposeB>
+  // d (64 x 192) (+)= A (64 x 16, shared) * B (16 x 192, shared)
+  template <int kTransposeA, int kTransposeB>
   static __device__ __forceinline__ void ss(float (&d)[24][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, %99;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, %99, %100;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -322,7 +396,8 @@ struct Wgmma<__nv_bfloat16, 192> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransposeA),
+          "n"(kTransposeB));
   }
   // d (64 x 192) (+)= A (64 x 16, registers) * B (16 x 192, shared)
   template <int kTransposeB>

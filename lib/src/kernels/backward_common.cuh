@@ -1,0 +1,196 @@
+// Pieces shared by the mma.sync and the wgmma backward kernels: the D_i = rowsum(dO * O) and
+// dQ-conversion kernels around the main one, and the elementwise steps on S^T and dP^T
+// fragments (mma accumulator layout, keys on the rows, queries on the columns).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/launch_util.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/params.cuh"
+#include "kernels/softmax.cuh"
+#include "launch.h"
+
+namespace cuflash::detail {
+
+// Query row index (over batch, heads, seq_q) -> its [D] row of a strided tensor.
+template <typename Tensor>
+__device__ __forceinline__ auto row_pointer(const Tensor& tensor, const ProblemParams& p,
+                                            int64_t row) {
+  const int64_t bh = row / p.seq_q;
+  return tensor.slice(bh / p.heads, bh % p.heads) + (row % p.seq_q) * tensor.seq_stride;
+}
+
+// Dot product of 8 packed 16-bit pairs.
+template <typename Element>
+__device__ __forceinline__ float dot8(uint4 x, uint4 y) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+  const uint32_t ys[4] = {y.x, y.y, y.z, y.w};
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = ElementOps<Element>::unpack(xs[i]);
+    const float2 b = ElementOps<Element>::unpack(ys[i]);
+    sum = fmaf(a.x, b.x, sum);
+    sum = fmaf(a.y, b.y, sum);
+  }
+  return sum;
+}
+
+// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kHeadDim / 8 threads per row, 16 bytes each.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    backward_row_dot_kernel(const BackwardParams<Element> params) {
+  constexpr int kThreadsPerRow = kHeadDim / 8;
+  static_assert(32 % kThreadsPerRow == 0, "a row's threads sit in one warp");
+  const ProblemParams& p = params.problem;
+  const int64_t total = p.batch * p.heads * p.seq_q * kThreadsPerRow;
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  // The loop test is uniform over the warp (its first thread's index), so every lane takes part
+  // in the shuffles.
+  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x - lane; base < total;
+       base += stride) {
+    const int64_t index = base + lane;
+    const bool active = index < total;
+    const int64_t row = index / kThreadsPerRow;
+    const int col = static_cast<int>(index % kThreadsPerRow) * 8;
+    float dot = 0.f;
+    if (active) {
+      const uint4 o = *reinterpret_cast<const uint4*>(row_pointer(params.out, p, row) + col);
+      const uint4 d_o = *reinterpret_cast<const uint4*>(row_pointer(params.dout, p, row) + col);
+      dot = dot8<Element>(o, d_o);
+    }
+#pragma unroll
+    for (int offset = kThreadsPerRow / 2; offset > 0; offset /= 2) {
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    }
+    if (active && col == 0) params.row_dot[row] = dot;
+  }
+}
+
+// dQ = scale * accumulator, converted to Element and written through dq's strides.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    backward_dq_convert_kernel(const BackwardParams<Element> params) {
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 8 elements (16 output bytes) per thread
+  const ProblemParams& p = params.problem;
+  const int64_t total = p.batch * p.heads * p.seq_q * kChunksPerRow;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t index = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; index < total;
+       index += stride) {
+    const int64_t row = index / kChunksPerRow;
+    const int col = static_cast<int>(index % kChunksPerRow) * 8;
+    const float* source = params.dq_accum + row * kHeadDim + col;
+    const float4 lo = *reinterpret_cast<const float4*>(source);
+    const float4 hi = *reinterpret_cast<const float4*>(source + 4);
+    const float s = p.scale;
+    uint4 bits;
+    bits.x = ElementOps<Element>::pack(lo.x * s, lo.y * s);
+    bits.y = ElementOps<Element>::pack(lo.z * s, lo.w * s);
+    bits.z = ElementOps<Element>::pack(hi.x * s, hi.y * s);
+    bits.w = ElementOps<Element>::pack(hi.z * s, hi.w * s);
+    *reinterpret_cast<uint4*>(row_pointer(params.dq, p, row) + col) = bits;
+  }
+}
+
+// P^T = exp2(S^T * scale_log2 - LSE * log2e) in place, for this thread's part of a warp's
+// (16 keys, 8 * kTiles queries) block. Columns before first_visible_col[half] are masked (0).
+template <int kTiles>
+__device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
+                                                         const float* lse, float scale_log2,
+                                                         bool masked,
+                                                         const int (&first_visible_col)[2],
+                                                         int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int col = 8 * t + 2 * (lane % 4);
+    const float2 column_lse = *reinterpret_cast<const float2*>(lse + col);
+    const float lse_log2[2] = {column_lse.x * kLog2e, column_lse.y * kLog2e};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = st[t][2 * half + e];
+        x = fast_exp2(fmaf(x, scale_log2, -lse_log2[e]));
+        if (masked && col + e < first_visible_col[half]) x = 0.f;
+      }
+    }
+  }
+}
+
+// dS^T = P^T * (dP^T - D) in place of P^T; D is indexed by the query column.
+template <int kTiles>
+__device__ __forceinline__ void score_gradients_transposed(float (&pt)[kTiles][4],
+                                                           const float (&dpt)[kTiles][4],
+                                                           const float* row_dot, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const float2 d = *reinterpret_cast<const float2*>(row_dot + 8 * t + 2 * (lane % 4));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      pt[t][2 * half] *= dpt[t][2 * half] - d.x;
+      pt[t][2 * half + 1] *= dpt[t][2 * half + 1] - d.y;
+    }
+  }
+}
+
+// dS^T = P^T * (dP^T - D) in place of dP^T (the variant of score_gradients_transposed that
+// leaves P^T intact).
+template <int kTiles>
+__device__ __forceinline__ void score_gradients_into(float (&dpt)[kTiles][4],
+                                                     const float (&pt)[kTiles][4],
+                                                     const float* row_dot, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const float2 d = *reinterpret_cast<const float2*>(row_dot + 8 * t + 2 * (lane % 4));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      dpt[t][2 * half] = pt[t][2 * half] * (dpt[t][2 * half] - d.x);
+      dpt[t][2 * half + 1] = pt[t][2 * half + 1] * (dpt[t][2 * half + 1] - d.y);
+    }
+  }
+}
+
+template <typename Element>
+BackwardParams<Element> backward_params(const BackwardArgs& args) {
+  const BackwardWorkspace workspace = split_workspace(args);
+  BackwardParams<Element> params{};
+  params.problem = problem_params(args.shape, args.mask, args.scale);
+  params.q = global_tensor<const Element>(args.q);
+  params.k = global_tensor<const Element>(args.k);
+  params.v = global_tensor<const Element>(args.v);
+  params.out = global_tensor<const Element>(args.out);
+  params.dout = global_tensor<const Element>(args.dout);
+  params.lse = args.lse;
+  params.dq = global_tensor<Element>(args.dq);
+  params.dk = global_tensor<Element>(args.dk);
+  params.dv = global_tensor<Element>(args.dv);
+  params.dq_accum = workspace.dq_accum;
+  params.row_dot = workspace.row_dot;
+  return params;
+}
+
+// Before the main kernel: zero the fp32 dQ accumulator and compute D_i.
+template <typename Element, int kHeadDim>
+void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
+  const ProblemParams& p = params.problem;
+  const int64_t query_rows = p.batch * p.heads * p.seq_q;
+  throw_on_cuda_error(cudaMemsetAsync(params.dq_accum, 0,
+                                      size_t(query_rows) * kHeadDim * sizeof(float), stream),
+                      "backward: zeroing the dQ accumulator");
+  const int64_t row_dot_threads = query_rows * (kHeadDim / 8);
+  launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
+                dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, params);
+}
+
+// After it: dQ = scale * accumulator in the output dtype and strides.
+template <typename Element, int kHeadDim>
+void launch_backward_dq_convert(const BackwardParams<Element>& params, cudaStream_t stream) {
+  const ProblemParams& p = params.problem;
+  const int64_t convert_threads = p.batch * p.heads * p.seq_q * (kHeadDim / 8);
+  launch_kernel(&backward_dq_convert_kernel<Element, kHeadDim>,
+                dim3(elementwise_blocks(convert_threads)), kElementwiseThreads, 0, stream, params);
+}
+
+}  // namespace cuflash::detail

@@ -1,0 +1,391 @@
+// FlashAttention-2 backward on Hopper (sm_90a): wgmma for the five products, TMA for the loads.
+//
+// Same algorithm and contract as backward_tc.cuh (row_dot and dq_convert kernels around it, dQ
+// through fp32 atomics, dK and dV summed in registers over the GQA group). One CTA per (key
+// block of 128, kv head, batch): consumer warpgroup w owns keys 64w..64w+63; the producer
+// warpgroup loads K, V once and then Q, dO (TMA) and LSE, D (plain copies) of every query block
+// into kStages slots. Per consumer warpgroup and query block:
+//   S^T  = K_w Q^T,  dP^T = V_w dO^T           wgmma, operands from swizzled shared tiles
+//   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked
+//   dV  += P^T dO                               wgmma, A = P^T from registers, runs while
+//   dS^T = P^T * (dP^T - D)                     ... this is computed
+//   dK  += dS^T Q                               wgmma, A = dS^T from registers
+//   dS^T -> shared memory; both warpgroups meet; dQ part += dS K_w..   wgmma, A = dS read
+//                                               M-major from shared memory; fp32 atomics
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backward_common.cuh"
+#include "kernels/copy.cuh"
+#include "kernels/launch_util.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/params.cuh"
+#include "kernels/sm90/tma.cuh"
+#include "kernels/sm90/wgmma.cuh"
+#include "kernels/softmax.cuh"
+#include "kernels/traits.cuh"
+#include "launch.h"
+
+namespace cuflash::detail {
+
+template <typename Element>
+struct BackwardSm90Params {
+  BackwardParams<Element> base;
+  CUtensorMap q_map, dout_map;  // boxes: 64 columns x kBlockM rows
+  CUtensorMap k_map, v_map;     // boxes: 64 columns x kBlockN rows
+};
+
+// Shared-memory addresses of a backward CTA's tiles, row statistics and barriers.
+template <typename Traits>
+struct BackwardSm90Smem {
+  using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
+  using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
+  using DsTile = SwizzledTile<Traits::kBlockN, Traits::kBlockM>;  // dS^T: keys x queries
+  static constexpr uint32_t kQBase = 2 * KvTile::kBytes;
+  static constexpr uint32_t kDoutBase = kQBase + Traits::kStages * QTile::kBytes;
+  static constexpr uint32_t kDsBase = kDoutBase + Traits::kStages * QTile::kBytes;
+  static constexpr uint32_t kFloatBase = kDsBase + 2 * DsTile::kBytes;
+  static constexpr uint32_t kBarrierBase = kFloatBase + uint32_t(Traits::kFloatBytes);
+  uint32_t tiles;  // 1024-byte aligned
+
+  __device__ KvTile k() const { return {tiles}; }
+  __device__ KvTile v() const { return {tiles + uint32_t(KvTile::kBytes)}; }
+  __device__ QTile q(int64_t it) const {
+    return {tiles + kQBase + uint32_t(it % Traits::kStages) * QTile::kBytes};
+  }
+  __device__ QTile dout(int64_t it) const {
+    return {tiles + kDoutBase + uint32_t(it % Traits::kStages) * QTile::kBytes};
+  }
+  __device__ DsTile ds(int64_t it) const {
+    return {tiles + kDsBase + uint32_t(it % 2) * DsTile::kBytes};
+  }
+  // LSE and D of the query block, kBlockM floats each (offsets in bytes from `tiles`).
+  __device__ uint32_t lse_offset(int64_t it) const {
+    return kFloatBase + uint32_t(it % Traits::kStages) * Traits::kBlockM * 4;
+  }
+  __device__ uint32_t row_dot_offset(int64_t it) const {
+    return kFloatBase + uint32_t(Traits::kStages + it % Traits::kStages) * Traits::kBlockM * 4;
+  }
+  __device__ uint32_t kv_full() const { return tiles + kBarrierBase; }
+  __device__ uint32_t full(int64_t it) const {
+    return tiles + kBarrierBase + 8 * uint32_t(1 + it % Traits::kStages);
+  }
+  __device__ uint32_t empty(int64_t it) const {
+    return tiles + kBarrierBase + 8 * uint32_t(1 + Traits::kStages + it % Traits::kStages);
+  }
+  static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
+};
+
+// The query blocks a key block meets: for each query head of the kv head's group, the blocks
+// [first_m_block, num_m_blocks) that hold a row seeing one of its keys.
+struct BackwardIterations {
+  int64_t first_m_block;
+  int64_t blocks_per_head;
+  int64_t count;
+  int64_t first_head;
+  int block_m;
+  __device__ int64_t head(int64_t it) const { return first_head + it / blocks_per_head; }
+  __device__ int64_t q0(int64_t it) const {
+    return (first_m_block + it % blocks_per_head) * block_m;
+  }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// One warp of the producer warpgroup: K and V once, then per query block Q and dO by TMA (lane
+// 0) and LSE and D by plain copies (all lanes; rows past the end get LSE = +inf, D = 0, so that
+// their P and dS are 0). Each lane arrives on the slot's full barrier after its copies.
+template <typename Traits, typename Element>
+__device__ __forceinline__ void produce_backward_tiles(const BackwardSm90Params<Element>& params,
+                                                       BackwardSm90Smem<Traits> smem,
+                                                       unsigned char* smem_tiles,
+                                                       const BackwardIterations& iterations,
+                                                       int64_t k0, int64_t batch,
+                                                       int64_t kv_head, int lane) {
+  using Smem = BackwardSm90Smem<Traits>;
+  const ProblemParams& p = params.base.problem;
+  if (lane == 0) {
+    mbarrier_arrive_expect_bytes(smem.kv_full(), uint32_t(2 * Smem::KvTile::kBytes));
+    for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
+      const uint32_t block = (column / kTmaBoxColumns) * Smem::KvTile::kColumnBlockBytes;
+      tma_load_box(smem.k().base + block, params.k_map, smem.kv_full(), column, int(k0),
+                   int(kv_head), int(batch));
+      tma_load_box(smem.v().base + block, params.v_map, smem.kv_full(), column, int(k0),
+                   int(kv_head), int(batch));
+    }
+  }
+  for (int64_t it = 0; it < iterations.count; ++it) {
+    if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
+    const int64_t head = iterations.head(it);
+    const int64_t q0 = iterations.q0(it);
+    if (lane == 0) {
+      mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
+      for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
+        const uint32_t block = (column / kTmaBoxColumns) * Smem::QTile::kColumnBlockBytes;
+        tma_load_box(smem.q(it).base + block, params.q_map, smem.full(it), column, int(q0),
+                     int(head), int(batch));
+        tma_load_box(smem.dout(it).base + block, params.dout_map, smem.full(it), column,
+                     int(q0), int(head), int(batch));
+      }
+    }
+    float* lse = reinterpret_cast<float*>(smem_tiles + smem.lse_offset(it));
+    float* row_dot = reinterpret_cast<float*>(smem_tiles + smem.row_dot_offset(it));
+    const int64_t row_base = (batch * p.heads + head) * p.seq_q;
+    for (int r = lane; r < Traits::kBlockM; r += 32) {
+      const bool valid = q0 + r < p.seq_q;
+      lse[r] = valid ? params.base.lse[row_base + q0 + r] : kEmptyRowLse;
+      row_dot[r] = valid ? params.base.row_dot[row_base + q0 + r] : 0.f;
+    }
+    mbarrier_arrive(smem.full(it));
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
+    backward_sm90_kernel(const __grid_constant__ BackwardSm90Params<Element> params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Traits = BackwardSm90Traits<kHeadDim>;
+  using Smem = BackwardSm90Smem<Traits>;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kConsumers = Traits::kConsumerThreads;
+  constexpr int kQueryTiles = kBlockM / 8;  // n8 tiles of S^T, dP^T per warp
+  constexpr int kDimTiles = kHeadDim / 8;   // n8 tiles of dK, dV per warp
+  constexpr int kDqTiles = Traits::kDqCols / 8;
+  // Registers after the split: 2 x 128 x 240 + 128 x 24 = 64512 of the SM's 65536.
+  constexpr int kConsumerRegisters = 240;
+  constexpr int kProducerRegisters = 24;
+  using MmaScores = Wgmma<Element, kBlockM>;         // S^T, dP^T: 64 keys x kBlockM
+  using MmaKeys = Wgmma<Element, kHeadDim>;          // dV, dK: 64 keys x D
+  using MmaDq = Wgmma<Element, Traits::kDqCols>;     // dQ: 64 queries x kDqCols
+
+  const BackwardParams<Element>& base = params.base;
+  const ProblemParams& p = base.problem;
+  const int thread = threadIdx.x;
+  const int lane = thread % 32;
+  const int64_t bh_kv = base.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
+  const int64_t batch = bh_kv / p.heads_kv;
+  const int64_t kv_head = bh_kv % p.heads_kv;
+  // Key blocks in increasing order: under a causal mask the first ones see the most queries.
+  const int64_t k0 = int64_t(blockIdx.x) * kBlockN;
+
+  BackwardIterations iterations{};
+  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  if (p.causal && k0 - p.causal_offset > 0) {
+    iterations.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
+  }
+  iterations.blocks_per_head = num_m_blocks - iterations.first_m_block;
+  iterations.count = iterations.blocks_per_head * p.heads_per_kv;
+  iterations.first_head = kv_head * p.heads_per_kv;
+  iterations.block_m = kBlockM;
+
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const uint32_t shared_base = shared_address(shared_bytes);
+  const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
+  unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
+  if (thread == kConsumers) {
+    mbarrier_init(smem.kv_full(), 1);
+    for (int slot = 0; slot < Traits::kStages; ++slot) {
+      mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
+      mbarrier_init(smem.empty(slot), kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
+    warpgroup_release_registers<kProducerRegisters>();
+    if (thread < kConsumers + 32) {
+      produce_backward_tiles<Traits>(params, smem, smem_tiles, iterations, k0, batch, kv_head,
+                                     lane);
+    }
+    return;
+  }
+  warpgroup_claim_registers<kConsumerRegisters>();
+
+  const int warp_group = thread / 128;
+  const int group_key0 = 64 * warp_group;                   // this warpgroup's keys
+  const int warp_key0 = group_key0 + 16 * ((thread / 32) % 4);  // this warp's keys
+  int64_t fragment_key[2];  // keys of this thread's fragment rows group, group + 8
+  fragment_key[0] = k0 + warp_key0 + lane / 4;
+  fragment_key[1] = fragment_key[0] + 8;
+  // This warpgroup's part of the (kBlockM, D) dQ tile.
+  const int dq_row0 = Traits::kDqSplitRows ? 64 * warp_group : 0;
+  const int dq_col0 = Traits::kDqSplitRows ? 0 : Traits::kDqCols * warp_group;
+
+  float dk_acc[kDimTiles][4];  // dK (16 keys of this warp, D), without the scale
+  float dv_acc[kDimTiles][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  mbarrier_wait(smem.kv_full(), 0);
+
+  for (int64_t it = 0; it < iterations.count; ++it) {
+    const int64_t head = iterations.head(it);
+    const int64_t q0 = iterations.q0(it);
+    const auto q_tile = smem.q(it);
+    const auto dout_tile = smem.dout(it);
+    mbarrier_wait(smem.full(it), Smem::parity(it));
+
+    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup).
+    float st[kQueryTiles][4];
+    float dpt[kQueryTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
+                                   k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
+                                   k_major_descriptor(dout_tile, 0, 16 * kk), kk > 0);
+    }
+    wgmma_commit();
+
+    // P^T; query column c of key row r is visible iff r < Sk and (not causal or
+    // q0 + c >= r - causal_offset). Rows past Sq have LSE = +inf: P = 0.
+    wgmma_wait<0>();
+    wgmma_fence_operands(st);
+    wgmma_fence_operands(dpt);
+    const bool crosses_end = k0 + kBlockN > p.seq_k;
+    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
+    int first_visible_col[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t key = fragment_key[half];
+      const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
+      first_visible_col[half] =
+          key < p.seq_k ? static_cast<int>(clamp64(first, 0, kBlockM)) : kBlockM;
+    }
+    const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
+    const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
+    probabilities_transposed(st, lse, p.scale_log2, crosses_end || crosses_diagonal,
+                             first_visible_col, lane);
+    // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
+    // the products that keep their packed forms alive start (register pressure).
+    score_gradients_into(dpt, st, row_dot, lane);
+    uint32_t p_fragments[kBlockM / 16][4];
+    uint32_t ds_fragments[kBlockM / 16][4];
+    const auto ds_tile = smem.ds(it);
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
+      accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
+        const int row = warp_key0 + lane / 4 + 8 * half;
+        const int col = 16 * kk + 2 * (lane % 4);
+        store_shared_u32(swizzled_address(ds_tile, row, col), ds_fragments[kk][half]);
+        store_shared_u32(swizzled_address(ds_tile, row, col + 8), ds_fragments[kk][2 + half]);
+      }
+    }
+
+    // dV += P^T dO and dK += dS^T Q (dO and Q read N-major).
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      MmaKeys::template rs<1>(dv_acc, p_fragments[kk], n_major_descriptor(dout_tile, 16 * kk),
+                              true);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      MmaKeys::template rs<1>(dk_acc, ds_fragments[kk], n_major_descriptor(q_tile, 16 * kk),
+                              true);
+    }
+    wgmma_commit();
+    fence_view_async_shared();          // dS^T stores -> visible to wgmma
+    named_barrier_sync(1, kConsumers);  // both warpgroups' dS^T are in place
+    // dV and dK finish before dQ starts, so that their A operands' registers are free for dQ's
+    // accumulators (at 240 registers per thread, overlapping them spills).
+    wgmma_wait<0>();
+    wgmma_fence_operands(dv_acc);
+    wgmma_fence_operands(dk_acc);
+    wgmma_fence_operands(p_fragments);
+    wgmma_fence_operands(ds_fragments);
+
+    // dQ part (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys:
+    // dS read M-major from the dS^T tile, K read N-major.
+    float dq_acc[kDqTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
+                               n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(dq_acc);
+    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
+
+    float* dq_accum = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
+    const int warp_row = dq_row0 + 16 * ((thread / 32) % 4);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = q0 + warp_row + lane / 4 + 8 * half;
+      if (row >= p.seq_q) continue;
+#pragma unroll
+      for (int t = 0; t < kDqTiles; ++t) {
+        float* target = dq_accum + row * kHeadDim + dq_col0 + 8 * t + 2 * (lane % 4);
+        atomic_add_pair(target, dq_acc[t][2 * half], dq_acc[t][2 * half + 1]);
+      }
+    }
+  }
+
+  // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
+  // reading them; the producer has nothing in flight), then write whole rows.
+  named_barrier_sync(1, kConsumers);
+  using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements>;
+  const OutTile dk_stage{reinterpret_cast<Element*>(smem_tiles)};
+  const OutTile dv_stage{reinterpret_cast<Element*>(smem_tiles) +
+                         kBlockN * (kHeadDim + kSmemPadElements)};
+  const float scale[2] = {p.scale, p.scale};
+  const float unit[2] = {1.f, 1.f};
+  store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
+  store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
+  named_barrier_sync(1, kConsumers);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
+                                            k0, p.seq_k, dk_stage, thread);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head), base.dv.seq_stride,
+                                            k0, p.seq_k, dv_stage, thread);
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// Launches the prologue, the TMA + wgmma backward and the dQ conversion; returns false
+// (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
+// to the mma.sync kernel.
+template <typename Element, int kHeadDim>
+bool launch_backward_sm90(const BackwardArgs& args, cudaStream_t stream) {
+  using Traits = BackwardSm90Traits<kHeadDim>;
+  static_assert(2 * size_t(Traits::kBlockN) * (kHeadDim + kSmemPadElements) * sizeof(Element) <=
+                    Traits::kTileBytes,
+                "the epilogue stages dK and dV in the tiles' shared memory");
+  const AttentionShape& shape = args.shape;
+  BackwardSm90Params<Element> params{};
+  const auto map = [&](CUtensorMap& m, const TensorRef& t, int64_t heads, int64_t seq, int rows) {
+    return make_tile_tensor_map(m, t, args.dtype, shape.batch, heads, seq, shape.head_dim, rows);
+  };
+  if (!map(params.q_map, args.q, shape.heads, shape.seq_q, Traits::kBlockM) ||
+      !map(params.dout_map, args.dout, shape.heads, shape.seq_q, Traits::kBlockM) ||
+      !map(params.k_map, args.k, shape.heads_kv, shape.seq_k, Traits::kBlockN) ||
+      !map(params.v_map, args.v, shape.heads_kv, shape.seq_k, Traits::kBlockN)) {
+    return false;
+  }
+  params.base = backward_params<Element>(args);
+  params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
+  launch_backward_prologue<Element, kHeadDim>(params.base, stream);
+
+  auto* kernel = &backward_sm90_kernel<Element, kHeadDim>;
+  allow_dynamic_smem(kernel, Traits::kSmemBytes);
+  for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
+    params.base.bh_offset = offset;
+    const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
+    launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
+  });
+  launch_backward_dq_convert<Element, kHeadDim>(params.base, stream);
+  return true;
+}
+
+}  // namespace cuflash::detail
