@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/attention.h"
 #include "cuflash/version.h"
 
 // Build facts recorded by CMake when it configured the build (app/CMakeLists.txt); a build
@@ -160,7 +161,8 @@ Json device_metadata(int device) {
       .set("max_sm_clock_mhz", sm_khz < 0 ? Json() : Json(sm_khz / 1000))
       .set("max_memory_clock_mhz", memory_khz < 0 ? Json() : Json(memory_khz / 1000))
       .set("memory_bus_width_bits", attribute(cudaDevAttrGlobalMemoryBusWidth, device))
-      .set("ecc_enabled", p.ECCEnabled != 0);
+      .set("ecc_enabled", p.ECCEnabled != 0)
+      .set("fp16_bf16_kernels", cuflash::tensor_core_kernels(device));
   return j;
 }
 

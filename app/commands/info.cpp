@@ -42,7 +42,8 @@ Record device_record(int index) {
       .add("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor))
       .add("sms", int64_t(prop.multiProcessorCount))
       .add("memory_gib", double(prop.totalGlobalMem) / double(1ull << 30), 4)
-      .add("l2_mib", double(prop.l2CacheSize) / double(1 << 20), 4);
+      .add("l2_mib", double(prop.l2CacheSize) / double(1 << 20), 4)
+      .add("fp16_bf16_kernels", cuflash::tensor_core_kernels(index));
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
 #include "cuflash/types.h"
+#include "kernels/launch_util.cuh"
 #include "launch.h"
 
 namespace cuflash {
@@ -229,6 +230,10 @@ TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t head
       return ref;
   }
   invalid(context, "layout is not one of bhsd, bshd");
+}
+
+const char* tensor_core_kernels(int device) {
+  return detail::use_sm90_kernels(device) ? "wgmma" : "mma.sync";
 }
 
 bool is_supported_head_dim(int64_t head_dim) {

@@ -9,7 +9,7 @@
 #   --quick     leave out the 16k-token sequences (the slowest cases)
 #   --no-build  use build/gpu/app/cuflash as it is
 #
-# Build: preset `gpu` (Release, sm_90) with the dependency bundle in .deps/. Each benchmark stage
+# Build: preset `gpu` (Release, sm_90a) with the dependency bundle in .deps/. Each benchmark stage
 # is stopped with Ctrl-C's signal after CUFLASH_STAGE_S (110) or SDPA_STAGE_S (100) seconds and
 # the report after 40, so the whole run ends within about 8 minutes plus the build; a stopped
 # stage keeps the cases it finished and says "interrupted" in its metadata.json. PYTHON picks
