@@ -176,13 +176,39 @@ def summary_lines(sweep, by_name, backends, baseline):
                 e[other]["ms"] / e[baseline]["ms"] for e in entries if baseline in e and other in e
             ]
             if other != baseline and ratios:
-                parts.append(f"{baseline}/{other} {geomean(ratios):.2f}x")
+                parts.append(f"{baseline}/{other} {geomean(ratios):.2f}x (min {min(ratios):.2f}x)")
                 counts.add(len(ratios))
         if parts:
             cases = "/".join(str(n) for n in sorted(counts))
             lines.append(
                 f"{sweep} {pass_name} {dtype}: speed {', '.join(parts)} "
                 f"(geometric mean over {cases} cases)"
+            )
+    return lines
+
+
+def memory_lines(by_name, backends, baseline):
+    """Device memory of the backward pass (it holds the forward's buffers too: the fwd + bwd
+    peak) against each backend: one line per backend with the largest and smallest ratio."""
+    lines = []
+    for other in backends:
+        if other == baseline:
+            continue
+        ratios = []
+        for by_backend in by_name.values():
+            base, row = by_backend.get(baseline), by_backend.get(other)
+            if base and row and base["pass"] == "bwd" and base.get("alloc_bytes") and row.get(
+                "alloc_bytes"
+            ):
+                ratios.append((base["alloc_bytes"] / row["alloc_bytes"], short_case(base), base))
+        if ratios:
+            worst = max(ratios, key=lambda r: r[0])
+            extra = worst[2]["alloc_bytes"] - by_name[worst[2]["run_name"]][other]["alloc_bytes"]
+            lines.append(
+                f"{baseline}/{other} fwd+bwd memory: at most {worst[0]:.4f}x "
+                f"({worst[2]['dtype']} {worst[1]}: {worst[2]['alloc_bytes'] / 2**20:.2f} MiB, "
+                f"{extra:+d} bytes), at least {min(r[0] for r in ratios):.4f}x over "
+                f"{len(ratios)} cases"
             )
     return lines
 
@@ -220,6 +246,13 @@ def markdown(results, baseline):
                 "Summary (per pass and dtype only; never across GPUs, dtypes or versions):\n"
             )
             out.append("\n".join(f"- {line}" for line in summary) + "\n")
+        memory = memory_lines(by_name, results.backends, baseline)
+        if memory:
+            out.append(
+                "Device memory of forward + backward (`alloc_bytes` of the bwd pass: every buffer "
+                "of both passes and the workspace; PyTorch's allocator peak for SDPA):\n"
+            )
+            out.append("\n".join(f"- {line}" for line in memory) + "\n")
         for (pass_name, dtype), entries in groups(by_name).items():
             out.append(f"### {pass_name}, {dtype}\n")
             out.append(table(entries, results.backends, baseline))
