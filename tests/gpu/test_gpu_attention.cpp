@@ -8,6 +8,7 @@
 // Unwritten outputs: the host runner fills every output with NaN before the kernels run, so an
 // element a kernel forgot to write fails the accuracy checks below.
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -15,10 +16,12 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
+#include "cuflash/version.h"
 #include "gpu_test_util.h"
 
 namespace cuflash::gpu_test {
@@ -183,6 +186,29 @@ void require_error(const std::function<void()>& call, Error::Kind kind, const st
 }
 
 Case small_case() { return Case{DType::fp16, 64, Mask::none, 64, 64, 1, 4, 2, Layout::bhsd}; }
+
+// The matrix above checks whichever kernels ran; this says which ones those were, so that a run
+// meant for the wgmma kernels (or, with CUFLASH_DISABLE_WGMMA=1, for the mma.sync ones) cannot
+// quietly test the other family.
+TEST_CASE("the kernel family is the one this build and device call for", "[gpu][kernels]") {
+  require_gpu();
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+          cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
+          cudaSuccess);
+  const std::string architectures = CUFLASH_CUDA_ARCHITECTURES;
+  const bool built_for_hopper = (";" + architectures + ";").find(";90a") != std::string::npos;
+  const char* disable = std::getenv("CUFLASH_DISABLE_WGMMA");
+  const bool disabled = disable != nullptr && *disable != '\0' && std::strcmp(disable, "0") != 0;
+  const std::string expected =
+      built_for_hopper && major == 9 && minor == 0 && !disabled ? "wgmma" : "mma.sync";
+  INFO("architectures " << architectures << ", compute capability " << major << "." << minor);
+  CHECK(std::string(tensor_core_kernels(device)) == expected);
+}
 
 // Moves a tensor's pointer off the alignment cudaMalloc gives (256 bytes).
 void* offset_by(void* data, size_t bytes) { return static_cast<unsigned char*>(data) + bytes; }

@@ -119,9 +119,11 @@ __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
   }
 }
 
-// dS^T = P^T * (dP^T - D) in place of P^T; D is indexed by the query column.
+// ds = P^T * (dP^T - D) for this thread's part of a warp's (16 keys, 8 * kTiles queries) block;
+// D is indexed by the query column. `ds` may be `pt` or `dpt` itself (elementwise, in place).
 template <int kTiles>
-__device__ __forceinline__ void score_gradients_transposed(float (&pt)[kTiles][4],
+__device__ __forceinline__ void score_gradients_transposed(float (&ds)[kTiles][4],
+                                                           const float (&pt)[kTiles][4],
                                                            const float (&dpt)[kTiles][4],
                                                            const float* row_dot, int lane) {
 #pragma unroll
@@ -129,25 +131,26 @@ __device__ __forceinline__ void score_gradients_transposed(float (&pt)[kTiles][4
     const float2 d = *reinterpret_cast<const float2*>(row_dot + 8 * t + 2 * (lane % 4));
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      pt[t][2 * half] *= dpt[t][2 * half] - d.x;
-      pt[t][2 * half + 1] *= dpt[t][2 * half + 1] - d.y;
+      ds[t][2 * half] = pt[t][2 * half] * (dpt[t][2 * half] - d.x);
+      ds[t][2 * half + 1] = pt[t][2 * half + 1] * (dpt[t][2 * half + 1] - d.y);
     }
   }
 }
 
-// dS^T = P^T * (dP^T - D) in place of dP^T (the variant of score_gradients_transposed that
-// leaves P^T intact).
-template <int kTiles>
-__device__ __forceinline__ void score_gradients_into(float (&dpt)[kTiles][4],
-                                                     const float (&pt)[kTiles][4],
-                                                     const float* row_dot, int lane) {
+// Adds a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment to one
+// head's [seq_q, kHeadDim] accumulator with vector atomics, skipping rows past seq_q.
+template <int kHeadDim, int kTiles>
+__device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const float (&dq)[kTiles][4],
+                                                      int64_t row0, int col0, int64_t seq_q,
+                                                      int lane) {
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-    const float2 d = *reinterpret_cast<const float2*>(row_dot + 8 * t + 2 * (lane % 4));
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + lane / 4 + 8 * half;
+    if (row >= seq_q) continue;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      dpt[t][2 * half] = pt[t][2 * half] * (dpt[t][2 * half] - d.x);
-      dpt[t][2 * half + 1] = pt[t][2 * half + 1] * (dpt[t][2 * half + 1] - d.y);
+    for (int t = 0; t < kTiles; ++t) {
+      float* target = dq_accum + row * kHeadDim + col0 + 8 * t + 2 * (lane % 4);
+      atomic_add_pair(target, dq[t][2 * half], dq[t][2 * half + 1]);
     }
   }
 }

@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
     float dpt[kQueryTiles][4];
     key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
-    score_gradients_transposed(st, dpt, row_dot_stage(stage), lane);  // st now holds dS^T
+    score_gradients_transposed(st, st, dpt, row_dot_stage(stage), lane);  // st now holds dS^T
 
     // dK += dS^T Q: (16 keys, D)
 #pragma unroll
@@ -237,17 +237,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
         mma_16x8x16<Element>(dq_acc[2 * pair + 1], a, b[2], b[3]);
       }
     }
-    float* dq_accum = params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = q0 + dq_row0 + lane / 4 + 8 * half;
-      if (row >= p.seq_q) continue;
-#pragma unroll
-      for (int t = 0; t < kDqTiles; ++t) {
-        float* target = dq_accum + row * kHeadDim + dq_col0 + 8 * t + 2 * (lane % 4);
-        atomic_add_pair(target, dq_acc[t][2 * half], dq_acc[t][2 * half + 1]);
-      }
-    }
+    add_to_dq_accumulator<kHeadDim>(
+        params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
+        dq_col0, p.seq_q, lane);
   }
 
   // Epilogue: stage dK (scaled) and dV in the K and V tiles, then write whole rows.

@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
                              first_visible_col, lane);
     // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
     // the products that keep their packed forms alive start (register pressure).
-    score_gradients_into(dpt, st, row_dot, lane);
+    score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
@@ -320,18 +320,9 @@ __global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
     wgmma_fence_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
-    float* dq_accum = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
-    const int warp_row = dq_row0 + 16 * ((thread / 32) % 4);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = q0 + warp_row + lane / 4 + 8 * half;
-      if (row >= p.seq_q) continue;
-#pragma unroll
-      for (int t = 0; t < kDqTiles; ++t) {
-        float* target = dq_accum + row * kHeadDim + dq_col0 + 8 * t + 2 * (lane % 4);
-        atomic_add_pair(target, dq_acc[t][2 * half], dq_acc[t][2 * half + 1]);
-      }
-    }
+    add_to_dq_accumulator<kHeadDim>(
+        base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc,
+        q0 + dq_row0 + 16 * ((thread / 32) % 4), dq_col0, p.seq_q, lane);
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
