@@ -1,5 +1,6 @@
 // `cuflash run`: compute forward (and with --backward, dQ/dK/dV) for one case, on the GPU or the
 // CPU reference; print a summary of each output tensor and optionally write them as .npy files.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -131,6 +132,23 @@ std::vector<NamedTensor> outputs_of(const AttentionCase& c, const AttentionResul
   return ts;
 }
 
+// Gradients an earlier `run --backward` may have left in the folder: this run does not touch
+// them, so say so rather than let them pass for this run's results. (Input names are left out:
+// the folder may hold the very files this run read.)
+void warn_of_stale_gradients(const std::string& dir, const std::vector<NamedTensor>& written) {
+  for (const char* name : {"dq", "dk", "dv"}) {
+    const bool wrote = std::any_of(written.begin(), written.end(),
+                                   [&](const NamedTensor& t) { return t.name == name; });
+    const std::filesystem::path path = std::filesystem::path(dir) / (std::string(name) + ".npy");
+    std::error_code ec;
+    if (!wrote && std::filesystem::exists(path, ec)) {
+      spdlog::warn("{} is from an earlier run (this one has no backward pass); delete it or use "
+                   "another --out-dir",
+                   path.string());
+    }
+  }
+}
+
 std::vector<NamedTensor> inputs_of(const AttentionCase& c, const CaseInputs& in) {
   const reference::Problem& p = c.problem;
   std::vector<NamedTensor> ts{{"q", &in.q, p.heads, p.seq_q, false},
@@ -191,6 +209,7 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
     write_all(o.out_dir, c, to_write);
     out_dir.keep();
     spdlog::info("wrote {} files to {}", to_write.size(), o.out_dir);
+    warn_of_stale_gradients(o.out_dir, to_write);
   }
   std::vector<Record> records;
   for (const NamedTensor& t : tensors) records.push_back(tensor_record(c, backend, t, o.out_dir));

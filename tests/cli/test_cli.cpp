@@ -169,6 +169,19 @@ TEST_CASE("run on the CPU backend", "[cli]") {
     CHECK(count_lines(o.err) == 1);
     CHECK(o.out.empty());
   }
+  SECTION("a forward-only run into a folder with gradients of an earlier run warns about them") {
+    const std::string dir = (tmp.path / "out").string();
+    REQUIRE(cuflash("run --backend cpu -s 8 -d 8 --backward -q --out-dir " + dir, tmp).exit_code ==
+            0);
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --out-dir " + dir, tmp);
+    CHECK(o.exit_code == 0);
+    for (const char* name : {"dq.npy", "dk.npy", "dv.npy"}) {
+      CHECK(o.err.find(name) != std::string::npos);
+    }
+    CHECK(o.err.find("earlier run") != std::string::npos);
+    const Outcome again = cuflash("run --backend cpu -s 8 -d 8 --backward --out-dir " + dir, tmp);
+    CHECK(again.err.find("earlier run") == std::string::npos);
+  }
   SECTION("-q silences the logs") {
     const Outcome o = cuflash("run --backend cpu -s 8 -d 8 -q", tmp);
     CHECK(o.exit_code == 0);
