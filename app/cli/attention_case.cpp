@@ -176,34 +176,16 @@ std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int
   return {batch, seq, heads, head_dim};
 }
 
-namespace {
-
-// Swaps the two middle axes of a [batch, A, B, head_dim] tensor: bhsd <-> bshd.
-std::vector<double> swap_middle_axes(const std::vector<double>& in, int64_t batch, int64_t a,
-                                     int64_t b, int64_t head_dim) {
-  std::vector<double> out(in.size());
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j) {
-        const double* src = &in[static_cast<size_t>(((n * a + i) * b + j) * head_dim)];
-        double* dst = &out[static_cast<size_t>(((n * b + j) * a + i) * head_dim)];
-        std::copy(src, src + head_dim, dst);
-      }
-  return out;
-}
-
-}  // namespace
-
 std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,
                                    int64_t seq, int64_t head_dim, Layout layout) {
   if (layout == Layout::bhsd) return bhsd;
-  return swap_middle_axes(bhsd, batch, heads, seq, head_dim);
+  return io::swap_middle_axes(bhsd, batch, heads, seq, head_dim);
 }
 
 std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t batch,
                                    int64_t heads, int64_t seq, int64_t head_dim, Layout layout) {
   if (layout == Layout::bhsd) return in_layout;
-  return swap_middle_axes(in_layout, batch, seq, heads, head_dim);
+  return io::swap_middle_axes(in_layout, batch, seq, heads, head_dim);
 }
 
 }  // namespace cuflash::cli

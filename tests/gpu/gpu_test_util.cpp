@@ -75,25 +75,12 @@ io::ElementType element_type(DType dtype) {
   return io::ElementType::f32;
 }
 
-// Reorders between [B, H, S, D] and [B, S, H, D]; `to_bshd` picks the direction.
-std::vector<double> reorder(const std::vector<double>& values, const Dims& d, bool to_bshd) {
-  std::vector<double> result(values.size());
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t h = 0; h < d.heads; ++h)
-      for (int64_t s = 0; s < d.seq; ++s) {
-        const int64_t bhsd = ((b * d.heads + h) * d.seq + s) * d.head_dim;
-        const int64_t bshd = ((b * d.seq + s) * d.heads + h) * d.head_dim;
-        const int64_t from = to_bshd ? bhsd : bshd;
-        const int64_t to = to_bshd ? bshd : bhsd;
-        std::copy_n(values.begin() + from, d.head_dim, result.begin() + to);
-      }
-  return result;
-}
-
 HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, Layout layout) {
   const io::ElementType type = element_type(dtype);
   if (layout == Layout::bhsd) return io::from_double(bhsd, {d.count()}, type).bytes;
-  return io::from_double(reorder(bhsd, d, true), {d.count()}, type).bytes;
+  const std::vector<double> bshd =
+      io::swap_middle_axes(bhsd, d.batch, d.heads, d.seq, d.head_dim);
+  return io::from_double(bshd, {d.count()}, type).bytes;
 }
 
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
@@ -102,7 +89,8 @@ std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, L
   array.shape = {d.count()};
   array.bytes = bytes;
   std::vector<double> values = io::to_double(array);
-  return layout == Layout::bhsd ? values : reorder(values, d, false);
+  return layout == Layout::bhsd ? values
+                                : io::swap_middle_axes(values, d.batch, d.seq, d.heads, d.head_dim);
 }
 
 // Standard-normal values rounded to `dtype` (an fp16/bf16/fp32 round trip).

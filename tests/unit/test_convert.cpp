@@ -194,3 +194,19 @@ TEST_CASE("convert: element counts and size mismatches", "[convert]") {
                         Contains("3 values given for a shape of 4 elements"));
   CHECK_THROWS_AS(cuflash::io::from_double({}, {-4}, ElementType::f16), NpyError);
 }
+
+TEST_CASE("convert: swap_middle_axes reorders [n, a, b, inner] as [n, b, a, inner]", "[convert]") {
+  const int64_t n = 2, a = 3, b = 4, inner = 5;
+  std::vector<double> values(static_cast<size_t>(n * a * b * inner));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
+  const std::vector<double> swapped = cuflash::io::swap_middle_axes(values, n, a, b, inner);
+  for (int64_t x = 0; x < n; ++x)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t k = 0; k < inner; ++k) {
+          CHECK(swapped[static_cast<size_t>(((x * b + j) * a + i) * inner + k)] ==
+                values[static_cast<size_t>(((x * a + i) * b + j) * inner + k)]);
+        }
+  CHECK(cuflash::io::swap_middle_axes(swapped, n, b, a, inner) == values);
+  CHECK_THROWS_AS(cuflash::io::swap_middle_axes(values, n, a, b, inner + 1), NpyError);
+}

@@ -1,6 +1,7 @@
 // Element conversions between NpyArray bytes (little-endian) and double.
 #include "cuflash/io/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -94,6 +95,25 @@ NpyArray from_double(const std::vector<double>& values, std::vector<int64_t> sha
     double_to_element(values[i], type, &array.bytes[i * width]);
   }
   return array;
+}
+
+std::vector<double> swap_middle_axes(const std::vector<double>& values, int64_t outer, int64_t a,
+                                     int64_t b, int64_t inner) {
+  if (static_cast<int64_t>(values.size()) != outer * a * b * inner) {
+    throw NpyError("swap_middle_axes: " + std::to_string(values.size()) + " values for a [" +
+                   std::to_string(outer) + ", " + std::to_string(a) + ", " + std::to_string(b) +
+                   ", " + std::to_string(inner) + "] tensor");
+  }
+  std::vector<double> out(values.size());
+  for (int64_t n = 0; n < outer; ++n) {
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t j = 0; j < b; ++j) {
+        const auto from = values.begin() + ((n * a + i) * b + j) * inner;
+        std::copy(from, from + inner, out.begin() + ((n * b + j) * a + i) * inner);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace cuflash::io

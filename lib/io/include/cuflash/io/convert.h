@@ -16,4 +16,10 @@ std::vector<double> to_double(const NpyArray& array);
 NpyArray from_double(const std::vector<double>& values, std::vector<int64_t> shape,
                      ElementType type);
 
+// The C-order [outer, a, b, inner] tensor `values` reordered as [outer, b, a, inner]: the
+// [batch, heads, seq, head_dim] <-> [batch, seq, heads, head_dim] change of layout (swapping the
+// same two sizes back undoes it). Throws NpyError when values.size() is not the product.
+std::vector<double> swap_middle_axes(const std::vector<double>& values, int64_t outer, int64_t a,
+                                     int64_t b, int64_t inner);
+
 }  // namespace cuflash::io
