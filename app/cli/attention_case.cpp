@@ -92,15 +92,6 @@ std::vector<double> values_bhsd(const LoadedTensor& t, Layout layout) {
 
 }  // namespace
 
-io::ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::fp16: return io::ElementType::f16;
-    case DType::bf16: return io::ElementType::bf16;
-    case DType::fp32: return io::ElementType::f32;
-  }
-  return io::ElementType::f32;
-}
-
 void round_to_dtype(std::vector<double>& values, DType dtype) {
   for (double& x : values) {
     const float f = static_cast<float>(x);

@@ -35,8 +35,6 @@ std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
                                   Layout layout);
 
-io::ElementType element_type(DType dtype);
-
 // Rounds every value to the nearest value representable in `dtype`.
 void round_to_dtype(std::vector<double>& values, DType dtype);
 

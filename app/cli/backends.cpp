@@ -24,7 +24,7 @@ HostBytes to_device_bytes(const AttentionCase& c, const std::vector<double>& bhs
   const reference::Problem& p = c.problem;
   std::vector<double> in_layout = bhsd_to_layout(bhsd, p.batch, heads, seq, p.head_dim, c.layout);
   io::NpyArray array = io::from_double(in_layout, {static_cast<int64_t>(in_layout.size())},
-                                       element_type(c.dtype));
+                                       io::element_type(c.dtype));
   return std::move(array.bytes);
 }
 
@@ -32,7 +32,7 @@ std::vector<double> from_device_bytes(const AttentionCase& c, const HostBytes& b
                                       int64_t heads, int64_t seq) {
   const reference::Problem& p = c.problem;
   io::NpyArray array;
-  array.type = element_type(c.dtype);
+  array.type = io::element_type(c.dtype);
   array.shape = {static_cast<int64_t>(bytes.size() / io::element_size(array.type))};
   array.bytes = bytes;
   return layout_to_bhsd(io::to_double(array), p.batch, heads, seq, p.head_dim, c.layout);

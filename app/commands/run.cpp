@@ -68,7 +68,7 @@ io::NpyArray to_npy(const AttentionCase& c, const NamedTensor& t) {
   if (t.is_lse) return io::from_double(*t.values, shape, io::ElementType::f32);
   return io::from_double(
       bhsd_to_layout(*t.values, c.problem.batch, t.heads, t.seq, c.problem.head_dim, c.layout),
-      shape, element_type(c.dtype));
+      shape, io::element_type(c.dtype));
 }
 
 // The output folder, made before the (possibly long) computation so that an unusable --out-dir

@@ -66,17 +66,8 @@ struct Dims {
 Dims q_dims(const Case& c) { return {c.batch, c.heads, c.seq_q, c.head_dim}; }
 Dims kv_dims(const Case& c) { return {c.batch, c.heads_kv, c.seq_k, c.head_dim}; }
 
-io::ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::fp16: return io::ElementType::f16;
-    case DType::bf16: return io::ElementType::bf16;
-    case DType::fp32: return io::ElementType::f32;
-  }
-  return io::ElementType::f32;
-}
-
 HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, Layout layout) {
-  const io::ElementType type = element_type(dtype);
+  const io::ElementType type = io::element_type(dtype);
   if (layout == Layout::bhsd) return io::from_double(bhsd, {d.count()}, type).bytes;
   const std::vector<double> bshd =
       io::swap_middle_axes(bhsd, d.batch, d.heads, d.seq, d.head_dim);
@@ -85,7 +76,7 @@ HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, La
 
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
   io::NpyArray array;
-  array.type = element_type(dtype);
+  array.type = io::element_type(dtype);
   array.shape = {d.count()};
   array.bytes = bytes;
   std::vector<double> values = io::to_double(array);

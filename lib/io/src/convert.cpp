@@ -97,6 +97,15 @@ NpyArray from_double(const std::vector<double>& values, std::vector<int64_t> sha
   return array;
 }
 
+ElementType element_type(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return ElementType::f16;
+    case DType::bf16: return ElementType::bf16;
+    case DType::fp32: return ElementType::f32;
+  }
+  return ElementType::f32;
+}
+
 std::vector<double> swap_middle_axes(const std::vector<double>& values, int64_t outer, int64_t a,
                                      int64_t b, int64_t inner) {
   if (static_cast<int64_t>(values.size()) != outer * a * b * inner) {

@@ -7,8 +7,12 @@
 #include <vector>
 
 #include "cuflash/io/npy.h"
+#include "cuflash/types.h"
 
 namespace cuflash::io {
+
+// The stored element type of an attention dtype.
+ElementType element_type(DType dtype);
 
 // One double per element, in C order. Throws NpyError when the bytes do not match the shape.
 std::vector<double> to_double(const NpyArray& array);
