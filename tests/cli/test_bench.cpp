@@ -2,8 +2,6 @@
 // input generation, the output formats (Google Benchmark's JSON schema included), the result
 // package, the sweep loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner.
 // None needs a GPU; the last cases spawn the built binary and the PyTorch comparison script.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -11,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 
@@ -25,57 +22,24 @@
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
 #include "cuflash/numeric.h"
+#include "spawn_util.h"
 
 namespace fs = std::filesystem;
 using namespace cuflash;
 using namespace cuflash::bench;
+using spawn_test::count_lines;
+using spawn_test::Outcome;
+using spawn_test::run_shell;
+using spawn_test::slurp;
+using spawn_test::TempDir;
 
 namespace {
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("cuflash-bench-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Outcome run_shell(const std::string& command, const TempDir& tmp) {
-  const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
-  const int status =
-      std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
-  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 // Runs a Python snippet on `file` (sys.argv[1]); the snippet asserts what it checks.
 Outcome python_check(const TempDir& tmp, const fs::path& file, const std::string& script) {
   const fs::path py = tmp.path / "check.py";
   std::ofstream(py) << script;
   return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + py.string() + " " + file.string(), tmp);
-}
-
-int count_lines(const std::string& text) {
-  int n = 0;
-  for (const char c : text) n += c == '\n';
-  return n;
 }
 
 AttentionCase make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype,

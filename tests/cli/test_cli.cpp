@@ -1,66 +1,26 @@
 // Spawns the built `cuflash` binary and checks outputs, exit codes and error messages.
 // These run without a GPU; where the outcome depends on one (cuda backend, verify, bench), the
 // test asks `cuflash info` how many devices there are and expects the matching behaviour.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
 
+#include "spawn_util.h"
+
 namespace fs = std::filesystem;
+using spawn_test::count_lines;
+using spawn_test::Outcome;
+using spawn_test::run_shell;
+using spawn_test::slurp;
+using spawn_test::TempDir;
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A fresh folder under the system temp dir, removed when the test ends.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("cuflash-cli-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-Outcome run_shell(const std::string& command, const TempDir& tmp) {
-  const fs::path out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
-  const std::string full = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
-  const int status = std::system(full.c_str());
-  Outcome o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = slurp(out);
-  o.err = slurp(err);
-  return o;
-}
-
 Outcome cuflash(const std::string& args, const TempDir& tmp) {
   return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
-}
-
-int count_lines(const std::string& text) {
-  int n = 0;
-  for (char c : text) n += c == '\n';
-  return n;
 }
 
 int device_count() {
