@@ -169,7 +169,7 @@ ForwardLauncher forward_launcher(DType dtype) {
   switch (dtype) {
     case DType::fp16: return &detail::launch_forward_tc<__half, kHeadDim>;
     case DType::bf16: return &detail::launch_forward_tc<__nv_bfloat16, kHeadDim>;
-    case DType::fp32: return &detail::launch_forward_fp32<kHeadDim>;
+    case DType::fp32: return &detail::launch_forward_tc<float, kHeadDim>;
   }
   return nullptr;
 }
@@ -179,7 +179,7 @@ BackwardLauncher backward_launcher(DType dtype) {
   switch (dtype) {
     case DType::fp16: return &detail::launch_backward_tc<__half, kHeadDim>;
     case DType::bf16: return &detail::launch_backward_tc<__nv_bfloat16, kHeadDim>;
-    case DType::fp32: return &detail::launch_backward_fp32<kHeadDim>;
+    case DType::fp32: return &detail::launch_backward_tc<float, kHeadDim>;
   }
   return nullptr;
 }

@@ -34,17 +34,13 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
-// Tensor-core kernels (fp16 / bf16), kernels/forward_tc.cuh and kernels/backward_tc.cuh.
+// The mma.sync kernels, kernels/forward_tc.cuh and kernels/backward_tc.cuh: Element is __half,
+// __nv_bfloat16 or float (split TF32); on sm_90a they hand fp16/bf16 at head_dim 64 and 128 to
+// the wgmma kernels under kernels/sm90/.
 template <typename Element, int kHeadDim>
 void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream);
 template <typename Element, int kHeadDim>
 void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream);
-
-// FP32 kernels, kernels/fp32/forward_fp32.cuh and kernels/fp32/backward_fp32.cuh.
-template <int kHeadDim>
-void launch_forward_fp32(const ForwardArgs& args, cudaStream_t stream);
-template <int kHeadDim>
-void launch_backward_fp32(const BackwardArgs& args, cudaStream_t stream);
 
 // The two sections of the backward workspace.
 struct BackwardWorkspace {

@@ -21,23 +21,7 @@ __device__ __forceinline__ auto row_pointer(const Tensor& tensor, const ProblemP
   return tensor.slice(bh / p.heads, bh % p.heads) + (row % p.seq_q) * tensor.seq_stride;
 }
 
-// Dot product of 8 packed 16-bit pairs.
-template <typename Element>
-__device__ __forceinline__ float dot8(uint4 x, uint4 y) {
-  const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
-  const uint32_t ys[4] = {y.x, y.y, y.z, y.w};
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 a = ElementOps<Element>::unpack(xs[i]);
-    const float2 b = ElementOps<Element>::unpack(ys[i]);
-    sum = fmaf(a.x, b.x, sum);
-    sum = fmaf(a.y, b.y, sum);
-  }
-  return sum;
-}
-
-// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kHeadDim / 8 threads per row, 16 bytes each.
+// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kHeadDim / 8 threads per row, 8 elements each.
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_row_dot_kernel(const BackwardParams<Element> params) {
@@ -57,9 +41,12 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     const int col = static_cast<int>(index % kThreadsPerRow) * 8;
     float dot = 0.f;
     if (active) {
-      const uint4 o = *reinterpret_cast<const uint4*>(row_pointer(params.out, p, row) + col);
-      const uint4 d_o = *reinterpret_cast<const uint4*>(row_pointer(params.dout, p, row) + col);
-      dot = dot8<Element>(o, d_o);
+      float o[8];
+      float d_o[8];
+      load8(row_pointer(params.out, p, row) + col, o);
+      load8(row_pointer(params.dout, p, row) + col, d_o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dot = fmaf(o[i], d_o[i], dot);
     }
 #pragma unroll
     for (int offset = kThreadsPerRow / 2; offset > 0; offset /= 2) {
@@ -73,7 +60,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_dq_convert_kernel(const BackwardParams<Element> params) {
-  constexpr int kChunksPerRow = kHeadDim / 8;  // 8 elements (16 output bytes) per thread
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 8 elements per thread
   const ProblemParams& p = params.problem;
   const int64_t total = p.batch * p.heads * p.seq_q * kChunksPerRow;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -81,16 +68,11 @@ __global__ void __launch_bounds__(kElementwiseThreads)
        index += stride) {
     const int64_t row = index / kChunksPerRow;
     const int col = static_cast<int>(index % kChunksPerRow) * 8;
-    const float* source = params.dq_accum + row * kHeadDim + col;
-    const float4 lo = *reinterpret_cast<const float4*>(source);
-    const float4 hi = *reinterpret_cast<const float4*>(source + 4);
-    const float s = p.scale;
-    uint4 bits;
-    bits.x = ElementOps<Element>::pack(lo.x * s, lo.y * s);
-    bits.y = ElementOps<Element>::pack(lo.z * s, lo.w * s);
-    bits.z = ElementOps<Element>::pack(hi.x * s, hi.y * s);
-    bits.w = ElementOps<Element>::pack(hi.z * s, hi.w * s);
-    *reinterpret_cast<uint4*>(row_pointer(params.dq, p, row) + col) = bits;
+    float values[8];
+    load8(params.dq_accum + row * kHeadDim + col, values);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) values[i] *= p.scale;
+    store8(row_pointer(params.dq, p, row) + col, values);
   }
 }
 

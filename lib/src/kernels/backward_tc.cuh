@@ -1,12 +1,15 @@
-// FlashAttention-2 backward on the tensor cores (fp16 / bf16 inputs, fp32 accumulation).
+// FlashAttention-2 backward on the tensor cores with mma.sync: fp16 / bf16 inputs, or fp32
+// inputs as split TF32 (mma_ops.cuh); fp32 accumulation.
 //
 // Three kernels on the caller's stream:
 //   1. row_dot:  D_i = rowsum(dO_i * O_i) (fp32) into the workspace; the fp32 dQ accumulator
 //                is zeroed with a memset beforehand.
 //   2. main:     one CTA per (key block, kv head, batch); K_j, V_j stay in shared memory while
 //                the CTA walks every query head of its GQA group and every query block that
-//                sees a key of the block:
-//                  S^T  = K_j Q_i^T                      (16 keys x kBlockM queries per warp)
+//                sees a key of the block (with QuerySplit > 1 the warps of a key group each take
+//                a share of every query block and sum dK, dV at the end; block_order()
+//                interleaves heads under a causal mask):
+//                  S^T  = K_j Q_i^T                      (16 keys x kWarpQueries per warp)
 //                  P^T  = exp2(S^T * scale*log2e - LSE_i * log2e), 0 where masked
 //                  dV_j += P^T dO_i
 //                  dP^T = V_j dO_i^T
@@ -25,6 +28,7 @@
 #include "kernels/copy.cuh"
 #include "kernels/launch_util.cuh"
 #include "kernels/mma.cuh"
+#include "kernels/mma_ops.cuh"
 #include "kernels/params.cuh"
 #include "kernels/sm90/backward_sm90.cuh"
 #include "kernels/softmax.cuh"
@@ -42,34 +46,74 @@ __device__ __forceinline__ void key_rows_times_query_rows(float (&acc)[kTiles][4
                                                           int row0,
                                                           SmemTile<Element, kStride> queries,
                                                           int lane) {
+  using Ops = MmaOps<Element>;
   static_assert(kTiles % 2 == 0, "B fragments are loaded for pairs of n8 tiles");
   zero(acc);
 #pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    uint32_t a[4];
-    load_a(a, keys, row0, 16 * kk, lane);
+  for (int kk = 0; kk < kHeadDim / Ops::kK; ++kk) {
+    typename Ops::A a;
+    Ops::load_a(a, keys, row0, Ops::kK * kk, lane);
 #pragma unroll
     for (int pair = 0; pair < kTiles / 2; ++pair) {
-      uint32_t b[4];
-      load_b_pair_nk(b, queries, 16 * pair, 16 * kk, lane);
-      mma_16x8x16<Element>(acc[2 * pair], a, b[0], b[1]);
-      mma_16x8x16<Element>(acc[2 * pair + 1], a, b[2], b[3]);
+      typename Ops::BPair b;
+      Ops::load_b_pair_nk(b, queries, 16 * pair, Ops::kK * kk, lane);
+      Ops::mma_pair(acc[2 * pair], acc[2 * pair + 1], a, b);
     }
   }
 }
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
+// With QuerySplit > 1 the warps of a key group hold dK and dV summed over their share of the
+// query blocks: parts 1.. hand theirs to part 0 through `merge` (shared memory, laid out
+// [slot][value][lane]: conflict-free), which adds them up. Called by all warps after a
+// __syncthreads; part 0 holds the result.
+template <typename Traits, int kDimTiles>
+__device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTiles][4],
+                                                float (&dv)[kDimTiles][4], int key_group,
+                                                int query_part, int lane) {
+  constexpr int kValues = 2 * kDimTiles * 4;  // per lane
+  auto slot = [&](int part) {
+    return merge + ((part - 1) * Traits::kKeyGroups + key_group) * kValues * 32 + lane;
+  };
+  if (query_part != 0) {
+    float* out = slot(query_part);
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        out[(4 * t + i) * 32] = dk[t][i];
+        out[(4 * (kDimTiles + t) + i) * 32] = dv[t][i];
+      }
+    }
+  }
+  __syncthreads();
+  if (query_part != 0) return;
+#pragma unroll
+  for (int part = 1; part < Traits::kQuerySplit; ++part) {
+    const float* in = slot(part);
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        dk[t][i] += in[(4 * t + i) * 32];
+        dv[t][i] += in[(4 * (kDimTiles + t) + i) * 32];
+      }
+    }
+  }
+}
+
+template <typename Element, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> params) {
-  using Traits = BackwardTraits<kHeadDim>;
+  using Ops = MmaOps<Element>;
+  constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kThreads = Traits::kThreads;
   constexpr int kStages = Traits::kStages;
   constexpr int kStride = Traits::kStride;
-  constexpr int kQuerySteps = kBlockM / 16;   // k16 steps over queries (dV, dK)
-  constexpr int kKeySteps = kBlockN / 16;     // k16 steps over keys (dQ)
-  constexpr int kQueryTiles = kBlockM / 8;    // n8 tiles of S^T, dP^T per warp
+  constexpr int kKeySteps = kBlockN / Ops::kK;    // k steps over keys (dQ)
+  constexpr int kWarpQueries = Traits::kWarpQueries;  // queries of a block per warp
+  constexpr int kQueryTiles = kWarpQueries / 8;        // n8 tiles of S^T, dP^T per warp
   constexpr int kDimTiles = kHeadDim / 8;     // n8 tiles of dK, dV per warp
   constexpr int kDqTiles = Traits::kDqCols / 8;
   using Tile = SmemTile<Element, kStride>;
@@ -79,12 +123,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const int64_t bh_kv = params.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
+  const BlockOrder order = block_order(p.causal);
+  const int64_t bh_kv = params.bh_offset + order.head;  // batch * heads_kv + kv head
   const int64_t batch = bh_kv / p.heads_kv;
   const int64_t kv_head = bh_kv % p.heads_kv;
   // Key blocks in increasing order: under a causal mask the first ones see the most queries,
   // so the heaviest CTAs start first.
-  const int64_t k0 = int64_t(blockIdx.x) * kBlockN;
+  const int64_t k0 = order.block * kBlockN;
 
   // Query blocks [first_m_block, num_m_blocks) contain a row that sees a key of this block.
   const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
@@ -141,7 +186,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
   if (num_iterations > 0) load_query_block(0, 0);
   cp_async_commit();
 
-  const int warp_key0 = 16 * warp;  // this warp's keys (rows of S^T, dK, dV) within the block
+  const int key_group = warp % Traits::kKeyGroups;
+  const int query_part = warp / Traits::kKeyGroups;  // which share of every query block
+  const int warp_key0 = 16 * key_group;  // this warp's keys (rows of S^T, dK, dV) in the block
+  const int warp_query0 = kWarpQueries * query_part;  // its queries within a query block
   int64_t fragment_key[2];          // keys of this thread's fragment rows group, group + 8
   fragment_key[0] = k0 + warp_key0 + lane / 4;
   fragment_key[1] = fragment_key[0] + 8;
@@ -161,65 +209,46 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
 
     const int64_t head = iteration_head(it);
     const int64_t q0 = iteration_q0(it);
-    const Tile q_s = q_tile(stage);
-    const Tile dout_s = dout_tile(stage);
+    const Tile q_s{q_tile(stage).at(warp_query0, 0)};        // this warp's queries
+    const Tile dout_s{dout_tile(stage).at(warp_query0, 0)};
+    const float* lse_s = lse_stage(stage) + warp_query0;
+    const float* row_dot_s = row_dot_stage(stage) + warp_query0;
 
-    // S^T = K Q^T: (16 keys, kBlockM queries) per warp
+    // S^T = K Q^T: (16 keys, kWarpQueries queries) per warp
     float st[kQueryTiles][4];
     key_rows_times_query_rows<Element, kHeadDim>(st, k_tile, warp_key0, q_s, lane);
 
     // P^T; query column c of key row r is visible iff r < Sk and (not causal or
-    // q0 + c >= r - causal_offset).
+    // warp_q0 + c >= r - causal_offset).
+    const int64_t warp_q0 = q0 + warp_query0;
     const bool crosses_end = k0 + kBlockN > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
+    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > warp_q0 + p.causal_offset;
     int first_visible_col[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t key = fragment_key[half];
-      const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
-      first_visible_col[half] = key < p.seq_k ? static_cast<int>(clamp64(first, 0, kBlockM))
-                                              : kBlockM;
+      const int64_t first = p.causal ? key - p.causal_offset - warp_q0 : 0;
+      first_visible_col[half] =
+          key < p.seq_k ? static_cast<int>(clamp64(first, 0, kWarpQueries)) : kWarpQueries;
     }
-    probabilities_transposed(st, lse_stage(stage), p.scale_log2, crosses_end || crosses_diagonal,
+    probabilities_transposed(st, lse_s, p.scale_log2, crosses_end || crosses_diagonal,
                              first_visible_col, lane);
 
     // dV += P^T dO: (16 keys, D)
-#pragma unroll
-    for (int kk = 0; kk < kQuerySteps; ++kk) {
-      uint32_t a[4];
-      accumulators_to_a<Element>(a, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_kn(b, dout_s, 16 * kk, 16 * pair, lane);
-        mma_16x8x16<Element>(dv_acc[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<Element>(dv_acc[2 * pair + 1], a, b[2], b[3]);
-      }
-    }
+    add_product_of_accumulators<1>(dv_acc, st, dout_s, lane);
 
-    // dP^T = V dO^T: (16 keys, kBlockM queries)
+    // dP^T = V dO^T: (16 keys, kWarpQueries queries)
     float dpt[kQueryTiles][4];
     key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
-    score_gradients_transposed(st, st, dpt, row_dot_stage(stage), lane);  // st now holds dS^T
+    score_gradients_transposed(st, st, dpt, row_dot_s, lane);  // st now holds dS^T
 
     // dK += dS^T Q: (16 keys, D)
-#pragma unroll
-    for (int kk = 0; kk < kQuerySteps; ++kk) {
-      uint32_t a[4];
-      accumulators_to_a<Element>(a, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-      for (int pair = 0; pair < kDimTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_kn(b, q_s, 16 * kk, 16 * pair, lane);
-        mma_16x8x16<Element>(dk_acc[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<Element>(dk_acc[2 * pair + 1], a, b[2], b[3]);
-      }
-    }
+    add_product_of_accumulators<1>(dk_acc, st, q_s, lane);
 
     // dQ needs dS with queries on the rows: go through shared memory.
     const float unit[2] = {1.f, 1.f};
-    store_accumulators(ds_tile, st, warp_key0, unit, lane);
+    store_accumulators(DsTile{ds_tile.at(0, warp_query0)}, st, warp_key0, unit, lane);
     __syncthreads();
 
     // dQ(q0.., :) += dS K: warp tile (16 queries, kDqCols)
@@ -227,14 +256,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
     zero(dq_acc);
 #pragma unroll
     for (int kk = 0; kk < kKeySteps; ++kk) {
-      uint32_t a[4];
-      load_a_transposed(a, ds_tile, dq_row0, 16 * kk, lane);
+      typename Ops::A a;
+      Ops::load_a_transposed(a, ds_tile, dq_row0, Ops::kK * kk, lane);
 #pragma unroll
       for (int pair = 0; pair < kDqTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_kn(b, k_tile, 16 * kk, dq_col0 + 16 * pair, lane);
-        mma_16x8x16<Element>(dq_acc[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<Element>(dq_acc[2 * pair + 1], a, b[2], b[3]);
+        typename Ops::BPair b;
+        Ops::load_b_pair_kn(b, k_tile, Ops::kK * kk, dq_col0 + 16 * pair, lane);
+        Ops::mma_pair(dq_acc[2 * pair], dq_acc[2 * pair + 1], a, b);
       }
     }
     add_to_dq_accumulator<kHeadDim>(
@@ -244,11 +272,17 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
 
   // Epilogue: stage dK (scaled) and dV in the K and V tiles, then write whole rows.
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done reading K and V
-  const float scale[2] = {p.scale, p.scale};
-  const float unit[2] = {1.f, 1.f};
-  store_accumulators(k_tile, dk_acc, warp_key0, scale, lane);
-  store_accumulators(v_tile, dv_acc, warp_key0, unit, lane);
+  __syncthreads();  // every warp is done reading K, V and the Q / dO stages
+  if constexpr (Traits::kQuerySplit > 1) {
+    sum_query_parts<Traits>(reinterpret_cast<float*>(stages), dk_acc, dv_acc, key_group,
+                            query_part, lane);
+  }
+  if (query_part == 0) {
+    const float scale[2] = {p.scale, p.scale};
+    const float unit[2] = {1.f, 1.f};
+    store_accumulators(k_tile, dk_acc, warp_key0, scale, lane);
+    store_accumulators(v_tile, dv_acc, warp_key0, unit, lane);
+  }
   __syncthreads();
   store_tile<kBlockN, kHeadDim, kThreads>(params.dk.slice(batch, kv_head), params.dk.seq_stride,
                                           k0, p.seq_k, k_tile, thread);
@@ -256,19 +290,17 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads)
                                           k0, p.seq_k, v_tile, thread);
 }
 
-template <typename Element, int kHeadDim>
-void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
-  if constexpr (kHasBackwardSm90<kHeadDim>) {
-    if (use_sm90_kernels() && launch_backward_sm90<Element, kHeadDim>(args, stream)) return;
-  }
-  using Traits = BackwardTraits<kHeadDim>;
+// Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion.
+template <typename Element, typename Traits>
+void launch_backward_mma(const BackwardArgs& args, cudaStream_t stream) {
+  constexpr int kHeadDim = Traits::kHeadDim;
   const AttentionShape& shape = args.shape;
   BackwardParams<Element> params = backward_params<Element>(args);
   params.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
 
   launch_backward_prologue<Element, kHeadDim>(params, stream);
 
-  auto* kernel = &backward_kernel<Element, kHeadDim>;
+  auto* kernel = &backward_kernel<Element, Traits>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
@@ -277,6 +309,27 @@ void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
     launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
   });
   launch_backward_dq_convert<Element, kHeadDim>(params, stream);
+}
+
+template <typename Element, int kHeadDim>
+void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
+  if constexpr (sizeof(Element) == 2) {
+    if constexpr (kHasBackwardSm90<kHeadDim>) {
+      if (use_sm90_kernels() && launch_backward_sm90<Element, kHeadDim>(args, stream)) return;
+    }
+    launch_backward_mma<Element, BackwardTraits<kHeadDim>>(args, stream);
+  } else {
+    using Traits = BackwardFp32Traits<kHeadDim>;
+    if constexpr (has_narrow_config<Traits>) {
+      const int64_t ctas = ceil_div(args.shape.seq_k, Traits::kBlockN) * args.shape.batch *
+                           args.shape.heads_kv;
+      if (ctas < multiprocessor_count()) {
+        launch_backward_mma<Element, typename Traits::Narrow>(args, stream);
+        return;
+      }
+    }
+    launch_backward_mma<Element, Traits>(args, stream);
+  }
 }
 
 }  // namespace cuflash::detail

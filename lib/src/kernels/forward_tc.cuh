@@ -1,6 +1,9 @@
-// FlashAttention-2 forward on the tensor cores (fp16 / bf16 inputs, fp32 accumulation).
+// FlashAttention-2 forward on the tensor cores with mma.sync: fp16 / bf16 inputs, or fp32 inputs
+// as split TF32 (mma_ops.cuh); fp32 accumulation.
 //
-// One CTA per (query block, head, batch); each warp owns 16 * kMTiles query rows. Per CTA:
+// One CTA per (query block, head, batch); each warp owns 16 * kMTiles query rows (with
+// KeySplit > 1, the warps of a row group each take a share of every key block and merge their
+// softmax states at the end; block_order() interleaves heads under a causal mask). Per CTA:
 //   Q (kBlockM, D) -> shared memory once (and into registers as A fragments when they fit)
 //   for each key block j visible to the block (K_j, V_j (kBlockN, D) double-buffered):
 //     S = Q K_j^T                       (fp32, 16 x kBlockN per m tile)
@@ -18,6 +21,7 @@
 #include "kernels/launch_util.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/mma.cuh"
+#include "kernels/mma_ops.cuh"
 #include "kernels/params.cuh"
 #include "kernels/sm90/forward_sm90.cuh"
 #include "kernels/softmax.cuh"
@@ -26,19 +30,85 @@
 
 namespace cuflash::detail {
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
+// With KeySplit > 1 the warps of a row group have each seen a share of the keys: parts 1.. hand
+// their running max, sum and unnormalized O to part 0 through `merge` (shared memory, laid out
+// [slot][value][lane] so that every access is conflict-free), and part 0 rescales everything to
+// the common max. Called by all warps after a __syncthreads; part 0 holds the result.
+template <typename Traits, int kMTiles, int kOutTiles>
+__device__ __forceinline__ void merge_key_parts(float* merge, OnlineSoftmax (&softmax)[kMTiles],
+                                                float (&o_acc)[kMTiles][kOutTiles][4],
+                                                int row_group, int key_part, int lane) {
+  constexpr int kValues = kMTiles * (kOutTiles * 4 + 4);  // per lane
+  auto slot = [&](int part) {
+    return merge + ((part - 1) * Traits::kRowGroups + row_group) * kValues * 32 + lane;
+  };
+  if (key_part != 0) {
+    float* out = slot(key_part);
+#pragma unroll
+    for (int mi = 0; mi < kMTiles; ++mi) {
+      float* values = out + mi * (kOutTiles * 4 + 4) * 32;
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) values[(4 * t + i) * 32] = o_acc[mi][t][i];
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        values[(4 * kOutTiles + half) * 32] = softmax[mi].row_max[half];
+        values[(4 * kOutTiles + 2 + half) * 32] = softmax[mi].row_sum[half];
+      }
+    }
+  }
+  __syncthreads();
+  if (key_part != 0) return;
+#pragma unroll
+  for (int part = 1; part < Traits::kKeySplit; ++part) {
+    const float* in = slot(part);
+#pragma unroll
+    for (int mi = 0; mi < kMTiles; ++mi) {
+      const float* values = in + mi * (kOutTiles * 4 + 4) * 32;
+      float own_factor[2];
+      float other_factor[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float other_max = values[(4 * kOutTiles + half) * 32];
+        const float other_sum = values[(4 * kOutTiles + 2 + half) * 32];
+        float& own_max = softmax[mi].row_max[half];
+        const float new_max = fmaxf(own_max, other_max);
+        // Both -inf (no visible key in either share): keep factors finite (0).
+        const float reference = new_max == kMaskedScore ? 0.f : new_max;
+        own_factor[half] = fast_exp2(own_max - reference);
+        other_factor[half] = fast_exp2(other_max - reference);
+        own_max = new_max;
+        softmax[mi].row_sum[half] =
+            softmax[mi].row_sum[half] * own_factor[half] + other_sum * other_factor[half];
+      }
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          o_acc[mi][t][i] = o_acc[mi][t][i] * own_factor[i / 2] +
+                            values[(4 * t + i) * 32] * other_factor[i / 2];
+        }
+      }
+    }
+  }
+}
+
+template <typename Element, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
     forward_kernel(const ForwardParams<Element> params) {
-  using Traits = ForwardTraits<kHeadDim>;
+  using Ops = MmaOps<Element>;
+  constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kThreads = Traits::kThreads;
   constexpr int kStages = Traits::kStages;
   constexpr int kStride = Traits::kStride;
   constexpr int kMTiles = Traits::kMTiles;   // m16 tiles (16 query rows each) per warp
-  constexpr int kDimSteps = kHeadDim / 16;   // k16 steps of Q K^T
-  constexpr int kKeySteps = kBlockN / 16;    // k16 steps of P V
-  constexpr int kScoreTiles = kBlockN / 8;   // n8 tiles of S per m tile
+  constexpr int kWarpKeys = Traits::kWarpKeys;   // keys of a block per warp
+  constexpr int kDimSteps = kHeadDim / Ops::kK;  // k steps of Q K^T
+  constexpr int kScoreTiles = kWarpKeys / 8;     // n8 tiles of S per m tile
   constexpr int kOutTiles = kHeadDim / 8;    // n8 tiles of O per m tile
   using Tile = SmemTile<Element, kStride>;
 
@@ -46,12 +116,13 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const int64_t bh = params.bh_offset + blockIdx.y;  // batch * heads + head
+  const BlockOrder order = block_order(p.causal);
+  const int64_t bh = params.bh_offset + order.head;  // batch * heads + head
   const int64_t batch = bh / p.heads;
   const int64_t head = bh % p.heads;
   const int64_t kv_head = head / p.heads_per_kv;
   // Heaviest query blocks first: under a causal mask the last rows see the most keys.
-  const int64_t q0 = (params.num_m_blocks - 1 - blockIdx.x) * kBlockM;
+  const int64_t q0 = (params.num_m_blocks - 1 - order.block) * kBlockM;
 
   const Element* q = params.q.slice(batch, head);      // [Sq, D]
   const Element* k = params.k.slice(batch, kv_head);   // [Sk, D]
@@ -89,13 +160,16 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
   load_key_block(0, 0);
   cp_async_commit();
 
-  const int warp_row0 = Traits::kWarpRows * warp;  // this warp's rows within the block
+  const int row_group = warp % Traits::kRowGroups;
+  const int key_part = warp / Traits::kRowGroups;       // which share of every key block
+  const int warp_row0 = Traits::kWarpRows * row_group;  // this warp's rows within the block
+  const int warp_key0 = kWarpKeys * key_part;           // its keys within a key block
   const int64_t fragment_row = q0 + warp_row0 + lane / 4;  // query of row `group`, m tile 0
   // Q (16 * kMTiles, D) of this warp as A fragments: kept in registers when they fit,
   // otherwise read from the Q tile again at every k step.
   constexpr int kHeldMTiles = Traits::kQInRegisters ? kMTiles : 1;
   constexpr int kHeldSteps = Traits::kQInRegisters ? kDimSteps : 1;
-  uint32_t q_fragments[kHeldMTiles][kHeldSteps][4];
+  typename Ops::A q_fragments[kHeldMTiles][kHeldSteps];
   float o_acc[kMTiles][kOutTiles][4];  // O (16, D) per m tile, unnormalized
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
@@ -111,7 +185,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
         for (int mi = 0; mi < kHeldMTiles; ++mi) {
 #pragma unroll
           for (int kk = 0; kk < kHeldSteps; ++kk) {
-            load_a(q_fragments[mi][kk], q_tile, warp_row0 + 16 * mi, 16 * kk, lane);
+            Ops::load_a(q_fragments[mi][kk], q_tile, warp_row0 + 16 * mi, Ops::kK * kk, lane);
           }
         }
       }
@@ -125,31 +199,29 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
     for (int mi = 0; mi < kMTiles; ++mi) zero(s[mi]);
 #pragma unroll
     for (int kk = 0; kk < kDimSteps; ++kk) {
-      uint32_t a[kMTiles][4];
+      typename Ops::A a[kMTiles];
 #pragma unroll
       for (int mi = 0; mi < kMTiles; ++mi) {
         if constexpr (Traits::kQInRegisters) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) a[mi][i] = q_fragments[mi][kk][i];
+          a[mi] = q_fragments[mi][kk];
         } else {
-          load_a(a[mi], q_tile, warp_row0 + 16 * mi, 16 * kk, lane);
+          Ops::load_a(a[mi], q_tile, warp_row0 + 16 * mi, Ops::kK * kk, lane);
         }
       }
 #pragma unroll
       for (int pair = 0; pair < kScoreTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_nk(b, k_tile(stage), 16 * pair, 16 * kk, lane);
+        typename Ops::BPair b;
+        Ops::load_b_pair_nk(b, k_tile(stage), warp_key0 + 16 * pair, Ops::kK * kk, lane);
 #pragma unroll
         for (int mi = 0; mi < kMTiles; ++mi) {
-          mma_16x8x16<Element>(s[mi][2 * pair], a[mi], b[0], b[1]);
-          mma_16x8x16<Element>(s[mi][2 * pair + 1], a[mi], b[2], b[3]);
+          Ops::mma_pair(s[mi][2 * pair], s[mi][2 * pair + 1], a[mi], b);
         }
       }
     }
 
-    const int64_t k0 = key_block * kBlockN;
-    const bool crosses_end = k0 + kBlockN > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
+    const int64_t k0 = key_block * kBlockN + warp_key0;
+    const bool crosses_end = k0 + kWarpKeys > p.seq_k;
+    const bool crosses_diagonal = p.causal && k0 + kWarpKeys - 1 > q0 + p.causal_offset;
 #pragma unroll
     for (int mi = 0; mi < kMTiles; ++mi) {
       if (crosses_end || crosses_diagonal) mask_scores(s[mi], p, k0, fragment_row + 16 * mi, lane);
@@ -157,30 +229,21 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
     }
 
     // O += P V: (16, D) per m tile
-#pragma unroll
-    for (int kk = 0; kk < kKeySteps; ++kk) {
-      uint32_t a[kMTiles][4];
-#pragma unroll
-      for (int mi = 0; mi < kMTiles; ++mi) {
-        accumulators_to_a<Element>(a[mi], s[mi][2 * kk], s[mi][2 * kk + 1]);
-      }
-#pragma unroll
-      for (int pair = 0; pair < kOutTiles / 2; ++pair) {
-        uint32_t b[4];
-        load_b_pair_kn(b, v_tile(stage), 16 * kk, 16 * pair, lane);
-#pragma unroll
-        for (int mi = 0; mi < kMTiles; ++mi) {
-          mma_16x8x16<Element>(o_acc[mi][2 * pair], a[mi], b[0], b[1]);
-          mma_16x8x16<Element>(o_acc[mi][2 * pair + 1], a[mi], b[2], b[3]);
-        }
-      }
-    }
+    const Tile v_part{v_tile(stage).at(warp_key0, 0)};
+    add_product_of_accumulators<kOutTiles / 2>(o_acc, s, v_part, lane);
+  }
+
+  cp_async_wait<0>();
+  if constexpr (Traits::kKeySplit > 1) {
+    __syncthreads();  // every warp is done with Q and the K/V stages
+    float* merge = reinterpret_cast<float*>(smem + kBlockM * kStride);  // over the K/V stages
+    merge_key_parts<Traits>(merge, softmax, o_acc, row_group, key_part, lane);
+    if (key_part != 0) return;  // no barrier follows that it would have to join
   }
 
   // Epilogue: normalize, stage O in the Q tile (each warp overwrites only the rows it read;
-  // __syncwarp orders its lanes' ldmatrix reads before the writes), then write whole rows
+  // __syncwarp orders its lanes' reads of Q before the writes), then write whole rows
   // with 16-byte stores.
-  cp_async_wait<0>();
   __syncwarp();
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) {
@@ -196,16 +259,14 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads)
       }
     }
   }
-  __syncthreads();
-  store_tile<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, q0, p.seq_q, q_tile, thread);
+  named_barrier_sync(1, Traits::kRowGroups * 32);  // the warps of key part 0 (all without a split)
+  store_tile<kBlockM, kHeadDim, Traits::kRowGroups * 32>(out, params.out.seq_stride, q0, p.seq_q,
+                                                         q_tile, thread);
 }
 
-template <typename Element, int kHeadDim>
-void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
-  if constexpr (kHasForwardSm90<kHeadDim>) {
-    if (use_sm90_kernels() && launch_forward_sm90<Element, kHeadDim>(args, stream)) return;
-  }
-  using Traits = ForwardTraits<kHeadDim>;
+// Launches forward_kernel with the tile shapes of Traits.
+template <typename Element, typename Traits>
+void launch_forward_mma(const ForwardArgs& args, cudaStream_t stream) {
   ForwardParams<Element> params{};
   params.problem = problem_params(args.shape, args.mask, args.scale);
   params.q = global_tensor<const Element>(args.q);
@@ -215,7 +276,7 @@ void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
   params.lse = args.lse;
   params.num_m_blocks = ceil_div(args.shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = &forward_kernel<Element, kHeadDim>;
+  auto* kernel = &forward_kernel<Element, Traits>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(args.shape.batch * args.shape.heads, [&](int64_t offset, unsigned count) {
@@ -223,6 +284,27 @@ void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.num_m_blocks), count);
     launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
   });
+}
+
+template <typename Element, int kHeadDim>
+void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
+  if constexpr (sizeof(Element) == 2) {
+    if constexpr (kHasForwardSm90<kHeadDim>) {
+      if (use_sm90_kernels() && launch_forward_sm90<Element, kHeadDim>(args, stream)) return;
+    }
+    launch_forward_mma<Element, ForwardTraits<kHeadDim>>(args, stream);
+  } else {
+    using Traits = ForwardFp32Traits<kHeadDim>;
+    const int64_t ctas = ceil_div(args.shape.seq_q, Traits::kBlockM) * args.shape.batch *
+                         args.shape.heads;
+    if (ctas >= multiprocessor_count()) {
+      launch_forward_mma<Element, Traits>(args, stream);
+    } else if (args.mask == Mask::none) {
+      launch_forward_mma<Element, typename Traits::Narrow>(args, stream);
+    } else {
+      launch_forward_mma<Element, typename Traits::NarrowCausal>(args, stream);
+    }
+  }
 }
 
 }  // namespace cuflash::detail

@@ -51,6 +51,18 @@ void for_each_grid_y_chunk(int64_t total, Launch&& launch) {
   }
 }
 
+// Streaming multiprocessors of the current device (1 when it cannot be queried: a launch that
+// follows reports the device problem).
+inline int multiprocessor_count() {
+  int device = 0;
+  int count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 1;
+  }
+  return count;
+}
+
 // Whether the wgmma (sm_90a) kernels run on `device`: they were compiled (the architecture list
 // holds 90a), the device has compute capability 9.0, and the environment variable
 // CUFLASH_DISABLE_WGMMA is unset, empty or 0 (setting it runs the portable mma.sync kernels

@@ -52,6 +52,53 @@ struct ElementOps<__nv_bfloat16> {
   }
 };
 
+// Element-type independent access used by epilogues and elementwise kernels: two adjacent
+// elements from fp32 values, and 8 consecutive elements (16-byte aligned) to / from fp32.
+template <typename Element>
+__device__ __forceinline__ void store_pair(Element* destination, float lo, float hi) {
+  *reinterpret_cast<uint32_t*>(destination) = ElementOps<Element>::pack(lo, hi);
+}
+template <>
+__device__ __forceinline__ void store_pair<float>(float* destination, float lo, float hi) {
+  *reinterpret_cast<float2*>(destination) = make_float2(lo, hi);
+}
+
+template <typename Element>
+__device__ __forceinline__ void load8(const Element* source, float (&values)[8]) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(source);
+  const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 pair = ElementOps<Element>::unpack(words[i]);
+    values[2 * i] = pair.x;
+    values[2 * i + 1] = pair.y;
+  }
+}
+template <>
+__device__ __forceinline__ void load8<float>(const float* source, float (&values)[8]) {
+  const float4 lo = *reinterpret_cast<const float4*>(source);
+  const float4 hi = *reinterpret_cast<const float4*>(source + 4);
+  const float all[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) values[i] = all[i];
+}
+
+template <typename Element>
+__device__ __forceinline__ void store8(Element* destination, const float (&values)[8]) {
+  uint4 bits;
+  bits.x = ElementOps<Element>::pack(values[0], values[1]);
+  bits.y = ElementOps<Element>::pack(values[2], values[3]);
+  bits.z = ElementOps<Element>::pack(values[4], values[5]);
+  bits.w = ElementOps<Element>::pack(values[6], values[7]);
+  *reinterpret_cast<uint4*>(destination) = bits;
+}
+template <>
+__device__ __forceinline__ void store8<float>(float* destination, const float (&values)[8]) {
+  *reinterpret_cast<float4*>(destination) = make_float4(values[0], values[1], values[2], values[3]);
+  *reinterpret_cast<float4*>(destination + 4) =
+      make_float4(values[4], values[5], values[6], values[7]);
+}
+
 // A row-major tile in shared memory; `kStride` elements between rows (padded so that the eight
 // 16-byte row segments one ldmatrix phase reads fall into distinct banks).
 template <typename Element, int kStride>
@@ -110,8 +157,8 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float 
   a[3] = ElementOps<Element>::pack(right[2], right[3]);
 }
 
-// Writes a warp's 16 x (8 * kTiles) fp32 accumulators, times the per-row factors, as 16-bit
-// elements into rows row0..row0+15 of a row-major shared tile.
+// Writes a warp's 16 x (8 * kTiles) fp32 accumulators, times the per-row factors, as Element
+// values into rows row0..row0+15 of a row-major shared tile.
 template <typename Element, int kStride, int kTiles>
 __device__ __forceinline__ void store_accumulators(SmemTile<Element, kStride> tile,
                                                    const float (&acc)[kTiles][4], int row0,
@@ -122,9 +169,8 @@ __device__ __forceinline__ void store_accumulators(SmemTile<Element, kStride> ti
   for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const uint32_t bits = ElementOps<Element>::pack(acc[t][2 * half] * row_factor[half],
-                                                      acc[t][2 * half + 1] * row_factor[half]);
-      *reinterpret_cast<uint32_t*>(tile.at(row + 8 * half, 8 * t + col)) = bits;
+      store_pair(tile.at(row + 8 * half, 8 * t + col), acc[t][2 * half] * row_factor[half],
+                 acc[t][2 * half + 1] * row_factor[half]);
     }
   }
 }

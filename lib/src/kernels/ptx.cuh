@@ -33,6 +33,29 @@ __device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&acc)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// acc (16x8 fp32) += a (16x8) * b (8x8) with TF32 inputs (fp32 bit patterns of which the
+// tensor core reads the sign, the exponent and the top 10 mantissa bits).
+// A: a0 = (group, quad), a1 = (group+8, quad), a2 = (group, quad+4), a3 = (group+8, quad+4);
+// B: b0 = (k quad, n group), b1 = (k quad+4, n group); C as for m16n8k16.
+__device__ __forceinline__ void mma_16x8x8_tf32(float (&acc)[4], const uint32_t (&a)[4],
+                                                uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x = big + small with big = x rounded to TF32 (to nearest, ties away from zero) and small the
+// exact remainder, itself read as TF32 by the tensor core: big * y_big + big * y_small +
+// small * y_big misses x * y by about 2^-20 |x y|, close to an fp32 product (2^-24), at three
+// TF32 products per fp32 product. Integer rounding (3 instructions) instead of cvt.rna.tf32.f32,
+// which sm_80 / sm_90 emulate with about six. |x| within 2^-11 of FLT_MAX rounds to infinity
+// and gives a NaN, as a product of such values would overflow anyway.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  small = __float_as_uint(x - __uint_as_float(big));
+}
+
 __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }

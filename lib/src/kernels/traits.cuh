@@ -2,38 +2,59 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 namespace cuflash::detail {
 
-// Padding (in elements) at the end of every shared-memory row: 16 bytes make consecutive rows
-// start 16 bytes further into the bank pattern, so the eight rows an ldmatrix phase reads hit
-// eight different 16-byte bank groups for every head_dim we compile.
-inline constexpr int kSmemPadElements = 8;
+// The most dynamic shared memory one CTA may use on sm_80 (163 KB; sm_90 allows 227 KB). The
+// 16-bit D=128 kernels need more than the 99 KB of sm_86 / sm_89.
+inline constexpr size_t kMaxSmemBytes = 163 * 1024;
+
+// Padding at the end of every shared-memory row: 16 bytes make consecutive rows start 16 bytes
+// further into the bank pattern, so the eight rows an ldmatrix phase reads hit eight different
+// 16-byte bank groups for every head_dim we compile, and the fp32 scalar fragment reads
+// (mma_ops.cuh) hit 32 different banks.
+inline constexpr int kSmemPadBytes = 16;
+template <int kElementBytes>
+inline constexpr int kSmemPadElements = kSmemPadBytes / kElementBytes;
 
 // Forward: one CTA per (query block, head, batch). Each warp owns kMTiles x 16 query rows
-// (16 = the M of one m16n8k16 A fragment), so kBlockM = 16 * kMTiles * kWarps. K and V tiles
-// are double-buffered. With two m tiles per warp every K/V fragment read from shared memory
-// feeds twice the mma work, at the price of re-reading Q from shared memory (no room in
-// registers).
-template <int HeadDim, int Warps, int MTiles, int BlockN>
+// (16 = the M of one mma A fragment) and, with KeySplit > 1, a 1 / KeySplit share of every key
+// block: the KeySplit warps of a row group merge their softmax states and outputs at the end,
+// which gives small grids (few query blocks) more warps per SM. kBlockM = 16 * kMTiles *
+// kWarps / KeySplit. K and V tiles are double-buffered. With two m tiles per warp every K/V
+// fragment read from shared memory feeds twice the mma work, at the price of re-reading Q from
+// shared memory (no room in registers; never room for fp32's split fragments).
+template <int HeadDim, int Warps, int MTiles, int BlockN, int ElementBytes = 2, int KeySplit = 1>
 struct ForwardConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = 32 * Warps;
   static constexpr int kMTiles = MTiles;
   static constexpr int kWarpRows = 16 * MTiles;
-  static constexpr int kBlockM = kWarpRows * Warps;  // query rows per CTA
+  static constexpr int kKeySplit = KeySplit;
+  static constexpr int kRowGroups = Warps / KeySplit;  // warps with distinct rows
+  static constexpr int kBlockM = kWarpRows * kRowGroups;  // query rows per CTA
   static constexpr int kBlockN = BlockN;             // keys per iteration
+  static constexpr int kWarpKeys = BlockN / KeySplit;  // keys per iteration and warp
   static constexpr int kStages = 2;                  // K/V buffers in flight
-  static constexpr bool kQInRegisters = MTiles == 1;
-  static constexpr int kStride = HeadDim + kSmemPadElements;
+  static constexpr bool kQInRegisters = MTiles == 1 && ElementBytes == 2;
+  static constexpr int kStride = HeadDim + kSmemPadElements<ElementBytes>;
   static constexpr size_t kSmemElements =
       size_t(kBlockM) * kStride                   // Q, later the O tile
       + size_t(2) * kStages * kBlockN * kStride;  // K and V stages
   static constexpr size_t smem_bytes(size_t element_size) { return kSmemElements * element_size; }
 
+  // The merge of the key parts: (KeySplit - 1) parts x 32 lanes x (O fragments, max, sum).
+  static constexpr size_t kMergeFloats =
+      size_t(KeySplit - 1) * kRowGroups * 32 * kMTiles * (HeadDim / 2 + 4);
+
   static_assert(HeadDim % 16 == 0, "head_dim is consumed in k16 steps");
-  static_assert(BlockN % 16 == 0, "P is reused as A fragments of 16 keys");
+  static_assert(kWarpKeys % 16 == 0, "P is reused as A fragments of 16 keys");
+  static_assert(Warps % KeySplit == 0, "every row group has KeySplit warps");
+  static_assert(kMergeFloats * 4 <= size_t(2) * kStages * BlockN * kStride * ElementBytes,
+                "the merge fits the K/V stages");
+  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_80 / sm_90");
 };
 
 // Chosen by measurement on an H200 (fp16, batch 1, 8 heads, seq 4096 and 16384, with and
@@ -49,6 +70,32 @@ struct ForwardTraits<64> : ForwardConfig<64, 4, 2, 64> {};   // 128 x 64
 // give the same 128-row block.
 template <>
 struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
+
+// fp32 (split TF32, three products per product): the tensor cores are the limit, so blocks need
+// less reuse than 16-bit ones; these fit 99 KB, i.e. also sm_86 / sm_89, and two CTAs per SM on
+// sm_80 and sm_90. Narrow and NarrowCausal: for grids that would leave SMs without a CTA (e.g.
+// batch 1, 8 heads, 1k queries), smaller query blocks or warps that split the keys; chosen on
+// an H200 at B=1, H=8, S=1024 among 7 shapes (performance log, fp32 v2).
+template <int kHeadDim>
+struct ForwardFp32Traits;
+template <>
+struct ForwardFp32Traits<32> : ForwardConfig<32, 4, 2, 64, 4> {  // 128 x 64, 55 KB
+  using Narrow = ForwardConfig<32, 2, 1, 64, 4>;                  // 32 x 64
+  using NarrowCausal = Narrow;
+};
+template <>
+struct ForwardFp32Traits<64> : ForwardConfig<64, 4, 2, 32, 4> {  // 128 x 32, 68 KB
+  using Narrow = ForwardConfig<64, 2, 1, 32, 4>;                  // 32 x 32
+  using NarrowCausal = Narrow;
+};
+template <>
+struct ForwardFp32Traits<128> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 99 KB
+  // 64 x 32 with two warps per row group (16 keys each): 0.117 -> 0.105 ms.
+  using Narrow = ForwardConfig<128, 8, 1, 32, 4, 2>;
+  // 32 x 64 with four warps per row group: causal 0.112 -> 0.074 ms (its 256 CTAs fill in
+  // around the heavy ones; without the mask it takes two waves: 0.13 ms).
+  using NarrowCausal = ForwardConfig<128, 8, 1, 64, 4, 4>;
+};
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): one CTA per (query block, head,
 // batch) of kWarpGroups consumer warpgroups and one producer warpgroup. Each consumer warpgroup
@@ -135,18 +182,22 @@ template <>
 struct BackwardSm90Traits<128> : BackwardSm90Config<128, 64> {};
 
 // Backward: one CTA per (key block, kv head, batch). Each warp owns 16 keys (rows of S^T, dP^T,
-// dK, dV), so kBlockN = 16 * kWarps; the CTA walks query blocks of kBlockM rows, with Q, dO,
-// LSE and D double-buffered.
-template <int HeadDim, int Warps, int BlockM>
+// dK, dV) and, with QuerySplit > 1, a 1 / QuerySplit share of every query block (the warps of a
+// key group sum their dK and dV at the end), so kBlockN = 16 * kWarps / QuerySplit; the CTA
+// walks query blocks of kBlockM rows, with Q, dO, LSE and D double-buffered.
+template <int HeadDim, int Warps, int BlockM, int ElementBytes = 2, int QuerySplit = 1>
 struct BackwardConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = 32 * Warps;
-  static constexpr int kBlockN = 16 * Warps;  // keys per CTA
+  static constexpr int kQuerySplit = QuerySplit;
+  static constexpr int kKeyGroups = Warps / QuerySplit;  // warps with distinct keys
+  static constexpr int kBlockN = 16 * kKeyGroups;  // keys per CTA
   static constexpr int kBlockM = BlockM;      // queries per iteration
+  static constexpr int kWarpQueries = BlockM / QuerySplit;  // of them per warp
   static constexpr int kStages = 2;
-  static constexpr int kStride = HeadDim + kSmemPadElements;    // K, V, Q, dO rows
-  static constexpr int kDsStride = BlockM + kSmemPadElements;   // dS^T rows
+  static constexpr int kStride = HeadDim + kSmemPadElements<ElementBytes>;  // K, V, Q, dO rows
+  static constexpr int kDsStride = BlockM + kSmemPadElements<ElementBytes>;   // dS^T rows
   // dQ = dS K is split over the warps as a grid of (kBlockM / 16) x kDqWarpsN warp tiles.
   static constexpr int kDqWarpsM = BlockM / 16;
   static constexpr int kDqWarpsN = Warps / kDqWarpsM;
@@ -165,6 +216,13 @@ struct BackwardConfig {
                     kDqCols % 16 == 0,
                 "dQ warp tiles (16 rows x kDqCols) must tile the (kBlockM, D) block exactly");
   static_assert(BlockM <= kThreads, "one thread per query row loads LSE and D");
+  static_assert(Warps % QuerySplit == 0 && kWarpQueries % 16 == 0,
+                "every key group has QuerySplit warps of whole k16 query steps");
+  // The sum over the query parts: (QuerySplit - 1) parts x 32 lanes x (dK, dV fragments).
+  static constexpr size_t kMergeFloats = size_t(QuerySplit - 1) * kKeyGroups * 32 * HeadDim;
+  static_assert(kMergeFloats * 4 <= size_t(2) * kStages * BlockM * kStride * ElementBytes,
+                "the merge fits the Q / dO stages");
+  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_80 / sm_90");
 };
 
 // Chosen by measurement like the forward ones. 128 keys per CTA (8 warps) halve the dQ atomics
@@ -180,5 +238,27 @@ struct BackwardTraits<64> : BackwardConfig<64, 8, 64> {};
 // limit and spill on sm_80.)
 template <>
 struct BackwardTraits<128> : BackwardConfig<128, 8, 32> {};
+
+// Whether Traits offers a Narrow configuration for grids too small to fill the GPU.
+template <typename Traits, typename = void>
+inline constexpr bool has_narrow_config = false;
+template <typename Traits>
+inline constexpr bool has_narrow_config<Traits, std::void_t<typename Traits::Narrow>> = true;
+
+// fp32: split-TF32 products (see ForwardFp32Traits). 64 keys per CTA, query blocks as large as
+// two CTAs per SM allow (dK and dV of D=128 alone take 128 registers per thread). Two-warp
+// 32-key CTAs for small grids ran slower on the H200 (D=128, 1k: 0.42 -> 0.49 ms).
+template <int kHeadDim>
+struct BackwardFp32Traits;
+template <>
+struct BackwardFp32Traits<32> : BackwardConfig<32, 4, 64, 4> {};   // 74 KB
+template <>
+struct BackwardFp32Traits<64> : BackwardConfig<64, 4, 32, 4> {};   // 79 KB
+template <>
+struct BackwardFp32Traits<128> : BackwardConfig<128, 4, 16, 4> {  // 107 KB
+  // 32 keys per CTA, two warps per key row: small grids (batch 1, 8 heads, 1k keys) get
+  // twice the CTAs with the same work per warp.
+  using Narrow = BackwardConfig<128, 4, 32, 4, 2>;  // 106 KB
+};
 
 }  // namespace cuflash::detail

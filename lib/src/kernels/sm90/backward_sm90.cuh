@@ -328,10 +328,10 @@ __global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
   // reading them; the producer has nothing in flight), then write whole rows.
   named_barrier_sync(1, kConsumers);
-  using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements>;
+  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  using OutTile = SmemTile<Element, kOutStride>;
   const OutTile dk_stage{reinterpret_cast<Element*>(smem_tiles)};
-  const OutTile dv_stage{reinterpret_cast<Element*>(smem_tiles) +
-                         kBlockN * (kHeadDim + kSmemPadElements)};
+  const OutTile dv_stage{reinterpret_cast<Element*>(smem_tiles) + kBlockN * kOutStride};
   const float scale[2] = {p.scale, p.scale};
   const float unit[2] = {1.f, 1.f};
   store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
@@ -350,8 +350,8 @@ __global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
 template <typename Element, int kHeadDim>
 bool launch_backward_sm90(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardSm90Traits<kHeadDim>;
-  static_assert(2 * size_t(Traits::kBlockN) * (kHeadDim + kSmemPadElements) * sizeof(Element) <=
-                    Traits::kTileBytes,
+  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages dK and dV in the tiles' shared memory");
   const AttentionShape& shape = args.shape;
   BackwardSm90Params<Element> params{};

@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
   // write whole rows with 16-byte stores. The consumer barrier orders every warpgroup's last
   // wgmma reads before the overwrite (the producer warp has left).
   named_barrier_sync(1, kConsumers);
-  using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements>;
+  using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements<int(sizeof(Element))>>;
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base))};
   float normalizer[2];
   float row_lse[2];
@@ -302,8 +302,8 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
 template <typename Element, int kHeadDim>
 bool launch_forward_sm90(const ForwardArgs& args, cudaStream_t stream) {
   using Traits = ForwardSm90Traits<kHeadDim>;
-  static_assert(size_t(Traits::kBlockM) * (kHeadDim + kSmemPadElements) * sizeof(Element) <=
-                    Traits::kTileBytes,
+  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  static_assert(size_t(Traits::kBlockM) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages O in the tiles' shared memory");
   const AttentionShape& shape = args.shape;
   ForwardSm90Params<Element> params{};
