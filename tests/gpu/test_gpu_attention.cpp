@@ -132,6 +132,24 @@ TEST_CASE("pairwise matrix bf16: forward and backward vs float64 reference", "[g
   run_matrix(DType::bf16);
 }
 
+// --- fp32 tile configurations -------------------------------------------------------------------
+//
+// The matrix's shapes (B <= 2, H <= 4) are small grids, for which the fp32 kernels take their
+// narrow configurations (smaller blocks, warps sharing a block's keys or queries). B=4, H=16 and
+// 300 x 257 give every fp32 launcher more CTAs than an H100 / H200 has SMs, so that the wide
+// configurations are checked as well (with and without grouped-query attention).
+TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 reference",
+          "[gpu][fp32]") {
+  require_gpu();
+  for (int64_t head_dim : kHeadDims) {
+    for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+      const int64_t heads_kv = mask == Mask::none ? 16 : 8;
+      const Case c{DType::fp32, head_dim, mask, 300, 257, 4, 16, heads_kv, Layout::bhsd};
+      DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(head_dim) + 1000); }
+    }
+  }
+}
+
 // --- Determinism --------------------------------------------------------------------------------
 
 constexpr int kDeterminismRuns = 20;
