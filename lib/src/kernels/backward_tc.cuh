@@ -323,8 +323,9 @@ void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
     if constexpr (has_narrow_config<Traits>) {
       const int64_t ctas = ceil_div(args.shape.seq_k, Traits::kBlockN) * args.shape.batch *
                            args.shape.heads_kv;
-      if (ctas < multiprocessor_count()) {
-        launch_backward_mma<Element, typename Traits::Narrow>(args, stream);
+      using Narrow = typename Traits::Narrow;
+      if (ctas < multiprocessor_count() && fits_dynamic_smem(Narrow::smem_bytes(sizeof(Element)))) {
+        launch_backward_mma<Element, Narrow>(args, stream);
         return;
       }
     }

@@ -286,6 +286,14 @@ void launch_forward_mma(const ForwardArgs& args, cudaStream_t stream) {
   });
 }
 
+// Launches Config where the device has its shared memory; returns whether it did.
+template <typename Element, typename Config>
+bool launch_forward_if_fits(const ForwardArgs& args, cudaStream_t stream) {
+  if (!fits_dynamic_smem(Config::smem_bytes(sizeof(Element)))) return false;
+  launch_forward_mma<Element, Config>(args, stream);
+  return true;
+}
+
 template <typename Element, int kHeadDim>
 void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
   if constexpr (sizeof(Element) == 2) {
@@ -297,13 +305,14 @@ void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
     using Traits = ForwardFp32Traits<kHeadDim>;
     const int64_t ctas = ceil_div(args.shape.seq_q, Traits::kBlockM) * args.shape.batch *
                          args.shape.heads;
-    if (ctas >= multiprocessor_count()) {
-      launch_forward_mma<Element, Traits>(args, stream);
-    } else if (args.mask == Mask::none) {
-      launch_forward_mma<Element, typename Traits::Narrow>(args, stream);
-    } else {
-      launch_forward_mma<Element, typename Traits::NarrowCausal>(args, stream);
+    if (ctas < multiprocessor_count()) {
+      const bool launched =
+          args.mask == Mask::none
+              ? launch_forward_if_fits<Element, typename Traits::Narrow>(args, stream)
+              : launch_forward_if_fits<Element, typename Traits::NarrowCausal>(args, stream);
+      if (launched) return;
     }
+    launch_forward_mma<Element, Traits>(args, stream);
   }
 }
 

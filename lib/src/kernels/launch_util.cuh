@@ -63,6 +63,17 @@ inline int multiprocessor_count() {
   return count;
 }
 
+// Whether the current device lets one CTA use `bytes` of dynamic shared memory (sm_80: 163 KB,
+// sm_86 / sm_89: 99 KB, sm_90: 227 KB), for launchers with a larger configuration to prefer.
+inline bool fits_dynamic_smem(size_t bytes) {
+  int device = 0;
+  int limit = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) ==
+             cudaSuccess &&
+         bytes <= static_cast<size_t>(limit);
+}
+
 // Whether the wgmma (sm_90a) kernels run on `device`: they were compiled (the architecture list
 // holds 90a), the device has compute capability 9.0, and the environment variable
 // CUFLASH_DISABLE_WGMMA is unset, empty or 0 (setting it runs the portable mma.sync kernels

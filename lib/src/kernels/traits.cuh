@@ -6,9 +6,11 @@
 
 namespace cuflash::detail {
 
-// The most dynamic shared memory one CTA may use on sm_80 (163 KB; sm_90 allows 227 KB). The
-// 16-bit D=128 kernels need more than the 99 KB of sm_86 / sm_89.
-inline constexpr size_t kMaxSmemBytes = 163 * 1024;
+// The most dynamic shared memory one CTA may use: sm_90's 227 KB. Default configurations stay
+// within sm_80's 163 KB; larger ones (and those above the 99 KB of sm_86 / sm_89) are launched
+// only where fits_dynamic_smem() says so. The 16-bit D=128 kernels and the fp32 D=128 backward
+// need more than 99 KB.
+inline constexpr size_t kMaxSmemBytes = 227 * 1024;
 
 // Padding at the end of every shared-memory row: 16 bytes make consecutive rows start 16 bytes
 // further into the bank pattern, so the eight rows an ldmatrix phase reads hit eight different
@@ -54,7 +56,7 @@ struct ForwardConfig {
   static_assert(Warps % KeySplit == 0, "every row group has KeySplit warps");
   static_assert(kMergeFloats * 4 <= size_t(2) * kStages * BlockN * kStride * ElementBytes,
                 "the merge fits the K/V stages");
-  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_80 / sm_90");
+  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_90");
 };
 
 // Chosen by measurement on an H200 (fp16, batch 1, 8 heads, seq 4096 and 16384, with and
@@ -75,7 +77,8 @@ struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
 // less reuse than 16-bit ones; these fit 99 KB, i.e. also sm_86 / sm_89, and two CTAs per SM on
 // sm_80 and sm_90. Narrow and NarrowCausal: for grids that would leave SMs without a CTA (e.g.
 // batch 1, 8 heads, 1k queries), smaller query blocks or warps that split the keys; chosen on
-// an H200 at B=1, H=8, S=1024 among 7 shapes (performance log, fp32 v2).
+// an H200 at B=1, H=8, S=1024 among 8 shapes (performance log, fp32 v2); used where the device
+// has the shared memory for them.
 template <int kHeadDim>
 struct ForwardFp32Traits;
 template <>
@@ -90,10 +93,11 @@ struct ForwardFp32Traits<64> : ForwardConfig<64, 4, 2, 32, 4> {  // 128 x 32, 68
 };
 template <>
 struct ForwardFp32Traits<128> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 99 KB
-  // 64 x 32 with two warps per row group (16 keys each): 0.117 -> 0.105 ms.
-  using Narrow = ForwardConfig<128, 8, 1, 32, 4, 2>;
-  // 32 x 64 with four warps per row group: causal 0.112 -> 0.074 ms (its 256 CTAs fill in
-  // around the heavy ones; without the mask it takes two waves: 0.13 ms).
+  // 64 x 64 with two warps per row group (32 keys each), 165 KB: 0.117 -> 0.099 ms (16 keys
+  // each, 101 KB: 0.105 ms).
+  using Narrow = ForwardConfig<128, 8, 1, 64, 4, 2>;
+  // 32 x 64 with four warps per row group, 152 KB: causal 0.112 -> 0.074 ms (its 256 CTAs fill
+  // in around the heavy ones; without the mask it takes two waves: 0.13 ms).
   using NarrowCausal = ForwardConfig<128, 8, 1, 64, 4, 4>;
 };
 
@@ -222,7 +226,7 @@ struct BackwardConfig {
   static constexpr size_t kMergeFloats = size_t(QuerySplit - 1) * kKeyGroups * 32 * HeadDim;
   static_assert(kMergeFloats * 4 <= size_t(2) * kStages * BlockM * kStride * ElementBytes,
                 "the merge fits the Q / dO stages");
-  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_80 / sm_90");
+  static_assert(smem_bytes(ElementBytes) <= kMaxSmemBytes, "fits one CTA of sm_90");
 };
 
 // Chosen by measurement like the forward ones. 128 keys per CTA (8 warps) halve the dQ atomics
@@ -257,7 +261,7 @@ struct BackwardFp32Traits<64> : BackwardConfig<64, 4, 32, 4> {};   // 79 KB
 template <>
 struct BackwardFp32Traits<128> : BackwardConfig<128, 4, 16, 4> {  // 107 KB
   // 32 keys per CTA, two warps per key row: small grids (batch 1, 8 heads, 1k keys) get
-  // twice the CTAs with the same work per warp.
+  // twice the CTAs with the same work per warp (0.43 -> 0.30 ms).
   using Narrow = BackwardConfig<128, 4, 32, 4, 2>;  // 106 KB
 };
 
