@@ -77,7 +77,7 @@ struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
 // less reuse than 16-bit ones; these fit 99 KB, i.e. also sm_86 / sm_89, and two CTAs per SM on
 // sm_80 and sm_90. Narrow and NarrowCausal: for grids that would leave SMs without a CTA (e.g.
 // batch 1, 8 heads, 1k queries), smaller query blocks or warps that split the keys; chosen on
-// an H200 at B=1, H=8, S=1024 among 8 shapes (performance log, fp32 v2); used where the device
+// an H200 at B=1, H=8, S=1024 among 9 shapes (performance log, fp32 v2); used where the device
 // has the shared memory for them.
 template <int kHeadDim>
 struct ForwardFp32Traits;
