@@ -16,19 +16,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/problem.h"
 #include "cuflash/types.h"
 
 namespace cuflash {
-
-// Sizes and options of one attention problem.
-struct AttentionShape {
-  int64_t batch = 1;
-  int64_t heads = 1;     // query heads
-  int64_t heads_kv = 1;  // key/value heads; divides `heads`
-  int64_t seq_q = 1;
-  int64_t seq_k = 1;
-  int64_t head_dim = 64;
-};
 
 // A device tensor of logical shape [batch, heads, seq, head_dim]; strides are in elements.
 // Requirements (checked by forward()/backward(), which name the tensor and field on failure):
@@ -43,7 +34,6 @@ struct TensorRef {
 };
 
 // Strides of a densely packed tensor in the given layout.
-enum class Layout { bhsd, bshd };
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
                           int64_t head_dim);
 
