@@ -90,7 +90,7 @@ std::string AttentionCase::name() const {
   s << cuflash::to_string(dtype) << "/b:" << problem.batch << "/h:" << problem.heads
     << "/hkv:" << problem.heads_kv << "/sq:" << problem.seq_q << "/sk:" << problem.seq_k
     << "/d:" << problem.head_dim << "/mask:" << cuflash::to_string(problem.mask) << "/"
-    << to_string(layout);
+    << cli::to_string(layout);
   return s.str();
 }
 

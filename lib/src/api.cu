@@ -6,19 +6,22 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
+#include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
 #include "cuflash/types.h"
-#include "kernels/launch_util.cuh"
-#include "launch.h"
+#include "dispatch.h"
+#include "head_dims.h"
+#include "workspace.h"
 
 namespace cuflash {
 namespace {
 
-using detail::kSupportedHeadDims;
+using detail::kHeadDims;
 
 // The kernels index within a sequence with 32-bit block-relative offsets and put the number of
 // query (key) blocks on grid.x; this bound keeps both comfortably in range.
@@ -47,7 +50,7 @@ int64_t checked_add(int64_t a, int64_t b) {
 
 std::string supported_head_dims_text() {
   std::string text;
-  for (int d : kSupportedHeadDims) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  for (int d : kHeadDims) text += (text.empty() ? "" : ", ") + std::to_string(d);
   return text;
 }
 
@@ -161,48 +164,6 @@ void validate_lse(const std::string& context, const void* lse) {
   if (!is_aligned(lse, alignof(float))) invalid(context, "lse must be 4-byte aligned");
 }
 
-using ForwardLauncher = void (*)(const ForwardArgs&, cudaStream_t);
-using BackwardLauncher = void (*)(const BackwardArgs&, cudaStream_t);
-
-template <int kHeadDim>
-ForwardLauncher forward_launcher(DType dtype) {
-  switch (dtype) {
-    case DType::fp16: return &detail::launch_forward_tc<__half, kHeadDim>;
-    case DType::bf16: return &detail::launch_forward_tc<__nv_bfloat16, kHeadDim>;
-    case DType::fp32: return &detail::launch_forward_tc<float, kHeadDim>;
-  }
-  return nullptr;
-}
-
-template <int kHeadDim>
-BackwardLauncher backward_launcher(DType dtype) {
-  switch (dtype) {
-    case DType::fp16: return &detail::launch_backward_tc<__half, kHeadDim>;
-    case DType::bf16: return &detail::launch_backward_tc<__nv_bfloat16, kHeadDim>;
-    case DType::fp32: return &detail::launch_backward_tc<float, kHeadDim>;
-  }
-  return nullptr;
-}
-
-// Called after validation, so (dtype, head_dim) always has a launcher.
-ForwardLauncher forward_launcher(DType dtype, int64_t head_dim) {
-  switch (head_dim) {
-    case 32: return forward_launcher<32>(dtype);
-    case 64: return forward_launcher<64>(dtype);
-    case 128: return forward_launcher<128>(dtype);
-  }
-  return nullptr;
-}
-
-BackwardLauncher backward_launcher(DType dtype, int64_t head_dim) {
-  switch (head_dim) {
-    case 32: return backward_launcher<32>(dtype);
-    case 64: return backward_launcher<64>(dtype);
-    case 128: return backward_launcher<128>(dtype);
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
@@ -236,9 +197,12 @@ const char* tensor_core_kernels(int device) {
   return detail::use_sm90_kernels(device) ? "wgmma" : "mma.sync";
 }
 
+std::vector<int> supported_head_dims() {
+  return std::vector<int>(std::begin(kHeadDims), std::end(kHeadDims));
+}
+
 bool is_supported_head_dim(int64_t head_dim) {
-  return std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), head_dim) !=
-         std::end(kSupportedHeadDims);
+  return std::find(std::begin(kHeadDims), std::end(kHeadDims), head_dim) != std::end(kHeadDims);
 }
 
 void forward(const ForwardArgs& args, cudaStream_t stream) {
@@ -253,18 +217,15 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   validate_tensor(context, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_lse(context, args.lse);
 
-  forward_launcher(args.dtype, s.head_dim)(resolved, stream);
-  detail::throw_on_cuda_error(cudaGetLastError(), "forward: kernel launch");
+  detail::dispatch_forward(resolved, stream);
+  check_cuda(cudaGetLastError(), "forward: kernel launch");
 }
 
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype) {
   const std::string context = "backward_workspace_size";
   validate_sizes(context, shape);
   if (!is_valid(dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
-  const size_t rows = static_cast<size_t>(shape.batch) * static_cast<size_t>(shape.heads) *
-                      static_cast<size_t>(shape.seq_q);
-  return detail::dq_accum_bytes(shape) +
-         detail::round_up(rows * sizeof(float), detail::kWorkspaceAlignment);
+  return detail::workspace_bytes(shape);
 }
 
 void backward(const BackwardArgs& args, cudaStream_t stream) {
@@ -296,8 +257,8 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
                          std::to_string(required));
   }
 
-  backward_launcher(args.dtype, s.head_dim)(resolved, stream);
-  detail::throw_on_cuda_error(cudaGetLastError(), "backward: kernel launch");
+  detail::dispatch_backward(resolved, stream);
+  check_cuda(cudaGetLastError(), "backward: kernel launch");
 }
 
 int device_count() noexcept {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -64,7 +65,8 @@ struct BackwardArgs {
 // out and lse. The caller adds dout, dq, dk, dv and the workspace.
 BackwardArgs backward_args_for(const ForwardArgs& forward);
 
-// Head dimensions with compiled kernels, for every dtype.
+// Head dimensions with compiled kernels, for every dtype, in increasing order.
+std::vector<int> supported_head_dims();
 bool is_supported_head_dim(int64_t head_dim);
 
 // The kernels forward() and backward() run for fp16/bf16 at head_dim 64 and 128 on `device`:

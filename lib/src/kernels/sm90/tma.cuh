@@ -15,7 +15,7 @@
 #include "cuflash/attention.h"
 #include "cuflash/types.h"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 
 // Box of a TMA tile load: 64 columns (128 bytes, the swizzle width) by up to 256 rows.
 inline constexpr int kTmaBoxColumns = 64;
@@ -79,4 +79,4 @@ __device__ __forceinline__ void tma_load_box(uint32_t destination, const CUtenso
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

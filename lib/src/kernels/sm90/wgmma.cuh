@@ -11,10 +11,10 @@
 
 #include <cstdint>
 
-#include "kernels/ptx.cuh"
+#include "kernels/common/ptx.cuh"
 #include "kernels/sm90/wgmma_ops.cuh"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 
 inline constexpr int kSwizzleBytes = 128;       // one row of a column block
 inline constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: the unit the swizzle repeats over
@@ -131,4 +131,4 @@ __device__ __forceinline__ void warpgroup_claim_registers() {
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

@@ -13,7 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 
 template <typename Element, int N>
 struct Wgmma;
@@ -438,4 +438,4 @@ struct Wgmma<__nv_bfloat16, 192> {
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

@@ -16,21 +16,21 @@
 
 #include <cstdint>
 
-#include "kernels/backward_common.cuh"
-#include "kernels/copy.cuh"
-#include "kernels/launch_util.cuh"
-#include "kernels/mma.cuh"
-#include "kernels/params.cuh"
+#include "kernels/common/backward_steps.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/params.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
-#include "kernels/softmax.cuh"
-#include "kernels/traits.cuh"
-#include "launch.h"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm90/traits.cuh"
+#include "workspace.h"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 
 template <typename Element>
-struct BackwardSm90Params {
+struct BackwardTmaParams {
   BackwardParams<Element> base;
   CUtensorMap q_map, dout_map;  // boxes: 64 columns x kBlockM rows
   CUtensorMap k_map, v_map;     // boxes: 64 columns x kBlockN rows
@@ -38,7 +38,7 @@ struct BackwardSm90Params {
 
 // Shared-memory addresses of a backward CTA's tiles, row statistics and barriers.
 template <typename Traits>
-struct BackwardSm90Smem {
+struct BackwardSmem {
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using DsTile = SwizzledTile<Traits::kBlockN, Traits::kBlockM>;  // dS^T: keys x queries
@@ -97,13 +97,13 @@ struct BackwardIterations {
 // 0) and LSE and D by plain copies (all lanes; rows past the end get LSE = +inf, D = 0, so that
 // their P and dS are 0). Each lane arrives on the slot's full barrier after its copies.
 template <typename Traits, typename Element>
-__device__ __forceinline__ void produce_backward_tiles(const BackwardSm90Params<Element>& params,
-                                                       BackwardSm90Smem<Traits> smem,
+__device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<Element>& params,
+                                                       BackwardSmem<Traits> smem,
                                                        unsigned char* smem_tiles,
                                                        const BackwardIterations& iterations,
                                                        int64_t k0, int64_t batch,
                                                        int64_t kv_head, int lane) {
-  using Smem = BackwardSm90Smem<Traits>;
+  using Smem = BackwardSmem<Traits>;
   const ProblemParams& p = params.base.problem;
   if (lane == 0) {
     mbarrier_arrive_expect_bytes(smem.kv_full(), uint32_t(2 * Smem::KvTile::kBytes));
@@ -144,11 +144,11 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardSm90Params<
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
-    backward_sm90_kernel(const __grid_constant__ BackwardSm90Params<Element> params) {
+__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
+    backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardSm90Traits<kHeadDim>;
-  using Smem = BackwardSm90Smem<Traits>;
+  using Traits = BackwardTraits<kHeadDim>;
+  using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
@@ -348,13 +348,13 @@ __global__ void __launch_bounds__(BackwardSm90Traits<kHeadDim>::kThreads, 1)
 // (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
 // to the mma.sync kernel.
 template <typename Element, int kHeadDim>
-bool launch_backward_sm90(const BackwardArgs& args, cudaStream_t stream) {
-  using Traits = BackwardSm90Traits<kHeadDim>;
+bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
+  using Traits = BackwardTraits<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages dK and dV in the tiles' shared memory");
   const AttentionShape& shape = args.shape;
-  BackwardSm90Params<Element> params{};
+  BackwardTmaParams<Element> params{};
   const auto map = [&](CUtensorMap& m, const TensorRef& t, int64_t heads, int64_t seq, int rows) {
     return make_tile_tensor_map(m, t, args.dtype, shape.batch, heads, seq, shape.head_dim, rows);
   };
@@ -368,7 +368,7 @@ bool launch_backward_sm90(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  auto* kernel = &backward_sm90_kernel<Element, kHeadDim>;
+  auto* kernel = &backward_kernel<Element, kHeadDim>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
@@ -379,4 +379,4 @@ bool launch_backward_sm90(const BackwardArgs& args, cudaStream_t stream) {
   return true;
 }
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

@@ -24,18 +24,16 @@
 
 #include <cstdint>
 
-#include "kernels/backward_common.cuh"
-#include "kernels/copy.cuh"
-#include "kernels/launch_util.cuh"
-#include "kernels/mma.cuh"
-#include "kernels/mma_ops.cuh"
-#include "kernels/params.cuh"
-#include "kernels/sm90/backward_sm90.cuh"
-#include "kernels/softmax.cuh"
-#include "kernels/traits.cuh"
-#include "launch.h"
+#include "kernels/common/backward_steps.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/sm80/mma.cuh"
+#include "kernels/sm80/mma_ops.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm80/traits.cuh"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm80 {
 
 // acc = A B^T over the head dimension: A is this warp's 16 rows of `keys` from row0 (K or V),
 // B the first 8 * kTiles rows of `queries` (Q or dO); both (rows, kHeadDim) in shared memory.
@@ -292,7 +290,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
 // Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion.
 template <typename Element, typename Traits>
-void launch_backward_mma(const BackwardArgs& args, cudaStream_t stream) {
+void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   constexpr int kHeadDim = Traits::kHeadDim;
   const AttentionShape& shape = args.shape;
   BackwardParams<Element> params = backward_params<Element>(args);
@@ -311,26 +309,4 @@ void launch_backward_mma(const BackwardArgs& args, cudaStream_t stream) {
   launch_backward_dq_convert<Element, kHeadDim>(params, stream);
 }
 
-template <typename Element, int kHeadDim>
-void launch_backward_tc(const BackwardArgs& args, cudaStream_t stream) {
-  if constexpr (sizeof(Element) == 2) {
-    if constexpr (kHasBackwardSm90<kHeadDim>) {
-      if (use_sm90_kernels() && launch_backward_sm90<Element, kHeadDim>(args, stream)) return;
-    }
-    launch_backward_mma<Element, BackwardTraits<kHeadDim>>(args, stream);
-  } else {
-    using Traits = BackwardFp32Traits<kHeadDim>;
-    if constexpr (has_narrow_config<Traits>) {
-      const int64_t ctas = ceil_div(args.shape.seq_k, Traits::kBlockN) * args.shape.batch *
-                           args.shape.heads_kv;
-      using Narrow = typename Traits::Narrow;
-      if (ctas < multiprocessor_count() && fits_dynamic_smem(Narrow::smem_bytes(sizeof(Element)))) {
-        launch_backward_mma<Element, Narrow>(args, stream);
-        return;
-      }
-    }
-    launch_backward_mma<Element, Traits>(args, stream);
-  }
-}
-
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm80

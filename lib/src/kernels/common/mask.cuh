@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "kernels/params.cuh"
-#include "kernels/softmax.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
 
 namespace cuflash::detail {
 

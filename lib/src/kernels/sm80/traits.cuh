@@ -1,24 +1,14 @@
-// Tile shapes of the tensor-core kernels, one choice per head_dim.
+// Tile shapes of the sm80 family (mma.sync, every dtype): one configuration per head_dim and
+// element size, and the Narrow variants for grids too small to fill the GPU. Measurements
+// behind each choice are in share/docs/performance-log.md.
 #pragma once
 
 #include <cstddef>
 #include <type_traits>
 
-namespace cuflash::detail {
+#include "kernels/common/shared_memory.cuh"
 
-// The most dynamic shared memory one CTA may use: sm_90's 227 KB. Default configurations stay
-// within sm_80's 163 KB; larger ones (and those above the 99 KB of sm_86 / sm_89) are launched
-// only where fits_dynamic_smem() says so. The 16-bit D=128 kernels and the fp32 D=128 backward
-// need more than 99 KB.
-inline constexpr size_t kMaxSmemBytes = 227 * 1024;
-
-// Padding at the end of every shared-memory row: 16 bytes make consecutive rows start 16 bytes
-// further into the bank pattern, so the eight rows an ldmatrix phase reads hit eight different
-// 16-byte bank groups for every head_dim we compile, and the fp32 scalar fragment reads
-// (mma_ops.cuh) hit 32 different banks.
-inline constexpr int kSmemPadBytes = 16;
-template <int kElementBytes>
-inline constexpr int kSmemPadElements = kSmemPadBytes / kElementBytes;
+namespace cuflash::detail::sm80 {
 
 // Forward: one CTA per (query block, head, batch). Each warp owns kMTiles x 16 query rows
 // (16 = the M of one mma A fragment) and, with KeySplit > 1, a 1 / KeySplit share of every key
@@ -62,16 +52,16 @@ struct ForwardConfig {
 // Chosen by measurement on an H200 (fp16, batch 1, 8 heads, seq 4096 and 16384, with and
 // without the causal mask) among 4 warps x 1 or 2 m tiles and 8 warps x 1 m tile, block N from
 // 16 to 128; all without register spills.
-template <int kHeadDim>
+template <int kHeadDim, int kElementBytes>
 struct ForwardTraits;
 template <>
-struct ForwardTraits<32> : ForwardConfig<32, 4, 2, 128> {};  // 128 x 128 blocks
+struct ForwardTraits<32, 2> : ForwardConfig<32, 4, 2, 128> {};  // 128 x 128 blocks
 template <>
-struct ForwardTraits<64> : ForwardConfig<64, 4, 2, 64> {};   // 128 x 64
+struct ForwardTraits<64, 2> : ForwardConfig<64, 4, 2, 64> {};   // 128 x 64
 // 128: two m tiles per warp do not fit in registers (O alone is 128 per thread); eight warps
 // give the same 128-row block.
 template <>
-struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
+struct ForwardTraits<128, 2> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
 
 // fp32 (split TF32, three products per product): the tensor cores are the limit, so blocks need
 // less reuse than 16-bit ones; these fit 99 KB, i.e. also sm_86 / sm_89, and two CTAs per SM on
@@ -79,20 +69,18 @@ struct ForwardTraits<128> : ForwardConfig<128, 8, 1, 64> {};  // 128 x 64
 // batch 1, 8 heads, 1k queries), smaller query blocks or warps that split the keys; chosen on
 // an H200 at B=1, H=8, S=1024 among 9 shapes (performance log, fp32 v2); used where the device
 // has the shared memory for them.
-template <int kHeadDim>
-struct ForwardFp32Traits;
 template <>
-struct ForwardFp32Traits<32> : ForwardConfig<32, 4, 2, 64, 4> {  // 128 x 64, 55 KB
+struct ForwardTraits<32, 4> : ForwardConfig<32, 4, 2, 64, 4> {  // 128 x 64, 55 KB
   using Narrow = ForwardConfig<32, 2, 1, 64, 4>;                  // 32 x 64
   using NarrowCausal = Narrow;
 };
 template <>
-struct ForwardFp32Traits<64> : ForwardConfig<64, 4, 2, 32, 4> {  // 128 x 32, 68 KB
+struct ForwardTraits<64, 4> : ForwardConfig<64, 4, 2, 32, 4> {  // 128 x 32, 68 KB
   using Narrow = ForwardConfig<64, 2, 1, 32, 4>;                  // 32 x 32
   using NarrowCausal = Narrow;
 };
 template <>
-struct ForwardFp32Traits<128> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 99 KB
+struct ForwardTraits<128, 4> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 99 KB
   // 64 x 64 with two warps per row group (32 keys each), 165 KB: 0.117 -> 0.099 ms (16 keys
   // each, 101 KB: 0.105 ms).
   using Narrow = ForwardConfig<128, 8, 1, 64, 4, 2>;
@@ -100,90 +88,6 @@ struct ForwardFp32Traits<128> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 9
   // in around the heavy ones; without the mask it takes two waves: 0.13 ms).
   using NarrowCausal = ForwardConfig<128, 8, 1, 64, 4, 4>;
 };
-
-// Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): one CTA per (query block, head,
-// batch) of kWarpGroups consumer warpgroups and one producer warpgroup. Each consumer warpgroup
-// (128 threads) owns 64 query rows, so kBlockM = 64 * kWarpGroups; one thread of the producer
-// warpgroup issues the TMA loads of Q and of the K and V tiles (kStages slots each), and the
-// warpgroup hands its registers to the consumers (a whole warpgroup, because registers move
-// between warpgroups). The consumers of a CTA share the K/V tiles, which halves the L2 ->
-// shared traffic per FLOP compared to one-warpgroup CTAs.
-template <int HeadDim, int WarpGroups, int BlockN>
-struct ForwardSm90Config {
-  static constexpr int kHeadDim = HeadDim;
-  static constexpr int kWarpGroups = WarpGroups;
-  static constexpr int kConsumerThreads = 128 * WarpGroups;
-  static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
-  static constexpr int kBlockM = 64 * WarpGroups;  // query rows per CTA
-  static constexpr int kBlockN = BlockN;           // keys per iteration
-  static constexpr int kStages = 2;                // slots for K and for V
-  // The two consumer warpgroups take turns at issuing their products, so that the softmax of
-  // one runs while the products of the other occupy the tensor cores (H200, fp16: +7% at D=64
-  // S=4096, +11% at D=64 S=512, +1 to +8% at D=128).
-  static constexpr bool kAlternate = WarpGroups == 2;
-  static constexpr size_t kQBytes = size_t(kBlockM) * HeadDim * 2;
-  static constexpr size_t kKvBytes = size_t(kBlockN) * HeadDim * 2;  // one K or V tile
-  static constexpr size_t kTileBytes = kQBytes + 2 * kStages * kKvBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // Q; K and V slots: full and empty
-  // + 1 KB: the tiles start at the first 1024-byte boundary of the dynamic shared memory.
-  static constexpr size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
-
-  static_assert(HeadDim % 64 == 0, "swizzled tiles hold whole 64-column blocks");
-  static_assert(BlockN % 16 == 0 && BlockN <= 256, "wgmma N is a multiple of 8 up to 256");
-  static_assert(kBlockM <= 256, "one TMA box covers the Q tile's rows");
-};
-
-// Head dims with a wgmma forward (the others use the mma.sync kernel everywhere).
-template <int kHeadDim>
-inline constexpr bool kHasForwardSm90 = kHeadDim == 64 || kHeadDim == 128;
-
-template <int kHeadDim>
-struct ForwardSm90Traits;
-// Chosen by measurement on an H200 (fp16, B=4 H=32 S=4096 and B=1 H=8 S=1024 at D=64; B=4 H=16
-// S=4096 and B=1 H=16 S=16384 at D=128): block N 64, 128 and 192 at D=64 (128 best), and 3
-// stages instead of 2 (12% slower at D=128: the third slot costs more than it hides).
-template <>
-struct ForwardSm90Traits<64> : ForwardSm90Config<64, 2, 128> {};   // 128 x 128 blocks
-template <>
-struct ForwardSm90Traits<128> : ForwardSm90Config<128, 2, 128> {};  // 128 x 128
-
-// Backward on wgmma and TMA (sm_90a): one CTA per (key block of 128, kv head, batch) of two
-// consumer warpgroups (64 keys each: rows of S^T, dP^T, dK, dV) and one producer warpgroup that
-// loads K and V once and Q, dO, LSE and D per query block of kBlockM rows (kStages slots). dQ
-// of a query block needs dS of all 128 keys, so dS^T goes through shared memory (two buffers,
-// so that one warpgroup may run an iteration ahead) and the two warpgroups split dQ's
-// (kBlockM, D) tile: by rows when kBlockM = 128, by columns (D / 2 each) when kBlockM = 64.
-template <int HeadDim, int BlockM>
-struct BackwardSm90Config {
-  static constexpr int kHeadDim = HeadDim;
-  static constexpr int kBlockN = 128;  // keys per CTA
-  static constexpr int kBlockM = BlockM;  // queries per iteration
-  static constexpr int kConsumerThreads = 256;
-  static constexpr int kThreads = kConsumerThreads + 128;
-  static constexpr int kStages = 2;
-  static constexpr bool kDqSplitRows = BlockM == 128;
-  static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
-  static constexpr size_t kKvBytes = size_t(kBlockN) * HeadDim * 2;      // K or V
-  static constexpr size_t kQBytes = size_t(kBlockM) * HeadDim * 2;       // Q or dO, one stage
-  static constexpr size_t kDsBytes = size_t(kBlockN) * kBlockM * 2;      // dS^T, one buffer
-  static constexpr size_t kTileBytes = 2 * kKvBytes + 2 * kStages * kQBytes + 2 * kDsBytes;
-  static constexpr size_t kFloatBytes = size_t(2) * kStages * kBlockM * 4;  // LSE and D stages
-  static constexpr int kBarriers = 1 + 2 * kStages;  // K and V; Q/dO slots: full and empty
-  static constexpr size_t kSmemBytes = 1024 + kTileBytes + kFloatBytes + 8 * kBarriers;
-
-  static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
-  static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
-};
-
-template <int kHeadDim>
-inline constexpr bool kHasBackwardSm90 = kHeadDim == 64 || kHeadDim == 128;
-
-template <int kHeadDim>
-struct BackwardSm90Traits;
-template <>
-struct BackwardSm90Traits<64> : BackwardSm90Config<64, 64> {};
-template <>
-struct BackwardSm90Traits<128> : BackwardSm90Config<128, 64> {};
 
 // Backward: one CTA per (key block, kv head, batch). Each warp owns 16 keys (rows of S^T, dP^T,
 // dK, dV) and, with QuerySplit > 1, a 1 / QuerySplit share of every query block (the warps of a
@@ -231,17 +135,17 @@ struct BackwardConfig {
 
 // Chosen by measurement like the forward ones. 128 keys per CTA (8 warps) halve the dQ atomics
 // and the Q/dO traffic per unit of work compared to 64 where registers allow.
-template <int kHeadDim>
+template <int kHeadDim, int kElementBytes>
 struct BackwardTraits;
 template <>
-struct BackwardTraits<32> : BackwardConfig<32, 4, 64> {};
+struct BackwardTraits<32, 2> : BackwardConfig<32, 4, 64> {};
 template <>
-struct BackwardTraits<64> : BackwardConfig<64, 8, 64> {};
+struct BackwardTraits<64, 2> : BackwardConfig<64, 8, 64> {};
 // 128: dK + dV accumulators alone take 128 fp32 registers per thread; 32-query blocks keep S^T
 // and dP^T at 16 each. (64-query blocks ran 15% faster on sm_90 but sit at the 255-register
 // limit and spill on sm_80.)
 template <>
-struct BackwardTraits<128> : BackwardConfig<128, 8, 32> {};
+struct BackwardTraits<128, 2> : BackwardConfig<128, 8, 32> {};
 
 // Whether Traits offers a Narrow configuration for grids too small to fill the GPU.
 template <typename Traits, typename = void>
@@ -249,20 +153,19 @@ inline constexpr bool has_narrow_config = false;
 template <typename Traits>
 inline constexpr bool has_narrow_config<Traits, std::void_t<typename Traits::Narrow>> = true;
 
-// fp32: split-TF32 products (see ForwardFp32Traits). 64 keys per CTA, query blocks as large as
+// fp32: split-TF32 products (see ForwardTraits<D, 4>). 64 keys per CTA, query blocks as large as
 // two CTAs per SM allow (dK and dV of D=128 alone take 128 registers per thread). Two-warp
 // 32-key CTAs for small grids ran slower on the H200 (D=128, 1k: 0.42 -> 0.49 ms).
-template <int kHeadDim>
-struct BackwardFp32Traits;
 template <>
-struct BackwardFp32Traits<32> : BackwardConfig<32, 4, 64, 4> {};   // 74 KB
+struct BackwardTraits<32, 4> : BackwardConfig<32, 4, 64, 4> {};   // 74 KB
 template <>
-struct BackwardFp32Traits<64> : BackwardConfig<64, 4, 32, 4> {};   // 79 KB
+struct BackwardTraits<64, 4> : BackwardConfig<64, 4, 32, 4> {};   // 79 KB
 template <>
-struct BackwardFp32Traits<128> : BackwardConfig<128, 4, 16, 4> {  // 107 KB
+struct BackwardTraits<128, 4> : BackwardConfig<128, 4, 16, 4> {  // 107 KB
   // 32 keys per CTA, two warps per key row: small grids (batch 1, 8 heads, 1k keys) get
   // twice the CTAs with the same work per warp (0.43 -> 0.30 ms).
   using Narrow = BackwardConfig<128, 4, 32, 4, 2>;  // 106 KB
+  using NarrowCausal = Narrow;
 };
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm80

@@ -6,7 +6,7 @@
 
 #include "cuflash/attention.h"
 #include "cuflash/types.h"
-#include "kernels/softmax.cuh"
+#include "kernels/common/softmax.cuh"
 
 namespace cuflash::detail {
 

@@ -21,10 +21,10 @@
 
 #include <cstdint>
 
-#include "kernels/mma.cuh"
-#include "kernels/ptx.cuh"
+#include "kernels/sm80/mma.cuh"
+#include "kernels/common/ptx.cuh"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm80 {
 
 // fp16 / bf16: m16n8k16, ldmatrix loads.
 template <typename Element>
@@ -41,24 +41,24 @@ struct MmaOps {
   template <int kStride>
   static __device__ __forceinline__ void load_a(A& a, SmemTile<Element, kStride> tile, int m0,
                                                 int k0, int lane) {
-    detail::load_a(a.reg, tile, m0, k0, lane);
+    sm80::load_a(a.reg, tile, m0, k0, lane);
   }
   template <int kStride>
   static __device__ __forceinline__ void load_a_transposed(A& a, SmemTile<Element, kStride> tile,
                                                            int m0, int k0, int lane) {
-    detail::load_a_transposed(a.reg, tile, m0, k0, lane);
+    sm80::load_a_transposed(a.reg, tile, m0, k0, lane);
   }
   template <int kStride>
   static __device__ __forceinline__ void load_b_pair_nk(BPair& b,
                                                         SmemTile<Element, kStride> tile, int n0,
                                                         int k0, int lane) {
-    detail::load_b_pair_nk(b.reg, tile, n0, k0, lane);
+    sm80::load_b_pair_nk(b.reg, tile, n0, k0, lane);
   }
   template <int kStride>
   static __device__ __forceinline__ void load_b_pair_kn(BPair& b,
                                                         SmemTile<Element, kStride> tile, int k0,
                                                         int n0, int lane) {
-    detail::load_b_pair_kn(b.reg, tile, k0, n0, lane);
+    sm80::load_b_pair_kn(b.reg, tile, k0, n0, lane);
   }
   template <int kTiles>
   static __device__ __forceinline__ void accumulators_to_a(A& a, const float (&acc)[kTiles][4],
@@ -230,4 +230,4 @@ __device__ __forceinline__ void add_product_of_accumulators(float (&acc)[kOutTil
       reinterpret_cast<const float(&)[1][kSourceTiles][4]>(source), b_tile, lane);
 }
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm80

@@ -1,5 +1,6 @@
-// Tensor-core building blocks: the m16n8k16 mma.sync wrapper, ldmatrix fragment loads from
-// shared memory, and conversions between fp32 accumulators and packed 16-bit operands.
+// Register fragments in the tensor cores' accumulator layout, which mma.sync (m16n8) and wgmma
+// (per warp of a warpgroup) share: packing, conversions between fp32 accumulators and 16-bit
+// operands, stores to shared tiles, and 8-element global loads and stores.
 //
 // Fragment layouts of mma.m16n8k16 (lane = 4 * group + quad, group = lane / 4, quad = lane % 4):
 //   A (16x16, 4 regs of 2 elements): a0 = (group, 2q..2q+1), a1 = (group+8, 2q..),
@@ -15,7 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/ptx.cuh"
+#include "kernels/common/ptx.cuh"
 
 namespace cuflash::detail {
 
@@ -108,44 +109,6 @@ struct SmemTile {
     return data + row * kStride + col;
   }
 };
-
-// A fragment of rows m0..m0+15, cols k0..k0+15 of a row-major [m][k] tile (e.g. Q for Q K^T).
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], SmemTile<Element, kStride> tile, int m0,
-                                       int k0, int lane) {
-  // matrices: (m0, k0), (m0+8, k0), (m0, k0+8), (m0+8, k0+8) -> a0..a3
-  ldmatrix_x4(a, shared_address(tile.at(m0 + (lane & 15), k0 + (lane >> 4) * 8)));
-}
-
-// A fragment of the 16x16 block (m0.., k0..) of the operand whose transpose is stored row-major
-// as a [k][m] tile (e.g. dS for dS K, with dS^T in shared memory).
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], SmemTile<Element, kStride> tile,
-                                                  int m0, int k0, int lane) {
-  // stored blocks: (k0, m0) -> a0, (k0, m0+8) -> a1, (k0+8, m0) -> a2, (k0+8, m0+8) -> a3
-  const int matrix = lane >> 3;
-  ldmatrix_x4_trans(a, shared_address(tile.at(k0 + (lane & 7) + (matrix >> 1) * 8,
-                                              m0 + (matrix & 1) * 8)));
-}
-
-// B fragments of two n8 tiles (n0.. and n0+8..) over k0..k0+15, from a tile stored as [n][k]
-// (e.g. K for Q K^T: B[k][n] = K[n][k]). b = {b0, b1} of tile n0, then {b0, b1} of tile n0+8.
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
-                                               int n0, int k0, int lane) {
-  // matrices: (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
-  ldmatrix_x4(b, shared_address(tile.at(n0 + (lane & 7) + (lane >> 4) * 8,
-                                        k0 + ((lane >> 3) & 1) * 8)));
-}
-
-// B fragments of two n8 tiles (n0.., n0+8..) over k0..k0+15, from a tile stored as [k][n]
-// (e.g. V for P V), transposed by ldmatrix. Same register order as load_b_pair_nk.
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
-                                               int k0, int n0, int lane) {
-  // stored blocks: (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8)
-  ldmatrix_x4_trans(b, shared_address(tile.at(k0 + (lane & 15), n0 + (lane >> 4) * 8)));
-}
 
 // The A fragment (16 rows x 16 cols) made of two adjacent 16x8 fp32 accumulator tiles.
 template <typename Element>

@@ -6,7 +6,7 @@
 
 #include "kernels/sm90/tma.cuh"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 namespace {
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -51,4 +51,4 @@ bool make_tile_tensor_map(CUtensorMap& map, const TensorRef& tensor, DType dtype
   return status == CUDA_SUCCESS;
 }
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

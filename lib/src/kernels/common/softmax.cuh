@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/ptx.cuh"
+#include "kernels/common/ptx.cuh"
 
 namespace cuflash::detail {
 

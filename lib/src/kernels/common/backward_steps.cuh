@@ -5,11 +5,11 @@
 
 #include <cstdint>
 
-#include "kernels/launch_util.cuh"
-#include "kernels/mma.cuh"
-#include "kernels/params.cuh"
-#include "kernels/softmax.cuh"
-#include "launch.h"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+#include "workspace.h"
 
 namespace cuflash::detail {
 
@@ -161,7 +161,7 @@ template <typename Element, int kHeadDim>
 void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
   const ProblemParams& p = params.problem;
   const int64_t query_rows = p.batch * p.heads * p.seq_q;
-  throw_on_cuda_error(cudaMemsetAsync(params.dq_accum, 0,
+  check_cuda(cudaMemsetAsync(params.dq_accum, 0,
                                       size_t(query_rows) * kHeadDim * sizeof(float), stream),
                       "backward: zeroing the dQ accumulator");
   const int64_t row_dot_threads = query_rows * (kHeadDim / 8);

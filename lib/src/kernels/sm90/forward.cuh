@@ -19,28 +19,28 @@
 
 #include <cstdint>
 
-#include "kernels/copy.cuh"
-#include "kernels/launch_util.cuh"
-#include "kernels/mask.cuh"
-#include "kernels/mma.cuh"
-#include "kernels/params.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/mask.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/params.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
-#include "kernels/softmax.cuh"
-#include "kernels/traits.cuh"
-#include "launch.h"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm90/traits.cuh"
+#include "workspace.h"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm90 {
 
 template <typename Element>
-struct ForwardSm90Params {
+struct ForwardTmaParams {
   ForwardParams<Element> base;
   CUtensorMap q_map, k_map, v_map;  // boxes: 64 columns x kBlockM (Q) or kBlockN (K, V) rows
 };
 
 // Shared-memory addresses of a CTA's tiles and barriers.
 template <typename Traits>
-struct ForwardSm90Smem {
+struct ForwardSmem {
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
   uint32_t tiles;  // 1024-byte aligned: Q, K slots, V slots, then the barriers
@@ -90,11 +90,11 @@ __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
 
 // The producer: Q once, then K_j and V_j into their slots as soon as the consumers free them.
 template <typename Traits, typename Element>
-__device__ __forceinline__ void produce_tiles(const ForwardSm90Params<Element>& params,
-                                              ForwardSm90Smem<Traits> smem, int64_t q0,
+__device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& params,
+                                              ForwardSmem<Traits> smem, int64_t q0,
                                               int64_t num_key_blocks, int64_t batch,
                                               int64_t head, int64_t kv_head) {
-  using Smem = ForwardSm90Smem<Traits>;
+  using Smem = ForwardSmem<Traits>;
   load_tile_tma(smem.q(), params.q_map, smem.q_full(), q0, head, batch);
   for (int64_t block = 0; block < num_key_blocks; ++block) {
     const int64_t k0 = block * Traits::kBlockN;
@@ -108,11 +108,11 @@ __device__ __forceinline__ void produce_tiles(const ForwardSm90Params<Element>& 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
-    forward_sm90_kernel(const __grid_constant__ ForwardSm90Params<Element> params) {
+__global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
+    forward_kernel(const __grid_constant__ ForwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = ForwardSm90Traits<kHeadDim>;
-  using Smem = ForwardSm90Smem<Traits>;
+  using Traits = ForwardTraits<kHeadDim>;
+  using Smem = ForwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
@@ -300,13 +300,13 @@ __global__ void __launch_bounds__(ForwardSm90Traits<kHeadDim>::kThreads, 1)
 // Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
 // described to TMA, so that the caller falls back to the mma.sync kernel.
 template <typename Element, int kHeadDim>
-bool launch_forward_sm90(const ForwardArgs& args, cudaStream_t stream) {
-  using Traits = ForwardSm90Traits<kHeadDim>;
+bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
+  using Traits = ForwardTraits<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   static_assert(size_t(Traits::kBlockM) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages O in the tiles' shared memory");
   const AttentionShape& shape = args.shape;
-  ForwardSm90Params<Element> params{};
+  ForwardTmaParams<Element> params{};
   if (!make_tile_tensor_map(params.q_map, args.q, args.dtype, shape.batch, shape.heads,
                             shape.seq_q, shape.head_dim, Traits::kBlockM) ||
       !make_tile_tensor_map(params.k_map, args.k, args.dtype, shape.batch, shape.heads_kv,
@@ -321,7 +321,7 @@ bool launch_forward_sm90(const ForwardArgs& args, cudaStream_t stream) {
   base.lse = args.lse;
   base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = &forward_sm90_kernel<Element, kHeadDim>;
+  auto* kernel = &forward_kernel<Element, kHeadDim>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads, [&](int64_t offset, unsigned count) {
     base.bh_offset = offset;
@@ -331,4 +331,4 @@ bool launch_forward_sm90(const ForwardArgs& args, cudaStream_t stream) {
   return true;
 }
 
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm90

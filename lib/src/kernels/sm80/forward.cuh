@@ -17,18 +17,16 @@
 
 #include <cstdint>
 
-#include "kernels/copy.cuh"
-#include "kernels/launch_util.cuh"
-#include "kernels/mask.cuh"
-#include "kernels/mma.cuh"
-#include "kernels/mma_ops.cuh"
-#include "kernels/params.cuh"
-#include "kernels/sm90/forward_sm90.cuh"
-#include "kernels/softmax.cuh"
-#include "kernels/traits.cuh"
-#include "launch.h"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/mask.cuh"
+#include "kernels/sm80/mma.cuh"
+#include "kernels/sm80/mma_ops.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm80/traits.cuh"
 
-namespace cuflash::detail {
+namespace cuflash::detail::sm80 {
 
 // With KeySplit > 1 the warps of a row group have each seen a share of the keys: parts 1.. hand
 // their running max, sum and unnormalized O to part 0 through `merge` (shared memory, laid out
@@ -266,7 +264,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
 // Launches forward_kernel with the tile shapes of Traits.
 template <typename Element, typename Traits>
-void launch_forward_mma(const ForwardArgs& args, cudaStream_t stream) {
+void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardParams<Element> params{};
   params.problem = problem_params(args.shape, args.mask, args.scale);
   params.q = global_tensor<const Element>(args.q);
@@ -286,34 +284,4 @@ void launch_forward_mma(const ForwardArgs& args, cudaStream_t stream) {
   });
 }
 
-// Launches Config where the device has its shared memory; returns whether it did.
-template <typename Element, typename Config>
-bool launch_forward_if_fits(const ForwardArgs& args, cudaStream_t stream) {
-  if (!fits_dynamic_smem(Config::smem_bytes(sizeof(Element)))) return false;
-  launch_forward_mma<Element, Config>(args, stream);
-  return true;
-}
-
-template <typename Element, int kHeadDim>
-void launch_forward_tc(const ForwardArgs& args, cudaStream_t stream) {
-  if constexpr (sizeof(Element) == 2) {
-    if constexpr (kHasForwardSm90<kHeadDim>) {
-      if (use_sm90_kernels() && launch_forward_sm90<Element, kHeadDim>(args, stream)) return;
-    }
-    launch_forward_mma<Element, ForwardTraits<kHeadDim>>(args, stream);
-  } else {
-    using Traits = ForwardFp32Traits<kHeadDim>;
-    const int64_t ctas = ceil_div(args.shape.seq_q, Traits::kBlockM) * args.shape.batch *
-                         args.shape.heads;
-    if (ctas < multiprocessor_count()) {
-      const bool launched =
-          args.mask == Mask::none
-              ? launch_forward_if_fits<Element, typename Traits::Narrow>(args, stream)
-              : launch_forward_if_fits<Element, typename Traits::NarrowCausal>(args, stream);
-      if (launched) return;
-    }
-    launch_forward_mma<Element, Traits>(args, stream);
-  }
-}
-
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm80

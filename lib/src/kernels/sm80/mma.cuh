@@ -1,5 +1,6 @@
-// Thin wrappers over the PTX instructions the tensor-core kernels use (sm_80 and newer):
-// mma.sync, ldmatrix, cp.async and ex2.approx. Everything above this file is plain CUDA C++.
+// The mma.sync building blocks of the sm80 family: the m16n8k16 (fp16 / bf16) and m16n8k8
+// (TF32) products and the ldmatrix fragment loads from padded row-major shared tiles. Fragment
+// layouts are described in common/fragments.cuh.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace cuflash::detail {
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/ptx.cuh"
+
+namespace cuflash::detail::sm80 {
 
 // acc (16x8 fp32) += a (16x16) * b (16x8) with 16-bit inputs; layouts in mma.cuh.
 template <typename Element>
@@ -56,10 +60,6 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& sma
   small = __float_as_uint(x - __uint_as_float(big));
 }
 
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
 // Four 8x8 matrices of 16-bit elements; lanes 8i..8i+7 give the row addresses of matrix i, and
 // register i of lane l receives row l/4, columns 2*(l%4) and 2*(l%4)+1 of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
@@ -76,66 +76,42 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(address));
 }
 
-// Copies 16 bytes global -> shared without staging in registers; writes zeros instead when
-// `valid` is false (then nothing is read and `source` only has to be some valid address).
-__device__ __forceinline__ void cp_async_16(void* destination, const void* source, bool valid) {
-  const int source_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(destination)),
-               "l"(source), "r"(source_bytes)
-               : "memory");
+// A fragment of rows m0..m0+15, cols k0..k0+15 of a row-major [m][k] tile (e.g. Q for Q K^T).
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], SmemTile<Element, kStride> tile, int m0,
+                                       int k0, int lane) {
+  // matrices: (m0, k0), (m0+8, k0), (m0, k0+8), (m0+8, k0+8) -> a0..a3
+  ldmatrix_x4(a, shared_address(tile.at(m0 + (lane & 15), k0 + (lane >> 4) * 8)));
 }
 
-// Copies one 4-byte word global -> shared asynchronously.
-__device__ __forceinline__ void cp_async_4(void* destination, const void* source) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address(destination)),
-               "l"(source)
-               : "memory");
+// A fragment of the 16x16 block (m0.., k0..) of the operand whose transpose is stored row-major
+// as a [k][m] tile (e.g. dS for dS K, with dS^T in shared memory).
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], SmemTile<Element, kStride> tile,
+                                                  int m0, int k0, int lane) {
+  // stored blocks: (k0, m0) -> a0, (k0, m0+8) -> a1, (k0+8, m0) -> a2, (k0+8, m0+8) -> a3
+  const int matrix = lane >> 3;
+  ldmatrix_x4_trans(a, shared_address(tile.at(k0 + (lane & 7) + (matrix >> 1) * 8,
+                                              m0 + (matrix & 1) * 8)));
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+// B fragments of two n8 tiles (n0.. and n0+8..) over k0..k0+15, from a tile stored as [n][k]
+// (e.g. K for Q K^T: B[k][n] = K[n][k]). b = {b0, b1} of tile n0, then {b0, b1} of tile n0+8.
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
+                                               int n0, int k0, int lane) {
+  // matrices: (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
+  ldmatrix_x4(b, shared_address(tile.at(n0 + (lane & 7) + (lane >> 4) * 8,
+                                        k0 + ((lane >> 3) & 1) * 8)));
 }
 
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+// B fragments of two n8 tiles (n0.., n0+8..) over k0..k0+15, from a tile stored as [k][n]
+// (e.g. V for P V), transposed by ldmatrix. Same register order as load_b_pair_nk.
+template <typename Element, int kStride>
+__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
+                                               int k0, int n0, int lane) {
+  // stored blocks: (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8)
+  ldmatrix_x4_trans(b, shared_address(tile.at(k0 + (lane & 15), n0 + (lane >> 4) * 8)));
 }
 
-// A 32-bit store to a shared-space address.
-__device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t value) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
-}
-
-// Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
-// __syncthreads uses), so that a subset of the CTA can meet without the others.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Arrives at hardware barrier `id` without waiting: counts toward the `threads` that a
-// named_barrier_sync on the same id waits for.
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// address[0] += x, address[1] += y (fp32, relaxed, device scope) for an 8-byte aligned pair:
-// one vector reduction on sm_90, two scalar ones before.
-__device__ __forceinline__ void atomic_add_pair(float* address, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(x), "f"(y)
-               : "memory");
-#else
-  atomicAdd(address, x);
-  atomicAdd(address + 1, y);
-#endif
-}
-
-// 2^x with the hardware approximation (relative error ~2^-22); exp2(-inf) = 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-}  // namespace cuflash::detail
+}  // namespace cuflash::detail::sm80

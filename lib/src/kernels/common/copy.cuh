@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "kernels/mma.cuh"
-#include "kernels/ptx.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/ptx.cuh"
 
 namespace cuflash::detail {
 

@@ -1,0 +1,79 @@
+// Thin wrappers over the PTX instructions that both kernel families use (sm_80 and newer):
+// cp.async, named barriers, shared-memory stores, paired atomics and ex2.approx. The mma.sync
+// and ldmatrix wrappers are in sm80/mma.cuh, the wgmma and TMA ones under sm90/.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace cuflash::detail {
+
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// Copies 16 bytes global -> shared without staging in registers; writes zeros instead when
+// `valid` is false (then nothing is read and `source` only has to be some valid address).
+__device__ __forceinline__ void cp_async_16(void* destination, const void* source, bool valid) {
+  const int source_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(destination)),
+               "l"(source), "r"(source_bytes)
+               : "memory");
+}
+
+// Copies one 4-byte word global -> shared asynchronously.
+__device__ __forceinline__ void cp_async_4(void* destination, const void* source) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address(destination)),
+               "l"(source)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// A 32-bit store to a shared-space address.
+__device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+}
+
+// Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
+// __syncthreads uses), so that a subset of the CTA can meet without the others.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrives at hardware barrier `id` without waiting: counts toward the `threads` that a
+// named_barrier_sync on the same id waits for.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// address[0] += x, address[1] += y (fp32, relaxed, device scope) for an 8-byte aligned pair:
+// one vector reduction on sm_90, two scalar ones before.
+__device__ __forceinline__ void atomic_add_pair(float* address, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(x), "f"(y)
+               : "memory");
+#else
+  atomicAdd(address, x);
+  atomicAdd(address + 1, y);
+#endif
+}
+
+// 2^x with the hardware approximation (relative error ~2^-22); exp2(-inf) = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace cuflash::detail

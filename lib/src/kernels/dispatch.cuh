@@ -1,0 +1,75 @@
+// The one place that chooses a kernel family and its configuration for a launch:
+//   - sm90 (wgmma + TMA), for fp16 / bf16 at the head dims it has a configuration for, on a
+//     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
+//     tensor can be described to TMA;
+//   - sm80 (mma.sync, every dtype) otherwise, with its Narrow configuration where the grid would
+//     leave SMs without a CTA and the device has the shared memory for it.
+// Included by the generated instantiation files, one per (direction, dtype, head_dim).
+#pragma once
+
+#include "dispatch.h"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/sm80/backward.cuh"
+#include "kernels/sm80/forward.cuh"
+#include "kernels/sm80/traits.cuh"
+#include "kernels/sm90/backward.cuh"
+#include "kernels/sm90/forward.cuh"
+#include "kernels/sm90/traits.cuh"
+
+namespace cuflash::detail {
+
+// Whether the sm90 family runs on the current device.
+inline bool use_sm90_kernels_here() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess && use_sm90_kernels(device);
+}
+
+// Calls launch(Config{}) with Traits::Narrow (Traits::NarrowCausal under a mask) when Traits has
+// such variants, `ctas` (the grid of Traits itself) would leave SMs idle and the device has the
+// variant's shared memory; with Traits itself otherwise.
+template <typename Element, typename Traits, typename Launch>
+void launch_with_config(int64_t ctas, bool masked, Launch&& launch) {
+  if constexpr (sm80::has_narrow_config<Traits>) {
+    if (ctas < current_device_limits().multiprocessors) {
+      using Narrow = typename Traits::Narrow;
+      using NarrowCausal = typename Traits::NarrowCausal;
+      if (!masked && fits_dynamic_smem(Narrow::smem_bytes(sizeof(Element)))) {
+        return launch(Narrow{});
+      }
+      if (masked && fits_dynamic_smem(NarrowCausal::smem_bytes(sizeof(Element)))) {
+        return launch(NarrowCausal{});
+      }
+    }
+  }
+  launch(Traits{});
+}
+
+template <typename Element, int kHeadDim>
+void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
+  if constexpr (sizeof(Element) == 2 && sm90::kHasForward<kHeadDim>) {
+    if (use_sm90_kernels_here() && sm90::launch_forward<Element, kHeadDim>(args, stream)) return;
+  }
+  using Traits = sm80::ForwardTraits<kHeadDim, sizeof(Element)>;
+  const AttentionShape& s = args.shape;
+  const int64_t ctas = ceil_div(s.seq_q, Traits::kBlockM) * s.batch * s.heads;
+  launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
+    sm80::launch_forward<Element, decltype(config)>(args, stream);
+  });
+}
+
+template <typename Element, int kHeadDim>
+void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
+  if constexpr (sizeof(Element) == 2 && sm90::kHasBackward<kHeadDim>) {
+    if (use_sm90_kernels_here() && sm90::launch_backward<Element, kHeadDim>(args, stream)) {
+      return;
+    }
+  }
+  using Traits = sm80::BackwardTraits<kHeadDim, sizeof(Element)>;
+  const AttentionShape& s = args.shape;
+  const int64_t ctas = ceil_div(s.seq_k, Traits::kBlockN) * s.batch * s.heads_kv;
+  launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
+    sm80::launch_backward<Element, decltype(config)>(args, stream);
+  });
+}
+
+}  // namespace cuflash::detail
