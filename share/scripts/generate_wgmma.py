@@ -5,11 +5,16 @@ multiply (wgmma.mma_async, sm_90a) for the shapes the kernels use.
 An asm statement has to name every accumulator register as its own operand (32 for N = 64, 64
 for N = 128), which is error-prone to write by hand; this script spells them out.
 
-Usage: generate_wgmma.py [--n 64 128] [--output FILE]
+Usage: generate_wgmma.py [--n 32 64 128] [--output FILE] [--check]
+
+The N list is that of the shapes the sm90 kernels instantiate (Wgmma<Element, N> in
+kernels/sm90/). --check writes nothing and exits 1 when the file differs from what this script
+generates (continuous integration runs it, so the checked-in file cannot drift).
 """
 
 import argparse
 import pathlib
+import sys
 
 ELEMENTS = {"__half": "f16", "__nv_bfloat16": "bf16"}
 
@@ -72,25 +77,34 @@ def generate(ns: list[int]) -> str:
         "// overwrites d instead of adding.\n",
         "// The instruction is asynchronous: d may only be read after wgmma_wait().\n",
         "#pragma once\n\n#include <cstdint>\n\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n",
-        "namespace cuflash::detail {\n\n",
+        "namespace cuflash::detail::sm90 {\n\n",
         "template <typename Element, int N>\nstruct Wgmma;\n\n",
         "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n\n",
     ]
     for element in ELEMENTS:
         for n in ns:
             parts.append(wrapper(element, n) + "\n")
-    parts.append("#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n\n}  // namespace cuflash::detail\n")
+    parts.append("#endif  // __CUDA_ARCH_FEAT_SM90_ALL\n\n}  // namespace cuflash::detail::sm90\n")
     return "".join(parts)
 
 
 def main() -> None:
     root = pathlib.Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 128, 192])
+    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--output", type=pathlib.Path,
                         default=root / "lib/src/kernels/sm90/wgmma_ops.cuh")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when the file differs from the generated text")
     args = parser.parse_args()
-    args.output.write_text(generate(args.n))
+    text = generate(args.n)
+    if args.check:
+        if not args.output.exists() or args.output.read_text() != text:
+            print(f"{args.output} differs from what {pathlib.Path(__file__).name} generates; "
+                  "run the script and commit the result", file=sys.stderr)
+            sys.exit(1)
+        return
+    args.output.write_text(text)
 
 
 if __name__ == "__main__":
