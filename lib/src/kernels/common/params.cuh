@@ -64,22 +64,6 @@ inline ProblemParams problem_params(const AttentionShape& shape, Mask mask, floa
   return p;
 }
 
-// Which (block, head) of a grid (blocks, heads) this CTA computes. CTAs start roughly in the
-// order of their linear index (x fastest). Plain order keeps the CTAs running together on few
-// heads (their K/V stay in L2); under a causal mask, where blocks differ in cost, `interleave`
-// walks all heads' first block, then all heads' second, ..., so that the heaviest blocks of
-// every head start first (H200, fp32, D=128, B=1, H=8, 4k causal: see the performance log).
-struct BlockOrder {
-  int64_t block;
-  int64_t head;
-};
-
-__device__ __forceinline__ BlockOrder block_order(bool interleave) {
-  if (!interleave) return {int64_t(blockIdx.x), int64_t(blockIdx.y)};
-  const int64_t linear = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
-  return {linear / gridDim.y, linear % gridDim.y};
-}
-
 template <typename Element>
 struct ForwardParams {
   ProblemParams problem;

@@ -30,6 +30,7 @@
 #include "kernels/sm80/mma.cuh"
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -121,26 +122,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const BlockOrder order = block_order(p.causal);
-  const int64_t bh_kv = params.bh_offset + order.head;  // batch * heads_kv + kv head
-  const int64_t batch = bh_kv / p.heads_kv;
-  const int64_t kv_head = bh_kv % p.heads_kv;
-  // Key blocks in increasing order: under a causal mask the first ones see the most queries,
-  // so the heaviest CTAs start first.
-  const int64_t k0 = order.block * kBlockN;
-
-  // Query blocks [first_m_block, num_m_blocks) contain a row that sees a key of this block.
-  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
-  int64_t first_m_block = 0;
-  if (p.causal && k0 - p.causal_offset > 0) {
-    first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
-  }
-  const int64_t blocks_per_head = num_m_blocks - first_m_block;
-  const int64_t num_iterations = blocks_per_head * p.heads_per_kv;
-  auto iteration_head = [&](int64_t it) {
-    return kv_head * p.heads_per_kv + it / blocks_per_head;
-  };
-  auto iteration_q0 = [&](int64_t it) { return (first_m_block + it % blocks_per_head) * kBlockM; };
+  const BackwardBlock block = backward_block<kBlockN>(p, params.bh_offset, block_order(p.causal));
+  const int64_t batch = block.batch;
+  const int64_t kv_head = block.kv_head;
+  const int64_t k0 = block.k0;
+  const QueryBlockSchedule schedule = query_block_schedule<kBlockM>(p, k0, kv_head);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -157,8 +143,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto row_dot_stage = [&](int stage) { return float_stages + (kStages + stage) * kBlockM; };
 
   auto load_query_block = [&](int64_t it, int stage) {
-    const int64_t head = iteration_head(it);
-    const int64_t q0 = iteration_q0(it);
+    const int64_t head = schedule.head(it);
+    const int64_t q0 = schedule.q0(it);
     load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
                                                  params.q.seq_stride, q0, p.seq_q, thread);
     load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
@@ -181,7 +167,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
                                                params.k.seq_stride, k0, p.seq_k, thread);
   load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile, params.v.slice(batch, kv_head),
                                                params.v.seq_stride, k0, p.seq_k, thread);
-  if (num_iterations > 0) load_query_block(0, 0);
+  if (schedule.count > 0) load_query_block(0, 0);
   cp_async_commit();
 
   const int key_group = warp % Traits::kKeyGroups;
@@ -198,15 +184,15 @@ __global__ void __launch_bounds__(Traits::kThreads)
   zero(dk_acc);
   zero(dv_acc);
 
-  for (int64_t it = 0; it < num_iterations; ++it) {
+  for (int64_t it = 0; it < schedule.count; ++it) {
     const int stage = static_cast<int>(it % kStages);
     cp_async_wait<0>();
     __syncthreads();  // this query block landed; every warp is done with the previous one
-    if (it + 1 < num_iterations) load_query_block(it + 1, (stage + 1) % kStages);
+    if (it + 1 < schedule.count) load_query_block(it + 1, (stage + 1) % kStages);
     cp_async_commit();
 
-    const int64_t head = iteration_head(it);
-    const int64_t q0 = iteration_q0(it);
+    const int64_t head = schedule.head(it);
+    const int64_t q0 = schedule.q0(it);
     const Tile q_s{q_tile(stage).at(warp_query0, 0)};        // this warp's queries
     const Tile dout_s{dout_tile(stage).at(warp_query0, 0)};
     const float* lse_s = lse_stage(stage) + warp_query0;
@@ -216,19 +202,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
     float st[kQueryTiles][4];
     key_rows_times_query_rows<Element, kHeadDim>(st, k_tile, warp_key0, q_s, lane);
 
-    // P^T; query column c of key row r is visible iff r < Sk and (not causal or
-    // warp_q0 + c >= r - causal_offset).
+    // P^T, with the columns the mask hides or past the end of the keys set to 0.
     const int64_t warp_q0 = q0 + warp_query0;
     const bool crosses_end = k0 + kBlockN > p.seq_k;
     const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > warp_q0 + p.causal_offset;
     int first_visible_col[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t key = fragment_key[half];
-      const int64_t first = p.causal ? key - p.causal_offset - warp_q0 : 0;
-      first_visible_col[half] =
-          key < p.seq_k ? static_cast<int>(clamp64(first, 0, kWarpQueries)) : kWarpQueries;
-    }
+    first_visible_columns<kWarpQueries>(p, fragment_key, warp_q0, first_visible_col);
     probabilities_transposed(st, lse_s, p.scale_log2, crosses_end || crosses_diagonal,
                              first_visible_col, lane);
 

@@ -23,6 +23,7 @@
 #include "kernels/sm80/mma.cuh"
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -114,29 +115,20 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const BlockOrder order = block_order(p.causal);
-  const int64_t bh = params.bh_offset + order.head;  // batch * heads + head
-  const int64_t batch = bh / p.heads;
-  const int64_t head = bh % p.heads;
-  const int64_t kv_head = head / p.heads_per_kv;
-  // Heaviest query blocks first: under a causal mask the last rows see the most keys.
-  const int64_t q0 = (params.num_m_blocks - 1 - order.block) * kBlockM;
-
-  const Element* q = params.q.slice(batch, head);      // [Sq, D]
-  const Element* k = params.k.slice(batch, kv_head);   // [Sk, D]
-  const Element* v = params.v.slice(batch, kv_head);   // [Sk, D]
-  Element* out = params.out.slice(batch, head);        // [Sq, D]
-  float* lse = params.lse + bh * p.seq_q;              // [Sq]
-
-  // Keys [0, key_end) are visible to at least one row of this block.
-  const int64_t key_end =
-      p.causal ? min64(p.seq_k, q0 + kBlockM + p.causal_offset) : p.seq_k;
-  if (key_end <= 0) {  // every row of the block sees no key: O = 0, LSE = +inf
-    store_zero_rows<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, q0, p.seq_q, thread);
-    if (thread < kBlockM && q0 + thread < p.seq_q) lse[q0 + thread] = kEmptyRowLse;
+  const ForwardBlock block =
+      forward_block<kBlockM>(p, params.bh_offset, params.num_m_blocks, block_order(p.causal));
+  const int64_t q0 = block.q0;
+  const Element* q = params.q.slice(block.batch, block.head);     // [Sq, D]
+  const Element* k = params.k.slice(block.batch, block.kv_head);  // [Sk, D]
+  const Element* v = params.v.slice(block.batch, block.kv_head);  // [Sk, D]
+  Element* out = params.out.slice(block.batch, block.head);        // [Sq, D]
+  float* lse = params.lse + block.bh * p.seq_q;                   // [Sq]
+  if (block.key_end <= 0) {
+    store_empty_block<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, lse, q0, p.seq_q,
+                                                   thread);
     return;
   }
-  const int64_t num_key_blocks = (key_end + kBlockN - 1) / kBlockN;
+  const int64_t num_key_blocks = (block.key_end + kBlockN - 1) / kBlockN;
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);

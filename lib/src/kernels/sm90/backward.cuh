@@ -21,6 +21,7 @@
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -77,20 +78,6 @@ struct BackwardSmem {
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
 };
 
-// The query blocks a key block meets: for each query head of the kv head's group, the blocks
-// [first_m_block, num_m_blocks) that hold a row seeing one of its keys.
-struct BackwardIterations {
-  int64_t first_m_block;
-  int64_t blocks_per_head;
-  int64_t count;
-  int64_t first_head;
-  int block_m;
-  __device__ int64_t head(int64_t it) const { return first_head + it / blocks_per_head; }
-  __device__ int64_t q0(int64_t it) const {
-    return (first_m_block + it % blocks_per_head) * block_m;
-  }
-};
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // One warp of the producer warpgroup: K and V once, then per query block Q and dO by TMA (lane
@@ -100,7 +87,7 @@ template <typename Traits, typename Element>
 __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<Element>& params,
                                                        BackwardSmem<Traits> smem,
                                                        unsigned char* smem_tiles,
-                                                       const BackwardIterations& iterations,
+                                                       const QueryBlockSchedule& schedule,
                                                        int64_t k0, int64_t batch,
                                                        int64_t kv_head, int lane) {
   using Smem = BackwardSmem<Traits>;
@@ -115,10 +102,10 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
                    int(kv_head), int(batch));
     }
   }
-  for (int64_t it = 0; it < iterations.count; ++it) {
+  for (int64_t it = 0; it < schedule.count; ++it) {
     if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
-    const int64_t head = iterations.head(it);
-    const int64_t q0 = iterations.q0(it);
+    const int64_t head = schedule.head(it);
+    const int64_t q0 = schedule.q0(it);
     if (lane == 0) {
       mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
       for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
@@ -166,21 +153,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const ProblemParams& p = base.problem;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const int64_t bh_kv = base.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
-  const int64_t batch = bh_kv / p.heads_kv;
-  const int64_t kv_head = bh_kv % p.heads_kv;
-  // Key blocks in increasing order: under a causal mask the first ones see the most queries.
-  const int64_t k0 = int64_t(blockIdx.x) * kBlockN;
-
-  BackwardIterations iterations{};
-  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
-  if (p.causal && k0 - p.causal_offset > 0) {
-    iterations.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
-  }
-  iterations.blocks_per_head = num_m_blocks - iterations.first_m_block;
-  iterations.count = iterations.blocks_per_head * p.heads_per_kv;
-  iterations.first_head = kv_head * p.heads_per_kv;
-  iterations.block_m = kBlockM;
+  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, block_order(false));
+  const int64_t batch = block.batch;
+  const int64_t kv_head = block.kv_head;
+  const int64_t k0 = block.k0;
+  const QueryBlockSchedule schedule = query_block_schedule<kBlockM>(p, k0, kv_head);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -199,7 +176,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
     warpgroup_release_registers<kProducerRegisters>();
     if (thread < kConsumers + 32) {
-      produce_backward_tiles<Traits>(params, smem, smem_tiles, iterations, k0, batch, kv_head,
+      produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
                                      lane);
     }
     return;
@@ -222,9 +199,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   zero(dv_acc);
   mbarrier_wait(smem.kv_full(), 0);
 
-  for (int64_t it = 0; it < iterations.count; ++it) {
-    const int64_t head = iterations.head(it);
-    const int64_t q0 = iterations.q0(it);
+  for (int64_t it = 0; it < schedule.count; ++it) {
+    const int64_t head = schedule.head(it);
+    const int64_t q0 = schedule.q0(it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
     mbarrier_wait(smem.full(it), Smem::parity(it));
@@ -253,13 +230,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const bool crosses_end = k0 + kBlockN > p.seq_k;
     const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
     int first_visible_col[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t key = fragment_key[half];
-      const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
-      first_visible_col[half] =
-          key < p.seq_k ? static_cast<int>(clamp64(first, 0, kBlockM)) : kBlockM;
-    }
+    first_visible_columns<kBlockM>(p, fragment_key, q0, first_visible_col);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
     probabilities_transposed(st, lse, p.scale_log2, crosses_end || crosses_diagonal,

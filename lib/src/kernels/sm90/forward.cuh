@@ -24,6 +24,7 @@
 #include "kernels/common/mask.cuh"
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -127,23 +128,21 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const ProblemParams& p = params.base.problem;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const int64_t bh = params.base.bh_offset + blockIdx.y;  // batch * heads + head
-  const int64_t batch = bh / p.heads;
-  const int64_t head = bh % p.heads;
-  const int64_t kv_head = head / p.heads_per_kv;
-  // Heaviest query blocks first: under a causal mask the last rows see the most keys.
-  const int64_t q0 = (params.base.num_m_blocks - 1 - blockIdx.x) * kBlockM;
+  // Plain block order: CTAs of one head run together and share its K/V in L2.
+  const ForwardBlock block = forward_block<kBlockM>(p, params.base.bh_offset,
+                                                    params.base.num_m_blocks, block_order(false));
+  const int64_t q0 = block.q0;
+  const int64_t batch = block.batch;
+  const int64_t head = block.head;
+  const int64_t kv_head = block.kv_head;
   Element* out = params.base.out.slice(batch, head);
-  float* lse = params.base.lse + bh * p.seq_q;
-
-  const int64_t key_end = p.causal ? min64(p.seq_k, q0 + kBlockM + p.causal_offset) : p.seq_k;
-  if (key_end <= 0) {  // every row of the block sees no key: O = 0, LSE = +inf
-    store_zero_rows<kBlockM, kHeadDim, Traits::kThreads>(out, params.base.out.seq_stride, q0,
-                                                         p.seq_q, thread);
-    if (thread < kBlockM && q0 + thread < p.seq_q) lse[q0 + thread] = kEmptyRowLse;
+  float* lse = params.base.lse + block.bh * p.seq_q;
+  if (block.key_end <= 0) {
+    store_empty_block<kBlockM, kHeadDim, Traits::kThreads>(out, params.base.out.seq_stride, lse,
+                                                           q0, p.seq_q, thread);
     return;
   }
-  const int64_t num_key_blocks = (key_end + kBlockN - 1) / kBlockN;
+  const int64_t num_key_blocks = (block.key_end + kBlockN - 1) / kBlockN;
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);

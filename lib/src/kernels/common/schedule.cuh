@@ -1,0 +1,124 @@
+// The work of one CTA, the same for both kernel families: which (batch, head) and which block
+// of rows it owns, in which order CTAs start, which keys (forward) or query blocks (backward)
+// it visits, and which columns of a fragment the causal mask and the sequence ends leave
+// visible.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/copy.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+
+namespace cuflash::detail {
+
+// Which (block, head) of a grid (blocks, heads) this CTA computes. CTAs start roughly in the
+// order of their linear index (x fastest). Plain order keeps the CTAs running together on few
+// heads (their K/V stay in L2); under a causal mask, where blocks differ in cost, `interleave`
+// walks all heads' first block, then all heads' second, ..., so that the heaviest blocks of
+// every head start first (H200, fp32, D=128, B=1, H=8, 4k causal: see the performance log).
+struct BlockOrder {
+  int64_t block;
+  int64_t head;
+};
+
+__device__ __forceinline__ BlockOrder block_order(bool interleave) {
+  if (!interleave) return {int64_t(blockIdx.x), int64_t(blockIdx.y)};
+  const int64_t linear = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
+  return {linear / gridDim.y, linear % gridDim.y};
+}
+
+// A forward CTA's query block: rows [q0, q0 + kBlockM) of query head `head`. Blocks start
+// heaviest first: under a causal mask the last rows see the most keys.
+struct ForwardBlock {
+  int64_t bh;  // batch * heads + head
+  int64_t batch;
+  int64_t head;
+  int64_t kv_head;
+  int64_t q0;
+  int64_t key_end;  // keys [0, key_end) are visible to at least one row; <= 0: to none
+};
+
+template <int kBlockM>
+__device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
+                                                      int64_t num_m_blocks, BlockOrder order) {
+  ForwardBlock block;
+  block.bh = bh_offset + order.head;
+  block.batch = block.bh / p.heads;
+  block.head = block.bh % p.heads;
+  block.kv_head = block.head / p.heads_per_kv;
+  block.q0 = (num_m_blocks - 1 - order.block) * kBlockM;
+  block.key_end = p.causal ? min64(p.seq_k, block.q0 + kBlockM + p.causal_offset) : p.seq_k;
+  return block;
+}
+
+// The output of a query block none of whose rows sees a key: O = 0 and LSE = +inf.
+template <int kBlockM, int kHeadDim, int kThreads, typename Element>
+__device__ __forceinline__ void store_empty_block(Element* out, int64_t out_seq_stride,
+                                                  float* lse, int64_t q0, int64_t seq_q,
+                                                  int thread) {
+  store_zero_rows<kBlockM, kHeadDim, kThreads>(out, out_seq_stride, q0, seq_q, thread);
+  if (thread < kBlockM && q0 + thread < seq_q) lse[q0 + thread] = kEmptyRowLse;
+}
+
+// A backward CTA's key block: keys [k0, k0 + kBlockN) of kv head `kv_head`. Blocks start in
+// increasing order: under a causal mask the first ones see the most queries.
+struct BackwardBlock {
+  int64_t batch;
+  int64_t kv_head;
+  int64_t k0;
+};
+
+template <int kBlockN>
+__device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
+                                                        int64_t bh_offset, BlockOrder order) {
+  const int64_t bh_kv = bh_offset + order.head;  // batch * heads_kv + kv head
+  return {bh_kv / p.heads_kv, bh_kv % p.heads_kv, order.block * kBlockN};
+}
+
+// The query blocks a key block meets, in the order the CTA visits them: for each query head of
+// the kv head's group, the blocks [first_m_block, num_m_blocks) that hold a row seeing one of
+// its keys.
+struct QueryBlockSchedule {
+  int64_t first_m_block;
+  int64_t blocks_per_head;
+  int64_t count;  // iterations
+  int64_t first_head;
+  int block_m;
+  __device__ int64_t head(int64_t it) const { return first_head + it / blocks_per_head; }
+  __device__ int64_t q0(int64_t it) const {
+    return (first_m_block + it % blocks_per_head) * block_m;
+  }
+};
+
+template <int kBlockM>
+__device__ __forceinline__ QueryBlockSchedule query_block_schedule(const ProblemParams& p,
+                                                                   int64_t k0, int64_t kv_head) {
+  QueryBlockSchedule schedule{};
+  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  if (p.causal && k0 - p.causal_offset > 0) {
+    schedule.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
+  }
+  schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
+  schedule.count = schedule.blocks_per_head * p.heads_per_kv;
+  schedule.first_head = kv_head * p.heads_per_kv;
+  schedule.block_m = kBlockM;
+  return schedule;
+}
+
+// For the two key rows of a thread's transposed fragment (S^T, dP^T), the first of the
+// kColumns query columns from q0 that each may see: query column c of key row r is visible iff
+// r < Sk and (not causal or q0 + c >= r - causal_offset). kColumns when none is.
+template <int kColumns>
+__device__ __forceinline__ void first_visible_columns(const ProblemParams& p,
+                                                      const int64_t (&fragment_key)[2],
+                                                      int64_t q0, int (&first_visible)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t key = fragment_key[half];
+    const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
+    first_visible[half] = key < p.seq_k ? static_cast<int>(clamp64(first, 0, kColumns)) : kColumns;
+  }
+}
+
+}  // namespace cuflash::detail
