@@ -47,6 +47,10 @@ __device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t valu
 
 // Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
 // __syncthreads uses), so that a subset of the CTA can meet without the others.
+// Ids of the named barriers the kernels use (0 is __syncthreads's).
+inline constexpr int kComputeBarrier = 1;    // the threads that compute, without the others
+inline constexpr int kFirstTurnBarrier = 2;  // sm90 forward: warpgroup g waits on this + g
+
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -78,31 +78,31 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, num_m_blocks) that hold a row seeing one of
-// its keys.
+// its keys. The head is worked out at each iteration rather than kept: the kernels that use
+// this sit at the register limit.
+template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;
   int64_t blocks_per_head;
   int64_t count;  // iterations
-  int64_t first_head;
-  int block_m;
-  __device__ int64_t head(int64_t it) const { return first_head + it / blocks_per_head; }
+  __device__ int64_t head(const ProblemParams& p, int64_t kv_head, int64_t it) const {
+    return kv_head * p.heads_per_kv + it / blocks_per_head;
+  }
   __device__ int64_t q0(int64_t it) const {
-    return (first_m_block + it % blocks_per_head) * block_m;
+    return (first_m_block + it % blocks_per_head) * kBlockM;
   }
 };
 
 template <int kBlockM>
-__device__ __forceinline__ QueryBlockSchedule query_block_schedule(const ProblemParams& p,
-                                                                   int64_t k0, int64_t kv_head) {
-  QueryBlockSchedule schedule{};
+__device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
+    const ProblemParams& p, int64_t k0) {
+  QueryBlockSchedule<kBlockM> schedule{};
   const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
   if (p.causal && k0 - p.causal_offset > 0) {
     schedule.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
   }
   schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
-  schedule.first_head = kv_head * p.heads_per_kv;
-  schedule.block_m = kBlockM;
   return schedule;
 }
 

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const QueryBlockSchedule schedule = query_block_schedule<kBlockM>(p, k0, kv_head);
+  const auto schedule = query_block_schedule<kBlockM>(p, k0);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto row_dot_stage = [&](int stage) { return float_stages + (kStages + stage) * kBlockM; };
 
   auto load_query_block = [&](int64_t it, int stage) {
-    const int64_t head = schedule.head(it);
+    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(it);
     load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
                                                  params.q.seq_stride, q0, p.seq_q, thread);
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     if (it + 1 < schedule.count) load_query_block(it + 1, (stage + 1) % kStages);
     cp_async_commit();
 
-    const int64_t head = schedule.head(it);
+    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(it);
     const Tile q_s{q_tile(stage).at(warp_query0, 0)};        // this warp's queries
     const Tile dout_s{dout_tile(stage).at(warp_query0, 0)};

@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
   }
-  named_barrier_sync(1, Traits::kRowGroups * 32);  // the warps of key part 0 (all without a split)
+  named_barrier_sync(kComputeBarrier, Traits::kRowGroups * 32);  // the warps of key part 0 (all without a split)
   store_tile<kBlockM, kHeadDim, Traits::kRowGroups * 32>(out, params.out.seq_stride, q0, p.seq_q,
                                                          q_tile, thread);
 }

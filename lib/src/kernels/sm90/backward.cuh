@@ -14,6 +14,7 @@
 //                                               M-major from shared memory; fp32 atomics
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/backward_steps.cuh"
@@ -37,43 +38,44 @@ struct BackwardTmaParams {
   CUtensorMap k_map, v_map;     // boxes: 64 columns x kBlockN rows
 };
 
-// Shared-memory addresses of a backward CTA's tiles, row statistics and barriers.
+// Shared-space addresses of the members of a backward CTA's Traits::Storage, which starts at
+// `tiles`.
 template <typename Traits>
 struct BackwardSmem {
+  using Storage = typename Traits::Storage;
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using DsTile = SwizzledTile<Traits::kBlockN, Traits::kBlockM>;  // dS^T: keys x queries
-  static constexpr uint32_t kQBase = 2 * KvTile::kBytes;
-  static constexpr uint32_t kDoutBase = kQBase + Traits::kStages * QTile::kBytes;
-  static constexpr uint32_t kDsBase = kDoutBase + Traits::kStages * QTile::kBytes;
-  static constexpr uint32_t kFloatBase = kDsBase + 2 * DsTile::kBytes;
-  static constexpr uint32_t kBarrierBase = kFloatBase + uint32_t(Traits::kFloatBytes);
-  uint32_t tiles;  // 1024-byte aligned
+  static_assert(sizeof(Storage::k) == KvTile::kBytes && sizeof(Storage::q[0]) == QTile::kBytes &&
+                sizeof(Storage::ds[0]) == DsTile::kBytes);
+  static_assert(kTileAlignment == kSwizzleAtomBytes);
+  uint32_t tiles;  // kTileAlignment-aligned
 
-  __device__ KvTile k() const { return {tiles}; }
-  __device__ KvTile v() const { return {tiles + uint32_t(KvTile::kBytes)}; }
+  static __device__ uint32_t slot(int64_t it) { return uint32_t(it % Traits::kStages); }
+  __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
+
+  __device__ KvTile k() const { return {at(offsetof(Storage, k))}; }
+  __device__ KvTile v() const { return {at(offsetof(Storage, v))}; }
   __device__ QTile q(int64_t it) const {
-    return {tiles + kQBase + uint32_t(it % Traits::kStages) * QTile::kBytes};
+    return {at(offsetof(Storage, q) + slot(it) * sizeof(Storage::q[0]))};
   }
   __device__ QTile dout(int64_t it) const {
-    return {tiles + kDoutBase + uint32_t(it % Traits::kStages) * QTile::kBytes};
+    return {at(offsetof(Storage, dout) + slot(it) * sizeof(Storage::dout[0]))};
   }
   __device__ DsTile ds(int64_t it) const {
-    return {tiles + kDsBase + uint32_t(it % 2) * DsTile::kBytes};
+    return {at(offsetof(Storage, ds) + uint32_t(it % 2) * sizeof(Storage::ds[0]))};
   }
   // LSE and D of the query block, kBlockM floats each (offsets in bytes from `tiles`).
   __device__ uint32_t lse_offset(int64_t it) const {
-    return kFloatBase + uint32_t(it % Traits::kStages) * Traits::kBlockM * 4;
+    return uint32_t(offsetof(Storage, lse) + slot(it) * sizeof(Storage::lse[0]));
   }
   __device__ uint32_t row_dot_offset(int64_t it) const {
-    return kFloatBase + uint32_t(Traits::kStages + it % Traits::kStages) * Traits::kBlockM * 4;
+    return uint32_t(offsetof(Storage, row_dot) + slot(it) * sizeof(Storage::row_dot[0]));
   }
-  __device__ uint32_t kv_full() const { return tiles + kBarrierBase; }
-  __device__ uint32_t full(int64_t it) const {
-    return tiles + kBarrierBase + 8 * uint32_t(1 + it % Traits::kStages);
-  }
+  __device__ uint32_t kv_full() const { return at(offsetof(Storage, kv_full)); }
+  __device__ uint32_t full(int64_t it) const { return at(offsetof(Storage, full) + 8 * slot(it)); }
   __device__ uint32_t empty(int64_t it) const {
-    return tiles + kBarrierBase + 8 * uint32_t(1 + Traits::kStages + it % Traits::kStages);
+    return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
 };
@@ -87,7 +89,7 @@ template <typename Traits, typename Element>
 __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<Element>& params,
                                                        BackwardSmem<Traits> smem,
                                                        unsigned char* smem_tiles,
-                                                       const QueryBlockSchedule& schedule,
+                                                       const QueryBlockSchedule<Traits::kBlockM>& schedule,
                                                        int64_t k0, int64_t batch,
                                                        int64_t kv_head, int lane) {
   using Smem = BackwardSmem<Traits>;
@@ -104,7 +106,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
   }
   for (int64_t it = 0; it < schedule.count; ++it) {
     if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
-    const int64_t head = schedule.head(it);
+    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(it);
     if (lane == 0) {
       mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
@@ -142,9 +144,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   constexpr int kQueryTiles = kBlockM / 8;  // n8 tiles of S^T, dP^T per warp
   constexpr int kDimTiles = kHeadDim / 8;   // n8 tiles of dK, dV per warp
   constexpr int kDqTiles = Traits::kDqCols / 8;
-  // Registers after the split: 2 x 128 x 240 + 128 x 24 = 64512 of the SM's 65536.
-  constexpr int kConsumerRegisters = 240;
-  constexpr int kProducerRegisters = 24;
+  constexpr int kConsumerRegisters = Traits::kConsumerRegisters;
+  constexpr int kProducerRegisters = Traits::kProducerRegisters;
   using MmaScores = Wgmma<Element, kBlockM>;         // S^T, dP^T: 64 keys x kBlockM
   using MmaKeys = Wgmma<Element, kHeadDim>;          // dV, dK: 64 keys x D
   using MmaDq = Wgmma<Element, Traits::kDqCols>;     // dQ: 64 queries x kDqCols
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const QueryBlockSchedule schedule = query_block_schedule<kBlockM>(p, k0, kv_head);
+  const auto schedule = query_block_schedule<kBlockM>(p, k0);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   mbarrier_wait(smem.kv_full(), 0);
 
   for (int64_t it = 0; it < schedule.count; ++it) {
-    const int64_t head = schedule.head(it);
+    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     }
     wgmma_commit();
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
-    named_barrier_sync(1, kConsumers);  // both warpgroups' dS^T are in place
+    named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
     // dV and dK finish before dQ starts, so that their A operands' registers are free for dQ's
     // accumulators (at 240 registers per thread, overlapping them spills).
     wgmma_wait<0>();
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
   // reading them; the producer has nothing in flight), then write whole rows.
-  named_barrier_sync(1, kConsumers);
+  named_barrier_sync(kComputeBarrier, kConsumers);
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   using OutTile = SmemTile<Element, kOutStride>;
   const OutTile dk_stage{reinterpret_cast<Element*>(smem_tiles)};
@@ -307,7 +308,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const float unit[2] = {1.f, 1.f};
   store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
   store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
-  named_barrier_sync(1, kConsumers);
+  named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
                                             k0, p.seq_k, dk_stage, thread);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head), base.dv.seq_stride,

@@ -17,6 +17,7 @@
 // The accumulator layout of each warp is mma.sync's, so mask.cuh and softmax.cuh apply as is.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
@@ -39,34 +40,38 @@ struct ForwardTmaParams {
   CUtensorMap q_map, k_map, v_map;  // boxes: 64 columns x kBlockM (Q) or kBlockN (K, V) rows
 };
 
-// Shared-memory addresses of a CTA's tiles and barriers.
+// Shared-space addresses of the members of a CTA's Traits::Storage, which starts at `tiles`.
 template <typename Traits>
 struct ForwardSmem {
+  using Storage = typename Traits::Storage;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
-  uint32_t tiles;  // 1024-byte aligned: Q, K slots, V slots, then the barriers
+  static_assert(sizeof(Storage::q) == QTile::kBytes && sizeof(Storage::k[0]) == KvTile::kBytes);
+  static_assert(kTileAlignment == kSwizzleAtomBytes);
+  uint32_t tiles;  // kTileAlignment-aligned
 
-  __device__ QTile q() const { return {tiles}; }
+  static __device__ uint32_t slot(int64_t block) { return uint32_t(block % Traits::kStages); }
+  __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
+
+  __device__ QTile q() const { return {at(offsetof(Storage, q))}; }
   __device__ KvTile k(int64_t block) const {
-    return {tiles + uint32_t(QTile::kBytes + (block % Traits::kStages) * KvTile::kBytes)};
+    return {at(offsetof(Storage, k) + slot(block) * sizeof(Storage::k[0]))};
   }
   __device__ KvTile v(int64_t block) const {
-    return {tiles + uint32_t(QTile::kBytes +
-                             (Traits::kStages + block % Traits::kStages) * KvTile::kBytes)};
+    return {at(offsetof(Storage, v) + slot(block) * sizeof(Storage::v[0]))};
   }
-  __device__ uint32_t barrier(int index) const {
-    return tiles + uint32_t(Traits::kTileBytes) + 8 * index;
+  __device__ uint32_t q_full() const { return at(offsetof(Storage, q_full)); }
+  __device__ uint32_t k_full(int64_t block) const {
+    return at(offsetof(Storage, k_full) + 8 * slot(block));
   }
-  __device__ uint32_t q_full() const { return barrier(0); }
-  __device__ uint32_t k_full(int64_t block) const { return barrier(1 + block % Traits::kStages); }
   __device__ uint32_t v_full(int64_t block) const {
-    return barrier(1 + Traits::kStages + block % Traits::kStages);
+    return at(offsetof(Storage, v_full) + 8 * slot(block));
   }
   __device__ uint32_t k_empty(int64_t block) const {
-    return barrier(1 + 2 * Traits::kStages + block % Traits::kStages);
+    return at(offsetof(Storage, k_empty) + 8 * slot(block));
   }
   __device__ uint32_t v_empty(int64_t block) const {
-    return barrier(1 + 3 * Traits::kStages + block % Traits::kStages);
+    return at(offsetof(Storage, v_empty) + 8 * slot(block));
   }
   // Block j is the (j / kStages)-th use of its slot: the parity of the barrier phase to wait for.
   static __device__ uint32_t parity(int64_t block) {
@@ -117,9 +122,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
-  // Per-thread registers after the split: 2 x 128 x 232 + 128 x 40 = 64512 of the SM's 65536.
-  constexpr int kConsumerRegisters = 232;
-  constexpr int kProducerRegisters = 40;
+  constexpr int kConsumerRegisters = Traits::kConsumerRegisters;
+  constexpr int kProducerRegisters = Traits::kProducerRegisters;
   constexpr int kScoreTiles = kBlockN / 8;  // n8 tiles of S per warp
   constexpr int kOutTiles = kHeadDim / 8;   // n8 tiles of O per warp
   using Mma = Wgmma<Element, kBlockN>;      // S = Q K^T: 64 x kBlockN per warpgroup
@@ -215,15 +219,15 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   // Each warpgroup issues num_key_blocks + 1 times; warpgroup 1 skips its last hand-over, so
   // that no arrival is left pending.
   auto wait_for_turn = [&] {
-    if constexpr (Traits::kAlternate) named_barrier_sync(2 + warp_group, kConsumers);
+    if constexpr (Traits::kAlternate) named_barrier_sync(kFirstTurnBarrier + warp_group, kConsumers);
   };
   auto pass_turn = [&](bool last) {
     if constexpr (Traits::kAlternate) {
-      if (!(last && warp_group == 1)) named_barrier_arrive(2 + (1 - warp_group), kConsumers);
+      if (!(last && warp_group == 1)) named_barrier_arrive(kFirstTurnBarrier + (1 - warp_group), kConsumers);
     }
   };
   if constexpr (Traits::kAlternate) {
-    if (warp_group == 1) named_barrier_arrive(2, kConsumers);
+    if (warp_group == 1) named_barrier_arrive(kFirstTurnBarrier, kConsumers);
   }
 
   {  // S_0 -> P_0 (O is still 0: nothing to rescale)
@@ -276,7 +280,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   // Epilogue: normalize, stage O in shared memory (padded rows, over the Q tile and beyond),
   // write whole rows with 16-byte stores. The consumer barrier orders every warpgroup's last
   // wgmma reads before the overwrite (the producer warp has left).
-  named_barrier_sync(1, kConsumers);
+  named_barrier_sync(kComputeBarrier, kConsumers);
   using OutTile = SmemTile<Element, kHeadDim + kSmemPadElements<int(sizeof(Element))>>;
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base))};
   float normalizer[2];
@@ -290,7 +294,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       if (row < p.seq_q) lse[row] = row_lse[half];
     }
   }
-  named_barrier_sync(1, kConsumers);
+  named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockM, kHeadDim, kConsumers>(out, params.base.out.seq_stride, q0, p.seq_q,
                                             out_tile, thread);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

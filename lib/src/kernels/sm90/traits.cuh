@@ -4,10 +4,58 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/common/shared_memory.cuh"
 
 namespace cuflash::detail::sm90 {
+
+// Tiles start at multiples of this: the 128-byte swizzle of the TMA loads and of the wgmma
+// descriptors repeats every 8 rows of 128 bytes (wgmma.cuh's kSwizzleAtomBytes). The dynamic
+// shared memory itself is only 16-byte aligned, so a CTA asks for this much more than its
+// storage and starts the storage at the first such boundary.
+inline constexpr size_t kTileAlignment = 1024;
+
+// Registers per thread of the consumer and producer warpgroups after the producer gives its
+// registers away (setmaxnreg): together they must fit the SM's register file, and setmaxnreg
+// takes multiples of 8 from 24 to 256.
+inline constexpr int kRegisterFile = 65536;
+template <int kConsumerWarpGroups, int kConsumerRegisters, int kProducerRegisters>
+inline constexpr bool kFitsRegisterFile =
+    128 * (kConsumerWarpGroups * kConsumerRegisters + kProducerRegisters) <= kRegisterFile &&
+    kConsumerRegisters % 8 == 0 && kProducerRegisters % 8 == 0 && kProducerRegisters >= 24 &&
+    kConsumerRegisters <= 256;
+
+// The shared memory of a forward CTA, in this order: Q, the K and the V slots (16-bit elements,
+// swizzled), then the mbarriers. Tile sizes are multiples of kTileAlignment, so every tile
+// starts on such a boundary (checked in ForwardConfig).
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+struct ForwardStorage {
+  unsigned char q[size_t(kBlockM) * kHeadDim * 2];
+  unsigned char k[kStages][size_t(kBlockN) * kHeadDim * 2];
+  unsigned char v[kStages][size_t(kBlockN) * kHeadDim * 2];
+  uint64_t q_full;            // Q landed
+  uint64_t k_full[kStages];   // K slot landed
+  uint64_t v_full[kStages];   // V slot landed
+  uint64_t k_empty[kStages];  // every consumer is done with the K slot
+  uint64_t v_empty[kStages];
+};
+
+// The shared memory of a backward CTA: K and V, the Q and dO slots, two dS^T buffers (16-bit,
+// swizzled), the LSE and D slots (fp32), then the mbarriers.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+struct BackwardStorage {
+  unsigned char k[size_t(kBlockN) * kHeadDim * 2];
+  unsigned char v[size_t(kBlockN) * kHeadDim * 2];
+  unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
+  float lse[kStages][kBlockM];
+  float row_dot[kStages][kBlockM];
+  uint64_t kv_full;          // K and V landed
+  uint64_t full[kStages];    // Q, dO, LSE and D of the slot landed
+  uint64_t empty[kStages];   // every consumer is done with the slot
+};
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): one CTA per (query block, head,
 // batch) of kWarpGroups consumer warpgroups and one producer warpgroup. Each consumer warpgroup
@@ -29,16 +77,22 @@ struct ForwardConfig {
   // one runs while the products of the other occupy the tensor cores (H200, fp16: +7% at D=64
   // S=4096, +11% at D=64 S=512, +1 to +8% at D=128).
   static constexpr bool kAlternate = WarpGroups == 2;
-  static constexpr size_t kQBytes = size_t(kBlockM) * HeadDim * 2;
-  static constexpr size_t kKvBytes = size_t(kBlockN) * HeadDim * 2;  // one K or V tile
-  static constexpr size_t kTileBytes = kQBytes + 2 * kStages * kKvBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // Q; K and V slots: full and empty
-  // + 1 KB: the tiles start at the first 1024-byte boundary of the dynamic shared memory.
-  static constexpr size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
+  // 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers.
+  static constexpr int kConsumerRegisters = 232;
+  static constexpr int kProducerRegisters = 40;
+  static_assert(kFitsRegisterFile<WarpGroups, kConsumerRegisters, kProducerRegisters>);
+  using Storage = ForwardStorage<kBlockM, BlockN, HeadDim, kStages>;
+  static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
+  // Bytes of the tiles alone (the epilogue reuses them to stage O).
+  static constexpr size_t kTileBytes = offsetof(Storage, q_full);
 
   static_assert(HeadDim % 64 == 0, "swizzled tiles hold whole 64-column blocks");
   static_assert(BlockN % 16 == 0 && BlockN <= 256, "wgmma N is a multiple of 8 up to 256");
   static_assert(kBlockM <= 256, "one TMA box covers the Q tile's rows");
+  static_assert(offsetof(Storage, k) % kTileAlignment == 0 &&
+                    offsetof(Storage, v) % kTileAlignment == 0 &&
+                    sizeof(Storage::k[0]) % kTileAlignment == 0,
+                "every tile starts on a swizzle boundary");
 };
 
 // Head dims with a wgmma forward (the others use the mma.sync kernel everywhere).
@@ -67,20 +121,28 @@ struct BackwardConfig {
   static constexpr int kBlockN = 128;  // keys per CTA
   static constexpr int kBlockM = BlockM;  // queries per iteration
   static constexpr int kConsumerThreads = 256;
+  // 2 x 128 x 240 + 128 x 24 = 64512 of the 65536 registers.
+  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kProducerRegisters = 24;
+  static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kStages = 2;
   static constexpr bool kDqSplitRows = BlockM == 128;
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
-  static constexpr size_t kKvBytes = size_t(kBlockN) * HeadDim * 2;      // K or V
-  static constexpr size_t kQBytes = size_t(kBlockM) * HeadDim * 2;       // Q or dO, one stage
-  static constexpr size_t kDsBytes = size_t(kBlockN) * kBlockM * 2;      // dS^T, one buffer
-  static constexpr size_t kTileBytes = 2 * kKvBytes + 2 * kStages * kQBytes + 2 * kDsBytes;
-  static constexpr size_t kFloatBytes = size_t(2) * kStages * kBlockM * 4;  // LSE and D stages
-  static constexpr int kBarriers = 1 + 2 * kStages;  // K and V; Q/dO slots: full and empty
-  static constexpr size_t kSmemBytes = 1024 + kTileBytes + kFloatBytes + 8 * kBarriers;
+  using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages>;
+  static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
+  // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
+  static constexpr size_t kTileBytes = offsetof(Storage, lse);
 
   static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
   static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
+  static_assert(offsetof(Storage, v) % kTileAlignment == 0 &&
+                    offsetof(Storage, q) % kTileAlignment == 0 &&
+                    offsetof(Storage, dout) % kTileAlignment == 0 &&
+                    offsetof(Storage, ds) % kTileAlignment == 0 &&
+                    sizeof(Storage::q[0]) % kTileAlignment == 0 &&
+                    sizeof(Storage::ds[0]) % kTileAlignment == 0,
+                "every tile starts on a swizzle boundary");
 };
 
 template <int kHeadDim>
