@@ -81,11 +81,10 @@ struct ForwardTraits<64, 4> : ForwardConfig<64, 4, 2, 32, 4> {  // 128 x 32, 68 
 };
 template <>
 struct ForwardTraits<128, 4> : ForwardConfig<128, 4, 1, 32, 4> {  // 64 x 32, 99 KB
-  // 64 x 64 with two warps per row group (32 keys each), 165 KB: 0.117 -> 0.099 ms (16 keys
-  // each, 101 KB: 0.105 ms).
+  // 64 x 64 with two warps per row group (32 keys each), 165 KB.
   using Narrow = ForwardConfig<128, 8, 1, 64, 4, 2>;
-  // 32 x 64 with four warps per row group, 152 KB: causal 0.112 -> 0.074 ms (its 256 CTAs fill
-  // in around the heavy ones; without the mask it takes two waves: 0.13 ms).
+  // 32 x 64 with four warps per row group, 152 KB: under the mask its 256 CTAs fill in around
+  // the heavy ones (without the mask it takes two waves).
   using NarrowCausal = ForwardConfig<128, 8, 1, 64, 4, 4>;
 };
 
@@ -142,8 +141,8 @@ struct BackwardTraits<32, 2> : BackwardConfig<32, 4, 64> {};
 template <>
 struct BackwardTraits<64, 2> : BackwardConfig<64, 8, 64> {};
 // 128: dK + dV accumulators alone take 128 fp32 registers per thread; 32-query blocks keep S^T
-// and dP^T at 16 each. (64-query blocks ran 15% faster on sm_90 but sit at the 255-register
-// limit and spill on sm_80.)
+// and dP^T at 16 each (64-query blocks ran faster on sm_90 but sit at the 255-register limit
+// and spill on sm_80).
 template <>
 struct BackwardTraits<128, 2> : BackwardConfig<128, 8, 32> {};
 
@@ -155,7 +154,7 @@ inline constexpr bool has_narrow_config<Traits, std::void_t<typename Traits::Nar
 
 // fp32: split-TF32 products (see ForwardTraits<D, 4>). 64 keys per CTA, query blocks as large as
 // two CTAs per SM allow (dK and dV of D=128 alone take 128 registers per thread). Two-warp
-// 32-key CTAs for small grids ran slower on the H200 (D=128, 1k: 0.42 -> 0.49 ms).
+// 32-key CTAs for small grids ran slower on the H200.
 template <>
 struct BackwardTraits<32, 4> : BackwardConfig<32, 4, 64, 4> {};   // 74 KB
 template <>
@@ -163,7 +162,7 @@ struct BackwardTraits<64, 4> : BackwardConfig<64, 4, 32, 4> {};   // 79 KB
 template <>
 struct BackwardTraits<128, 4> : BackwardConfig<128, 4, 16, 4> {  // 107 KB
   // 32 keys per CTA, two warps per key row: small grids (batch 1, 8 heads, 1k keys) get
-  // twice the CTAs with the same work per warp (0.43 -> 0.30 ms).
+  // twice the CTAs with the same work per warp.
   using Narrow = BackwardConfig<128, 4, 32, 4, 2>;  // 106 KB
   using NarrowCausal = Narrow;
 };

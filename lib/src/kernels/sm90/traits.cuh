@@ -74,8 +74,7 @@ struct ForwardConfig {
   static constexpr int kBlockN = BlockN;           // keys per iteration
   static constexpr int kStages = 2;                // slots for K and for V
   // The two consumer warpgroups take turns at issuing their products, so that the softmax of
-  // one runs while the products of the other occupy the tensor cores (H200, fp16: +7% at D=64
-  // S=4096, +11% at D=64 S=512, +1 to +8% at D=128).
+  // one runs while the products of the other occupy the tensor cores.
   static constexpr bool kAlternate = WarpGroups == 2;
   // 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers.
   static constexpr int kConsumerRegisters = 232;
@@ -102,8 +101,8 @@ inline constexpr bool kHasForward = kHeadDim == 64 || kHeadDim == 128;
 template <int kHeadDim>
 struct ForwardTraits;
 // Chosen by measurement on an H200 (fp16, B=4 H=32 S=4096 and B=1 H=8 S=1024 at D=64; B=4 H=16
-// S=4096 and B=1 H=16 S=16384 at D=128): block N 64, 128 and 192 at D=64 (128 best), and 3
-// stages instead of 2 (12% slower at D=128: the third slot costs more than it hides).
+// S=4096 and B=1 H=16 S=16384 at D=128) among block N 64, 128 and 192 at D=64, and 3 stages
+// instead of 2 (slower at D=128: the third slot costs more than it hides).
 template <>
 struct ForwardTraits<64> : ForwardConfig<64, 2, 128> {};   // 128 x 128 blocks
 template <>
