@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/json.h"
 #include "bench/results.h"
 
 namespace cuflash::bench {
@@ -25,6 +24,11 @@ std::string format_csv(const std::vector<CaseRecord>& records, const RunSettings
 // taken from it or filled in.
 Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& settings,
                     const Json& context);
+
+// JSON text of `value`: on one line (indent < 0) or indented by `indent` spaces per level, with
+// no final newline. Every JSON document `cuflash bench` writes is printed here: non-finite
+// numbers become null, and invalid UTF-8 (in a command line, say) becomes U+FFFD, not an error.
+std::string json_text(const Json& value, int indent = -1);
 
 std::string format_results(Format format, const std::vector<CaseRecord>& records,
                            const RunSettings& settings, const Json& context);

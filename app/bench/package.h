@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/json.h"
+#include "bench/formats.h"
 #include "bench/results.h"
 
 namespace cuflash::bench {

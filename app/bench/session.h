@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "bench/formats.h"
-#include "bench/json.h"
 #include "bench/results.h"
 #include "bench/sweep_runner.h"
 

@@ -78,30 +78,24 @@ CaseSettings case_settings(const BenchOptions& o) {
 }
 
 Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
-  Json peaks = Json::object();
-  for (const auto& [dtype, tflops] : settings.peak_tflops) peaks.set(dtype, tflops);
-  Json j = Json::object();
-  j.set("backend", settings.backend)
-      .set("sweep", s.sweep)
-      .set("sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file))
-      .set("filter", o.filter.empty() ? Json() : Json(o.filter))
-      .set("pass", o.pass)
-      .set("warmup", o.warmup)
-      .set("iters", o.iters)
-      .set("graph", !o.no_graph)
-      .set("cold", o.cold)
-      .set("target_sample_ms", kTargetSampleMs)
-      .set("max_calls_per_sample", kMaxCallsPerSample)
-      .set("verify", o.verify)
-      .set("verify_max_work", kVerifyMaxWork)
-      .set("seed", static_cast<int64_t>(o.problem.seed))
-      .set("peak_tflops", settings.peak_tflops.empty() ? Json() : peaks)
-      .set("cases", Json::array_of([&] {
-             std::vector<std::string> names;
-             for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
-             return names;
-           }()));
-  return j;
+  std::vector<std::string> names;
+  for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
+  return Json{{"backend", settings.backend},
+              {"sweep", s.sweep},
+              {"sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file)},
+              {"filter", o.filter.empty() ? Json() : Json(o.filter)},
+              {"pass", o.pass},
+              {"warmup", o.warmup},
+              {"iters", o.iters},
+              {"graph", !o.no_graph},
+              {"cold", o.cold},
+              {"target_sample_ms", kTargetSampleMs},
+              {"max_calls_per_sample", kMaxCallsPerSample},
+              {"verify", o.verify},
+              {"verify_max_work", kVerifyMaxWork},
+              {"seed", static_cast<int64_t>(o.problem.seed)},
+              {"peak_tflops", settings.peak_tflops.empty() ? Json() : Json(settings.peak_tflops)},
+              {"cases", names}};
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {

@@ -14,7 +14,6 @@
 
 #include "bench/formats.h"
 #include "bench/input_fill.h"
-#include "bench/json.h"
 #include "bench/package.h"
 #include "bench/session.h"
 #include "bench/stats.h"
@@ -83,21 +82,26 @@ CaseRecord fake_record(const AttentionCase& c, size_t index) {
 
 // --- JSON ----------------------------------------------------------------------------------------
 
-TEST_CASE("json: values, escapes, order and non-finite numbers", "[bench]") {
+TEST_CASE("json: key order, escapes, non-finite numbers and invalid UTF-8", "[bench]") {
   Json j = Json::object();
-  j.set("b", 1).set("a", "x\"y\\z\n\t\x01").set("n", Json()).set("t", true);
-  j.set("f", 0.1).set("inf", INFINITY).set("list", Json::array_of(std::vector<std::string>{"p"}));
-  j.set("b", 2);  // replaced in place, order kept
-  CHECK(j.dump(-1) ==
-        R"({"b": 2, "a": "x\"y\\z\n\t\u0001", "n": null, "t": true, "f": 0.1, "inf": null, )"
-        R"("list": ["p"]})");
-  CHECK(Json::object().dump() == "{}\n");
-  CHECK(Json::array().dump() == "[]\n");
-  CHECK(shortest_double(1e-05) == "1e-05");
-  CHECK(shortest_double(42.0) == "42");
-  CHECK(std::stod(shortest_double(0.1 + 0.2)) == 0.1 + 0.2);
-  const Json nested = Json::object().set("k", Json::array().push(1).push(Json::object()));
-  CHECK(nested.dump() == "{\n  \"k\": [\n    1,\n    {}\n  ]\n}\n");
+  j["b"] = 1;
+  j["a"] = "x\"y\\z\n\t\x01";
+  j["n"] = nullptr;
+  j["t"] = true;
+  j["f"] = 0.1;
+  j["inf"] = INFINITY;
+  j["list"] = std::vector<std::string>{"p"};
+  j["b"] = 2;  // replaced in place, order kept
+  CHECK(json_text(j) ==
+        R"({"b":2,"a":"x\"y\\z\n\t\u0001","n":null,"t":true,"f":0.1,"inf":null,"list":["p"]})");
+  CHECK(json_text(Json::object(), 2) == "{}");
+  CHECK(json_text(Json::array(), 2) == "[]");
+  const Json nested = Json{{"k", Json::array({1, Json::object()})}};
+  CHECK(json_text(nested, 2) == "{\n  \"k\": [\n    1,\n    {}\n  ]\n}");
+  CHECK(json_text(Json("a\xff")) == "\"a\xef\xbf\xbd\"");  // U+FFFD, not an exception
+  CHECK(find_member(j, "f") != nullptr);
+  CHECK(find_member(j, "zz") == nullptr);
+  CHECK(find_member(Json::array(), "f") == nullptr);
 }
 
 // --- Statistics and FLOPs ------------------------------------------------------------------------
@@ -360,11 +364,12 @@ TEST_CASE("formats: JSON in Google Benchmark's schema", "[bench]") {
   TempDir tmp;
   RunSettings settings;
   settings.peak_tflops = parse_peak_tflops("bf16=1000");
-  Json metadata = Json::object();
-  metadata.set("started_utc", "2026-01-02T03:04:05Z").set("host_name", "h").set("num_cpus", 16);
-  metadata.set("cuflash", Json::object().set("build_type", "Release"));
+  const Json metadata{{"started_utc", "2026-01-02T03:04:05Z"},
+                      {"host_name", "h"},
+                      {"num_cpus", 16},
+                      {"cuflash", {{"build_type", "Release"}}}};
   const fs::path file = tmp.path / "r.json";
-  std::ofstream(file) << benchmark_json(sample_records(), settings, metadata).dump();
+  std::ofstream(file) << format_results(Format::json, sample_records(), settings, metadata);
   const Outcome o = python_check(tmp, file, R"PY(
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -407,8 +412,7 @@ print("ok")
 TEST_CASE("package: every file, atomically, and never over an existing package", "[bench]") {
   TempDir tmp;
   const fs::path dir = tmp.path / "a" / "pkg";
-  Json metadata = Json::object();
-  metadata.set("status", "running");
+  const Json metadata{{"status", "running"}};
   ResultPackage package(dir.string());
   package.write({}, RunSettings{}, metadata);
   CHECK(slurp(dir / "failures.json") == "[]\n");
@@ -417,7 +421,10 @@ TEST_CASE("package: every file, atomically, and never over an existing package",
     CHECK(fs::exists(dir / file));
     CHECK_FALSE(fs::exists(dir / (std::string(file) + ".tmp")));
   }
-  CHECK(slurp(dir / "failures.json").find("out_of_memory") != std::string::npos);
+  const Json failures = Json::parse(slurp(dir / "failures.json"));
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0]["kind"] == "out_of_memory");
+  CHECK(Json::parse(slurp(dir / "metadata.json")) == metadata);
   CHECK(slurp(dir / "results.md").find("| pass | case |") != std::string::npos);
   CHECK_THROWS_AS(ResultPackage(dir.string()), cli::UsageError);
   std::ofstream(tmp.path / "file") << "x";
@@ -502,7 +509,7 @@ TEST_CASE("session: a complete run writes a consistent package and the results",
   TempDir tmp;
   SessionPlan plan;
   plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
-  plan.protocol = Json::object().set("sweep", "t");
+  plan.protocol = Json{{"sweep", "t"}};
   plan.format = Format::csv;
   plan.output = (tmp.path / "out.csv").string();
   plan.out_dir = (tmp.path / "pkg").string();
