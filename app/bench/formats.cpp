@@ -287,6 +287,9 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"tflops", tf},
       {"pct_of_peak", pct ? Json(*pct) : Json()},
       {"noise", s.noise},
+      {"median_ms", s.median},
+      {"mean_ms", s.mean},
+      {"stddev_ms", s.stddev},
       {"min_ms", s.min},
       {"max_ms", s.max},
       {"alloc_bytes", p.memory.alloc_bytes},
@@ -301,10 +304,17 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
 }
 
 void add_pass_rows(Json& benchmarks, const CaseRecord& r, const PassResult& p, int64_t family,
-                   const RunSettings& settings) {
+                   const RunSettings& settings, JsonRows rows) {
   const std::string run = run_name(p.pass, r.spec);
   const SampleStats s = summarize(p.samples_ms);
   const auto n = static_cast<int64_t>(s.count);
+  if (rows == JsonRows::medians) {
+    Json row = row_base(run + "_median", run, family, n, settings);
+    set_aggregate(row, "median", n, s.median);
+    add_case_fields(row, r, p, settings, s);
+    benchmarks.push_back(std::move(row));
+    return;
+  }
   for (size_t i = 0; i < p.samples_ms.size(); ++i) {
     Json row = row_base(run, run, family, n, settings);
     row["repetition_index"] = static_cast<int64_t>(i);
@@ -350,12 +360,12 @@ Json context_json(const Json& metadata) {
 }  // namespace
 
 Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& settings,
-                    const Json& metadata) {
+                    const Json& metadata, JsonRows rows) {
   Json benchmarks = Json::array();
   Json failures = Json::array();
   int64_t family = 0;
   for (const CaseRecord& r : records) {
-    for (const PassResult& p : r.passes) add_pass_rows(benchmarks, r, p, family++, settings);
+    for (const PassResult& p : r.passes) add_pass_rows(benchmarks, r, p, family++, settings, rows);
     if (r.failure) failures.push_back(failure_json(r));
   }
   Json doc = Json::object();  // member by member: an initializer list would copy the rows
@@ -367,6 +377,23 @@ Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& s
 
 std::string json_text(const Json& value, int indent) {
   return value.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string json_lines_text(const Json& document) {
+  if (!document.is_object() || document.empty()) return json_text(document) + "\n";
+  std::string out = "{";
+  for (auto member = document.begin(); member != document.end(); ++member) {
+    out += (member == document.begin() ? "\n" : ",\n") + json_text(Json(member.key())) + ":";
+    const Json& value = member.value();
+    if (!value.is_array() || value.empty()) {
+      out += json_text(value);
+      continue;
+    }
+    out += "[";
+    for (size_t i = 0; i < value.size(); ++i) out += (i ? ",\n" : "\n") + json_text(value[i]);
+    out += "\n]";
+  }
+  return out + "\n}\n";
 }
 
 std::string format_results(Format format, const std::vector<CaseRecord>& records,

@@ -31,7 +31,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-ResultPackage::ResultPackage(std::string dir) : dir_(std::move(dir)) {
+ResultPackage::ResultPackage(std::string dir, JsonRows rows)
+    : dir_(std::move(dir)), rows_(rows) {
   if (fs::exists(fs::path(dir_) / "metadata.json")) {
     throw cli::UsageError("--out-dir " + dir_ +
                           ": already holds a result package; choose a new folder");
@@ -94,7 +95,7 @@ void ResultPackage::write(const std::vector<CaseRecord>& records, const RunSetti
   }
   const fs::path dir(dir_);
   write_file_atomically((dir / "results.json").string(),
-                        json_text(benchmark_json(records, settings, metadata), 2) + "\n");
+                        json_lines_text(benchmark_json(records, settings, metadata, rows_)));
   write_file_atomically((dir / "results.md").string(),
                         markdown_report(records, settings, metadata));
   write_file_atomically((dir / "failures.json").string(), json_text(failures, 2) + "\n");

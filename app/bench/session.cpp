@@ -81,7 +81,7 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   record_progress(metadata, {}, total, "running");
   std::optional<ResultPackage> package;
   if (!plan.out_dir.empty()) {
-    package.emplace(plan.out_dir);
+    package.emplace(plan.out_dir, plan.samples ? JsonRows::all : JsonRows::medians);
     package->write({}, plan.settings, metadata);
   }
 

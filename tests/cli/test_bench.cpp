@@ -394,6 +394,8 @@ for key in ("tflops", "flops", "noise", "alloc_bytes", "workspace_bytes", "memge
 assert median["pct_of_peak"] is None and median["verify"] == "pass"
 assert abs(median["tflops"] - median["flops"] / (median["real_time"] * 1e-6) / 1e12) < 1e-9
 assert abs(median["real_time"] - 10.0) < 1e-9 and aggs[3]["real_time"] == median["noise"]
+for key, agg in (("median_ms", 1), ("mean_ms", 0), ("stddev_ms", 2), ("min_ms", 4), ("max_ms", 5)):
+    assert abs(median[key] * 1e3 - aggs[agg]["real_time"]) < 1e-9, key
 bf16 = [r for r in rows if r.get("aggregate_name") == "median" and r["dtype"] == "bf16"][0]
 assert abs(bf16["pct_of_peak"] - bf16["tflops"] / 10) < 1e-9
 assert len({r["family_index"] for r in rows}) == 3
@@ -405,6 +407,32 @@ print("ok")
 )PY");
   INFO(o.err);
   CHECK(o.out == "ok\n");
+}
+
+TEST_CASE("formats: the compact JSON, one median row per pass and one line per row", "[bench]") {
+  const Json metadata{{"started_utc", "2026-01-02T03:04:05Z"}};
+  const auto records = sample_records();
+  const Json full = benchmark_json(records, RunSettings{}, metadata, JsonRows::all);
+  const Json compact = benchmark_json(records, RunSettings{}, metadata, JsonRows::medians);
+  REQUIRE(compact["benchmarks"].size() == 3);  // fwd and bwd of the first case, fwd of the second
+  std::vector<Json> full_medians;
+  for (const Json& row : full["benchmarks"]) {
+    if (row.value("aggregate_name", "") == "median") full_medians.push_back(row);
+  }
+  REQUIRE(full_medians.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(compact["benchmarks"][i] == full_medians[i]);
+  CHECK(compact["failures"] == full["failures"]);
+  CHECK(compact["context"] == full["context"]);
+
+  const std::string text = json_lines_text(compact);
+  CHECK(Json::parse(text) == compact);
+  CHECK(count_lines(text) == 11);  // {, context, "benchmarks":[, 3 rows, ], "failures":[, 1, ], }
+  std::istringstream lines(text);
+  std::string line;
+  int row_lines = 0;
+  while (std::getline(lines, line)) row_lines += line.rfind("{\"name\":\"", 0) == 0;
+  CHECK(row_lines == 3 + 1);  // the three rows and the failure, each a line that starts with it
+  CHECK(json_lines_text(Json{{"benchmarks", Json::array()}}) == "{\n\"benchmarks\":[]\n}\n");
 }
 
 // --- The result package --------------------------------------------------------------------------
@@ -530,7 +558,11 @@ for key in ("host_name", "command_line", "executable", "cuflash", "cuda", "devic
 for key in ("version", "git_commit", "git_dirty", "build_type", "cuda_architectures", "cxx_flags"):
     assert key in meta["cuflash"], key
 results = json.load(open(os.path.join(d, "results.json")))
-assert len([r for r in results["benchmarks"] if r.get("aggregate_name") == "median"]) == 8
+rows = results["benchmarks"]
+assert len(rows) == 8 and all(r["aggregate_name"] == "median" for r in rows), rows
+assert all(r["repetitions"] == 5 and r["mean_ms"] > 0 for r in rows)
+text = open(os.path.join(d, "results.json")).read()
+assert text.count("\n") == 1 + 1 + 1 + 8 + 1 + 1 + 1, text  # one line per row
 assert json.load(open(os.path.join(d, "failures.json"))) == []
 assert "| pass | case |" in open(os.path.join(d, "results.md")).read()
 print("ok")
@@ -573,6 +605,47 @@ print("ok")
   CHECK(count_lines(slurp(plan.output)) == 1 + 5 + 1);  // header, 5 passes, 1 failure
 }
 
+TEST_CASE("session: --samples keeps every sample's row in the package", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64", "t");
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.output = (tmp.path / "out.txt").string();
+  plan.samples = true;
+  plan.show_progress = false;
+  CHECK(run_session(plan, fake_record) == 0);
+  const Json results = Json::parse(slurp(tmp.path / "pkg" / "results.json"));
+  int iterations = 0, aggregates = 0;
+  for (const Json& row : results["benchmarks"]) {
+    iterations += row["run_type"] == "iteration";
+    aggregates += row["run_type"] == "aggregate";
+  }
+  CHECK(iterations == 2 * 5);  // fwd and bwd, five samples each
+  CHECK(aggregates == 2 * 6);
+}
+
+TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
+  plan.protocol = Json{{"sweep", "t"}};
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.output = (tmp.path / "out.txt").string();
+  plan.show_progress = false;
+  REQUIRE(run_session(plan, fake_record) == 0);
+  const fs::path report = tmp.path / "report.md";
+  const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                                  "/examples/bench_report.py " + plan.out_dir + " --output " +
+                                  report.string(),
+                              tmp);
+  INFO(o.err);
+  CHECK(o.exit_code == 0);
+  const std::string text = slurp(report);
+  CHECK(text.find("## Sweep t") != std::string::npos);
+  CHECK(text.find("### bwd, bf16") != std::string::npos);
+  CHECK(text.find("| b:1/h:8/sq:128/sk:128/d:64/causal:0 | 0.04 |") != std::string::npos);
+}
+
 // --- The binary and the PyTorch script -----------------------------------------------------------
 
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
@@ -594,6 +667,9 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   CHECK(count_lines(none.err) == 1);
   const Outcome format = run_shell(cuflash + " bench --format yaml", tmp);
   CHECK(format.exit_code == 2);
+  const Outcome samples = run_shell(cuflash + " bench --samples", tmp);  // needs --out-dir
+  CHECK(samples.exit_code == 2);
+  CHECK(samples.err.find("--out-dir") != std::string::npos);
 }
 
 TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") {
