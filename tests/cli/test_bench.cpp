@@ -635,7 +635,7 @@ TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
   REQUIRE(run_session(plan, fake_record) == 0);
   const fs::path report = tmp.path / "report.md";
   const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
-                                  "/examples/bench_report.py " + plan.out_dir + " --output " +
+                                  "/share/tools/bench_report.py " + plan.out_dir + " --output " +
                                   report.string(),
                               tmp);
   INFO(o.err);
@@ -693,7 +693,7 @@ TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") 
 TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", "[bench]") {
   TempDir tmp;
   const std::string script =
-      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/examples/sdpa_bench.py";
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/sdpa_bench.py";
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
        {"--sweep seed --list", "--sweep fa --list",

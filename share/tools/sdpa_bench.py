@@ -13,9 +13,9 @@ Output: a table on stdout; with --out-dir a result package like cuflash's: metad
 sdpa-<backend>.json (Google-Benchmark-style JSON, one file per backend, so compare.py can diff
 any of them against cuflash's results.json), results.md and failures.json.
 
-  python3 examples/sdpa_bench.py --sweep seed --out-dir results/sdpa-seed
-  python3 examples/sdpa_bench.py -s 1024,4096 -d 64,128 --dtype fp16,bf16 --mask none,causal
-  python3 examples/sdpa_bench.py --sweep fa --list          # the case names; needs no GPU
+  python3 share/tools/sdpa_bench.py --sweep seed --out-dir results/sdpa-seed
+  python3 share/tools/sdpa_bench.py -s 1024,4096 -d 64,128 --dtype fp16,bf16 --mask none,causal
+  python3 share/tools/sdpa_bench.py --sweep fa --list          # the case names; needs no GPU
 """
 import argparse
 import itertools
@@ -30,7 +30,7 @@ import sys
 import time
 import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 SWEEP_DIR = os.path.join(ROOT, "share", "sweeps")
 
 TARGET_SAMPLE_MS = 1.0  # graph samples last about this long ...
