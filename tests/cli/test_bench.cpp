@@ -646,6 +646,46 @@ TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
   CHECK(text.find("| b:1/h:8/sq:128/sk:128/d:64/causal:0 | 0.04 |") != std::string::npos);
 }
 
+TEST_CASE("sdpa_bench.py: compact package files, every sample with --samples", "[bench]") {
+  TempDir tmp;
+  // cuflash's compact row of the same case, for the fields both scripts must write.
+  const AttentionCase c = make_case(1, 8, 64, 64, 64, DType::fp16, Mask::none);
+  std::ofstream(tmp.path / "cuflash.json")
+      << json_lines_text(benchmark_json({fake_record(c, 0)}, RunSettings{}, Json::object(),
+                                        JsonRows::medians));
+  const Outcome o = python_check(tmp, tmp.path, std::string(R"PY(
+import json, os, sys
+sys.path.insert(0, ")PY") + CUFLASH_SOURCE_DIR + R"PY(/share/tools")
+import sdpa_bench as sb
+c = sb.parse_sweep("sq=64 d=64 dtype=fp16", "t")[0]
+timing = dict(method="graph", calls_per_sample=12, cold=False, warmup=10)
+def timed(name, ms):
+    return dict(pass_=name, samples=[ms, 1.01 * ms, 0.99 * ms], timing=timing,
+                flops=sb.pass_flops(c, name), alloc_bytes=1 << 20, memgetinfo_bytes=2 << 20)
+records = [dict(case=c, passes={"flash": [timed("fwd", 0.01), timed("bwd", 0.03)]}, failures={})]
+meta = dict(status="complete", started_utc="2026-01-02T03:04:05Z", host_name="h", num_cpus=2,
+            executable="python3", command_line=["python3"], device=dict(name="none", uuid=None),
+            torch=dict(version="0", cuda="0", cudnn=0), protocol=dict(sweep="t"))
+ours = json.load(open(os.path.join(sys.argv[1], "cuflash.json")))["benchmarks"][0]
+for samples, rows in ((False, 2), (True, 2 * (3 + 6))):
+    d = os.path.join(sys.argv[1], f"pkg-{samples}")
+    os.makedirs(d)
+    sb.write_package(d, records, ["flash"], meta, {}, samples)
+    text = open(os.path.join(d, "sdpa-flash.json")).read()
+    doc = json.loads(text)
+    assert len(doc["benchmarks"]) == rows, len(doc["benchmarks"])
+    if not samples:
+        assert text.count("\n") == 8, text  # {, context, [, 2 rows, ], failures, }
+        median = doc["benchmarks"][0]
+        assert median["aggregate_name"] == "median" and median["backend"] == "sdpa-flash"
+        assert abs(median["median_ms"] - 0.01) < 1e-12 and abs(median["real_time"] - 10) < 1e-9
+        assert sorted(median) == sorted(ours), set(median) ^ set(ours)
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
 // --- The binary and the PyTorch script -----------------------------------------------------------
 
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
@@ -708,4 +748,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
     CHECK(theirs.exit_code == 0);
     CHECK(ours.out == theirs.out);
   }
+  const Outcome samples = run_shell(script + " --sweep seed --samples", tmp);  // needs --out-dir
+  CHECK(samples.exit_code == 2);
+  CHECK(samples.err.find("--out-dir") != std::string::npos);
 }
