@@ -686,6 +686,41 @@ print("ok")
   CHECK(o.out == "ok\n");
 }
 
+TEST_CASE("compact_package.py: a full package becomes the compact one", "[bench]") {
+  TempDir tmp;
+  for (const bool samples : {true, false}) {
+    SessionPlan plan;
+    plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
+    plan.out_dir = (tmp.path / (samples ? "full" : "compact")).string();
+    plan.output = (tmp.path / "out.txt").string();
+    plan.samples = samples;
+    plan.show_progress = false;
+    REQUIRE(run_session(plan, fake_record) == 0);
+  }
+  const std::string tool = std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                           "/share/tools/compact_package.py ";
+  const Outcome first = run_shell(tool + (tmp.path / "full").string(), tmp);
+  INFO(first.err);
+  CHECK(first.exit_code == 0);
+  CHECK(first.out.find("8 median rows") != std::string::npos);
+  const Outcome again = run_shell(tool + (tmp.path / "full").string(), tmp);
+  CHECK(again.out.find("already compact") != std::string::npos);
+  const Outcome o = python_check(tmp, tmp.path, R"PY(
+import json, math, os, sys
+load = lambda name: json.load(open(os.path.join(sys.argv[1], name, "results.json")))
+full, compact = load("full"), load("compact")
+assert len(full["benchmarks"]) == len(compact["benchmarks"]) == 8
+for a, b in zip(full["benchmarks"], compact["benchmarks"]):
+    assert list(a) == list(b), (list(a), list(b))
+    for key in a:
+        same = a[key] == b[key] or math.isclose(a[key], b[key], rel_tol=1e-12)
+        assert same, (key, a[key], b[key])
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
 // --- The binary and the PyTorch script -----------------------------------------------------------
 
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
