@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "cli/exit_codes.h"
@@ -93,6 +94,17 @@ std::string csv_field(const std::string& text) {
   std::string quoted = "\"";
   for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
+}
+
+// Decimal text that reads back as the same double, as short as 15 to 17 digits allow
+// ("0.1", "1e-05", "42"): the CSV's numbers.
+std::string shortest_double(double value) {
+  char buffer[32];
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
 }
 
 std::string number_or_empty(std::optional<double> value) {
@@ -218,34 +230,37 @@ namespace {
 // Fields every row of one benchmark shares, as Google Benchmark writes them.
 Json row_base(const std::string& name, const std::string& run, int64_t family, int64_t samples,
               const RunSettings& settings) {
-  Json row = Json::object();
-  row.set("name", name)
-      .set("family_index", family)
-      .set("per_family_instance_index", 0)
-      .set("run_name", run)
-      .set("run_type", "iteration")
-      .set("repetitions", samples)
-      .set("threads", 1)
-      .set("backend", settings.backend);
-  return row;
+  return Json{{"name", name},
+              {"family_index", family},
+              {"per_family_instance_index", 0},
+              {"run_name", run},
+              {"run_type", "iteration"},
+              {"repetitions", samples},
+              {"threads", 1},
+              {"backend", settings.backend}};
 }
 
 // real_time and cpu_time: GPU time per call in microseconds (cpu_time repeats it; compare.py
 // needs both, and prints whole numbers of the unit, so milliseconds would show as 0).
 void set_times(Json& row, int64_t iterations, double ms) {
   const double us = 1e3 * ms;
-  row.set("iterations", iterations).set("real_time", us).set("cpu_time", us).set("time_unit", "us");
+  row["iterations"] = iterations;
+  row["real_time"] = us;
+  row["cpu_time"] = us;
+  row["time_unit"] = "us";
 }
 
 // Aggregates are times, except cv (a fraction, as Google Benchmark writes it).
 void set_aggregate(Json& row, const char* aggregate, int64_t samples, double value) {
   const bool is_cv = std::string(aggregate) == "cv";
-  row.set("run_type", "aggregate")
-      .set("aggregate_name", aggregate)
-      .set("aggregate_unit", is_cv ? "percentage" : "time");
+  row["run_type"] = "aggregate";
+  row["aggregate_name"] = aggregate;
+  row["aggregate_unit"] = is_cv ? "percentage" : "time";
   if (is_cv) {
-    row.set("iterations", samples).set("real_time", value).set("cpu_time", value);
-    row.set("time_unit", "us");
+    row["iterations"] = samples;
+    row["real_time"] = value;
+    row["cpu_time"] = value;
+    row["time_unit"] = "us";
   } else {
     set_times(row, samples, value);
   }
@@ -257,43 +272,54 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
   const reference::Problem& c = r.spec.problem;
   const double tf = tflops(p.flops, s.median);
   const auto pct = percent_of_peak(settings, r.spec.dtype, tf);
-  row.set("pass", p.pass)
-      .set("dtype", std::string(to_string(r.spec.dtype)))
-      .set("batch", c.batch)
-      .set("heads", c.heads)
-      .set("heads_kv", c.heads_kv)
-      .set("seq_q", c.seq_q)
-      .set("seq_k", c.seq_k)
-      .set("head_dim", c.head_dim)
-      .set("mask", std::string(to_string(c.mask)))
-      .set("layout", cli::to_string(r.spec.layout))
-      .set("flops", p.flops)
-      .set("tflops", tf)
-      .set("pct_of_peak", pct ? Json(*pct) : Json())
-      .set("noise", s.noise)
-      .set("min_ms", s.min)
-      .set("max_ms", s.max)
-      .set("alloc_bytes", p.memory.alloc_bytes)
-      .set("workspace_bytes", p.memory.workspace_bytes)
-      .set("memgetinfo_bytes",
-           p.memory.memgetinfo_bytes < 0 ? Json() : Json(p.memory.memgetinfo_bytes))
-      .set("calls_per_sample", p.timing.calls_per_sample)
-      .set("warmup", p.timing.warmup)
-      .set("timing", p.timing.method)
-      .set("cold", p.timing.cold)
-      .set("verify", r.verify);
+  row.update(Json{
+      {"pass", p.pass},
+      {"dtype", std::string(to_string(r.spec.dtype))},
+      {"batch", c.batch},
+      {"heads", c.heads},
+      {"heads_kv", c.heads_kv},
+      {"seq_q", c.seq_q},
+      {"seq_k", c.seq_k},
+      {"head_dim", c.head_dim},
+      {"mask", std::string(to_string(c.mask))},
+      {"layout", cli::to_string(r.spec.layout)},
+      {"flops", p.flops},
+      {"tflops", tf},
+      {"pct_of_peak", pct ? Json(*pct) : Json()},
+      {"noise", s.noise},
+      {"median_ms", s.median},
+      {"mean_ms", s.mean},
+      {"stddev_ms", s.stddev},
+      {"min_ms", s.min},
+      {"max_ms", s.max},
+      {"alloc_bytes", p.memory.alloc_bytes},
+      {"workspace_bytes", p.memory.workspace_bytes},
+      {"memgetinfo_bytes",
+       p.memory.memgetinfo_bytes < 0 ? Json() : Json(p.memory.memgetinfo_bytes)},
+      {"calls_per_sample", p.timing.calls_per_sample},
+      {"warmup", p.timing.warmup},
+      {"timing", p.timing.method},
+      {"cold", p.timing.cold},
+      {"verify", r.verify}});
 }
 
 void add_pass_rows(Json& benchmarks, const CaseRecord& r, const PassResult& p, int64_t family,
-                   const RunSettings& settings) {
+                   const RunSettings& settings, JsonRows rows) {
   const std::string run = run_name(p.pass, r.spec);
   const SampleStats s = summarize(p.samples_ms);
   const auto n = static_cast<int64_t>(s.count);
+  if (rows == JsonRows::medians) {
+    Json row = row_base(run + "_median", run, family, n, settings);
+    set_aggregate(row, "median", n, s.median);
+    add_case_fields(row, r, p, settings, s);
+    benchmarks.push_back(std::move(row));
+    return;
+  }
   for (size_t i = 0; i < p.samples_ms.size(); ++i) {
     Json row = row_base(run, run, family, n, settings);
-    row.set("repetition_index", static_cast<int64_t>(i));
+    row["repetition_index"] = static_cast<int64_t>(i);
     set_times(row, p.timing.calls_per_sample, p.samples_ms[i]);
-    benchmarks.push(std::move(row));
+    benchmarks.push_back(std::move(row));
   }
   const std::pair<const char*, double> aggregates[] = {
       {"mean", s.mean}, {"median", s.median}, {"stddev", s.stddev},
@@ -302,7 +328,7 @@ void add_pass_rows(Json& benchmarks, const CaseRecord& r, const PassResult& p, i
     Json row = row_base(run + "_" + aggregate, run, family, n, settings);
     set_aggregate(row, aggregate, n, value);
     if (std::string(aggregate) == "median") add_case_fields(row, r, p, settings, s);
-    benchmarks.push(std::move(row));
+    benchmarks.push_back(std::move(row));
   }
 }
 
@@ -313,39 +339,61 @@ std::string lower(std::string text) {
 
 Json context_json(const Json& metadata) {
   const auto text = [&](const char* key, const char* fallback) -> Json {
-    const Json* v = metadata.find(key);
+    const Json* v = find_member(metadata, key);
     return v ? *v : Json(fallback);
   };
-  const Json* build = metadata.find("cuflash");
-  const Json* build_type = build ? build->find("build_type") : nullptr;
-  const Json* cpus = metadata.find("num_cpus");
-  Json context = Json::object();
-  context.set("date", text("started_utc", ""))
-      .set("host_name", text("host_name", ""))
-      .set("executable", text("executable", ""))
-      .set("num_cpus", cpus ? *cpus : Json(int64_t(std::thread::hardware_concurrency())))
-      .set("library_build_type", build_type ? lower(build_type->text()) : "unknown")
-      .set("json_schema_version", 1)
-      .set("cuflash_bench", metadata);
-  return context;
+  const Json* build = find_member(metadata, "cuflash");
+  const Json* build_type = build ? find_member(*build, "build_type") : nullptr;
+  const Json* cpus = find_member(metadata, "num_cpus");
+  return Json{
+      {"date", text("started_utc", "")},
+      {"host_name", text("host_name", "")},
+      {"executable", text("executable", "")},
+      {"num_cpus", cpus ? *cpus : Json(int64_t(std::thread::hardware_concurrency()))},
+      {"library_build_type", build_type && build_type->is_string()
+                                 ? lower(build_type->get<std::string>())
+                                 : std::string("unknown")},
+      {"json_schema_version", 1},
+      {"cuflash_bench", metadata}};
 }
 
 }  // namespace
 
 Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& settings,
-                    const Json& metadata) {
+                    const Json& metadata, JsonRows rows) {
   Json benchmarks = Json::array();
   Json failures = Json::array();
   int64_t family = 0;
   for (const CaseRecord& r : records) {
-    for (const PassResult& p : r.passes) add_pass_rows(benchmarks, r, p, family++, settings);
-    if (r.failure) failures.push(failure_json(r));
+    for (const PassResult& p : r.passes) add_pass_rows(benchmarks, r, p, family++, settings, rows);
+    if (r.failure) failures.push_back(failure_json(r));
   }
-  Json doc = Json::object();
-  doc.set("context", context_json(metadata));
-  doc.set("benchmarks", std::move(benchmarks));
-  doc.set("failures", std::move(failures));
+  Json doc = Json::object();  // member by member: an initializer list would copy the rows
+  doc["context"] = context_json(metadata);
+  doc["benchmarks"] = std::move(benchmarks);
+  doc["failures"] = std::move(failures);
   return doc;
+}
+
+std::string json_text(const Json& value, int indent) {
+  return value.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string json_lines_text(const Json& document) {
+  if (!document.is_object() || document.empty()) return json_text(document) + "\n";
+  std::string out = "{";
+  for (auto member = document.begin(); member != document.end(); ++member) {
+    out += (member == document.begin() ? "\n" : ",\n") + json_text(Json(member.key())) + ":";
+    const Json& value = member.value();
+    if (!value.is_array() || value.empty()) {
+      out += json_text(value);
+      continue;
+    }
+    out += "[";
+    for (size_t i = 0; i < value.size(); ++i) out += (i ? ",\n" : "\n") + json_text(value[i]);
+    out += "\n]";
+  }
+  return out + "\n}\n";
 }
 
 std::string format_results(Format format, const std::vector<CaseRecord>& records,
@@ -354,7 +402,7 @@ std::string format_results(Format format, const std::vector<CaseRecord>& records
     case Format::table: return format_table(records, settings);
     case Format::markdown: return format_markdown(records, settings);
     case Format::csv: return format_csv(records, settings);
-    case Format::json: return benchmark_json(records, settings, context).dump();
+    case Format::json: return json_text(benchmark_json(records, settings, context), 2) + "\n";
   }
   return {};
 }

@@ -68,18 +68,16 @@ std::vector<std::string> process_command_line() {
 }
 
 Json build_metadata() {
-  Json j = Json::object();
   const int dirty = CUFLASH_GIT_DIRTY;
-  j.set("version", CUFLASH_VERSION)
-      .set("git_commit", CUFLASH_GIT_COMMIT)
-      .set("git_dirty", dirty < 0 ? Json() : Json(dirty > 0))
-      .set("build_type", CUFLASH_BUILD_TYPE)
-      .set("cuda_architectures", CUFLASH_CUDA_ARCHITECTURES)
-      .set("cxx_compiler", CUFLASH_CXX_COMPILER)
-      .set("cxx_flags", CUFLASH_CXX_FLAGS)
-      .set("cuda_compiler_version", CUFLASH_CUDA_COMPILER_VERSION)
-      .set("cuda_flags", CUFLASH_CUDA_FLAGS);
-  return j;
+  return Json{{"version", CUFLASH_VERSION},
+              {"git_commit", CUFLASH_GIT_COMMIT},
+              {"git_dirty", dirty < 0 ? Json() : Json(dirty > 0)},
+              {"build_type", CUFLASH_BUILD_TYPE},
+              {"cuda_architectures", CUFLASH_CUDA_ARCHITECTURES},
+              {"cxx_compiler", CUFLASH_CXX_COMPILER},
+              {"cxx_flags", CUFLASH_CXX_FLAGS},
+              {"cuda_compiler_version", CUFLASH_CUDA_COMPILER_VERSION},
+              {"cuda_flags", CUFLASH_CUDA_FLAGS}};
 }
 
 namespace {
@@ -134,57 +132,50 @@ Json cuda_metadata() {
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);  // 0 when no driver is installed
   cudaGetLastError();
-  Json j = Json::object();
-  j.set("driver_version", cuda_version_text(driver))
-      .set("runtime_version", cuda_version_text(runtime));
-  return j;
+  return Json{{"driver_version", cuda_version_text(driver)},
+              {"runtime_version", cuda_version_text(runtime)}};
 }
 
 Json device_metadata(int device) {
-  Json j = Json::object();
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
     cudaGetLastError();
-    j.set("index", device).set("name", "none");
-    return j;
+    return Json{{"index", device}, {"name", "none"}};
   }
   const int sm_khz = attribute(cudaDevAttrClockRate, device);
   const int memory_khz = attribute(cudaDevAttrMemoryClockRate, device);
-  j.set("index", device)
-      .set("name", p.name)
-      .set("uuid", uuid_text(p.uuid))
-      .set("pci_bus_id", pci_text(p))
-      .set("compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor))
-      .set("sm_count", p.multiProcessorCount)
-      .set("memory_bytes", static_cast<int64_t>(p.totalGlobalMem))
-      .set("l2_cache_bytes", p.l2CacheSize)
-      .set("max_sm_clock_mhz", sm_khz < 0 ? Json() : Json(sm_khz / 1000))
-      .set("max_memory_clock_mhz", memory_khz < 0 ? Json() : Json(memory_khz / 1000))
-      .set("memory_bus_width_bits", attribute(cudaDevAttrGlobalMemoryBusWidth, device))
-      .set("ecc_enabled", p.ECCEnabled != 0)
-      .set("fp16_bf16_kernels", cuflash::tensor_core_kernels(device));
-  return j;
+  return Json{{"index", device},
+              {"name", std::string(p.name)},
+              {"uuid", uuid_text(p.uuid)},
+              {"pci_bus_id", pci_text(p)},
+              {"compute_capability", std::to_string(p.major) + "." + std::to_string(p.minor)},
+              {"sm_count", p.multiProcessorCount},
+              {"memory_bytes", static_cast<int64_t>(p.totalGlobalMem)},
+              {"l2_cache_bytes", p.l2CacheSize},
+              {"max_sm_clock_mhz", sm_khz < 0 ? Json() : Json(sm_khz / 1000)},
+              {"max_memory_clock_mhz", memory_khz < 0 ? Json() : Json(memory_khz / 1000)},
+              {"memory_bus_width_bits", attribute(cudaDevAttrGlobalMemoryBusWidth, device)},
+              {"ecc_enabled", p.ECCEnabled != 0},
+              {"fp16_bf16_kernels", cuflash::tensor_core_kernels(device)}};
 }
 
 Json run_metadata(int device, const Json& protocol) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   const fs::path cwd = fs::current_path(ec);
-  Json j = Json::object();
-  j.set("schema", "cuflash-bench-package/1")
-      .set("status", "running")
-      .set("started_utc", utc_now_iso8601())
-      .set("finished_utc", Json())
-      .set("host_name", host_name())
-      .set("num_cpus", static_cast<int64_t>(std::thread::hardware_concurrency()))
-      .set("executable", exe.string())
-      .set("working_directory", cwd.string())
-      .set("command_line", Json::array_of(process_command_line()))
-      .set("cuflash", build_metadata())
-      .set("cuda", cuda_metadata())
-      .set("device", device_metadata(device))
-      .set("protocol", protocol);
-  return j;
+  return Json{{"schema", "cuflash-bench-package/1"},
+              {"status", "running"},
+              {"started_utc", utc_now_iso8601()},
+              {"finished_utc", nullptr},
+              {"host_name", host_name()},
+              {"num_cpus", static_cast<int64_t>(std::thread::hardware_concurrency())},
+              {"executable", exe.string()},
+              {"working_directory", cwd.string()},
+              {"command_line", process_command_line()},
+              {"cuflash", build_metadata()},
+              {"cuda", cuda_metadata()},
+              {"device", device_metadata(device)},
+              {"protocol", protocol}};
 }
 
 }  // namespace cuflash::bench

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/json.h"
+#include "bench/results.h"  // Json
 
 namespace cuflash::bench {
 

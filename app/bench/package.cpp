@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "bench/formats.h"
 #include "cli/exit_codes.h"
 
 namespace cuflash::bench {
@@ -32,7 +31,8 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-ResultPackage::ResultPackage(std::string dir) : dir_(std::move(dir)) {
+ResultPackage::ResultPackage(std::string dir, JsonRows rows)
+    : dir_(std::move(dir)), rows_(rows) {
   if (fs::exists(fs::path(dir_) / "metadata.json")) {
     throw cli::UsageError("--out-dir " + dir_ +
                           ": already holds a result package; choose a new folder");
@@ -47,23 +47,27 @@ ResultPackage::ResultPackage(std::string dir) : dir_(std::move(dir)) {
 
 namespace {
 
+// A metadata value as text: strings as they are, anything else as JSON ("null", "false").
+std::string text_of(const Json* value) {
+  if (value == nullptr) return "unknown";
+  return value->is_string() ? value->get<std::string>() : json_text(*value);
+}
+
 std::string text_at(const Json& object, const char* section, const char* key) {
-  const Json* s = object.find(section);
-  const Json* v = s ? s->find(key) : nullptr;
-  return v ? (v->type() == Json::Type::string ? v->text() : v->dump(-1)) : "unknown";
+  const Json* s = find_member(object, section);
+  return text_of(s ? find_member(*s, key) : nullptr);
 }
 
 std::string text_at(const Json& object, const char* key) {
-  const Json* v = object.find(key);
-  return v ? (v->type() == Json::Type::string ? v->text() : v->dump(-1)) : "unknown";
+  return text_of(find_member(object, key));
 }
 
 // results.md: what ran where, then the table, then the failures.
 std::string markdown_report(const std::vector<CaseRecord>& records, const RunSettings& settings,
                             const Json& metadata) {
   std::string command;
-  if (const Json* argv = metadata.find("command_line")) {
-    for (size_t i = 0; i < argv->size(); ++i) command += (i ? " " : "") + argv->at(i).text();
+  if (const Json* argv = find_member(metadata, "command_line")) {
+    for (const Json& arg : *argv) command += (command.empty() ? "" : " ") + text_of(&arg);
   }
   std::string out = "# cuflash bench: " + text_at(metadata, "protocol", "sweep") + "\n\n";
   out += "- GPU: " + text_at(metadata, "device", "name") + " (" +
@@ -87,15 +91,15 @@ void ResultPackage::write(const std::vector<CaseRecord>& records, const RunSetti
                           const Json& metadata) const {
   Json failures = Json::array();
   for (const CaseRecord& r : records) {
-    if (r.failure) failures.push(failure_json(r));
+    if (r.failure) failures.push_back(failure_json(r));
   }
   const fs::path dir(dir_);
   write_file_atomically((dir / "results.json").string(),
-                        benchmark_json(records, settings, metadata).dump());
+                        json_lines_text(benchmark_json(records, settings, metadata, rows_)));
   write_file_atomically((dir / "results.md").string(),
                         markdown_report(records, settings, metadata));
-  write_file_atomically((dir / "failures.json").string(), failures.dump());
-  write_file_atomically((dir / "metadata.json").string(), metadata.dump());
+  write_file_atomically((dir / "failures.json").string(), json_text(failures, 2) + "\n");
+  write_file_atomically((dir / "metadata.json").string(), json_text(metadata, 2) + "\n");
 }
 
 }  // namespace cuflash::bench

@@ -1,6 +1,8 @@
 // A result package: one folder per run that holds what a published number needs.
 //   metadata.json  machine, build, command line, protocol settings, status of the run
-//   results.json   the timings in Google Benchmark's schema (formats.h)
+//   results.json   the timings in Google Benchmark's schema (formats.h), one line per row: the
+//                  median row of each pass with every statistic, or with JsonRows::all
+//                  (`bench --samples`) every sample's row and the six aggregates
 //   results.md     the same as a markdown table, for people
 //   failures.json  the cases that failed and why (an empty list when none did)
 // The files are rewritten after every case, each through a temporary file and a rename, and
@@ -11,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/json.h"
+#include "bench/formats.h"
 #include "bench/results.h"
 
 namespace cuflash::bench {
@@ -19,8 +21,9 @@ namespace cuflash::bench {
 class ResultPackage {
  public:
   // Creates `dir` (with parents). Throws cli::UsageError when it already holds a package
-  // (a metadata.json), cli::RuntimeFailure when it cannot be created.
-  explicit ResultPackage(std::string dir);
+  // (a metadata.json), cli::RuntimeFailure when it cannot be created. `rows`: the rows of
+  // results.json.
+  explicit ResultPackage(std::string dir, JsonRows rows = JsonRows::medians);
 
   // Rewrites the package from the records so far; `metadata` is written as given.
   // Throws cli::RuntimeFailure naming the file that could not be written.
@@ -31,6 +34,7 @@ class ResultPackage {
 
  private:
   std::string dir_;
+  JsonRows rows_;
 };
 
 // Writes `text` to `path` through `path.tmp` and a rename, so readers see the old file or the

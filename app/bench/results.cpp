@@ -59,14 +59,20 @@ std::map<std::string, double> parse_peak_tflops(const std::string& text) {
   return peaks;
 }
 
+const Json* find_member(const Json& object, const std::string& key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
 Json failure_json(const CaseRecord& record) {
   Json j = Json::object();
-  j.set("name", case_name(record.spec));
-  j.set("pass", record.failure ? record.failure->pass : "");
-  j.set("kind", record.failure ? to_string(record.failure->kind) : "");
-  j.set("reason", record.failure ? record.failure->reason : "");
-  j.set("fatal", record.failure ? record.failure->fatal : false);
-  j.set("passes_timed", static_cast<int64_t>(record.passes.size()));
+  j["name"] = case_name(record.spec);
+  j["pass"] = record.failure ? record.failure->pass : "";
+  j["kind"] = record.failure ? to_string(record.failure->kind) : "";
+  j["reason"] = record.failure ? record.failure->reason : "";
+  j["fatal"] = record.failure ? record.failure->fatal : false;
+  j["passes_timed"] = static_cast<int64_t>(record.passes.size());
   return j;
 }
 

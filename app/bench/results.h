@@ -8,12 +8,20 @@
 #include <string>
 #include <vector>
 
-#include "bench/json.h"
+#include <nlohmann/json.hpp>
+
 #include "bench/stats.h"
 #include "bench/sweep.h"
 #include "cuflash/types.h"
 
 namespace cuflash::bench {
+
+// The JSON documents `cuflash bench` writes (results, metadata.json, failures.json):
+// nlohmann-json's value with object keys kept in insertion order, the order the documents show.
+using Json = nlohmann::ordered_json;
+
+// The member `key` of `object`, or nullptr when it is absent or `object` is not an object.
+const Json* find_member(const Json& object, const std::string& key);
 
 // How the samples of one pass were taken (share/docs/bench.md, "Timing").
 struct TimingInfo {

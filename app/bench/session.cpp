@@ -21,12 +21,11 @@ void record_progress(Json& metadata, const std::vector<CaseRecord>& records, siz
                      const char* status) {
   int64_t failed = 0;
   for (const CaseRecord& r : records) failed += r.failure ? 1 : 0;
-  Json cases = Json::object();
-  cases.set("total", static_cast<int64_t>(total))
-      .set("finished", static_cast<int64_t>(records.size()))
-      .set("failed", failed)
-      .set("not_run", static_cast<int64_t>(total - records.size()));
-  metadata.set("cases", std::move(cases)).set("status", status);
+  metadata["cases"] = Json{{"total", static_cast<int64_t>(total)},
+                           {"finished", static_cast<int64_t>(records.size())},
+                           {"failed", failed},
+                           {"not_run", static_cast<int64_t>(total - records.size())}};
+  metadata["status"] = status;
 }
 
 void log_failure(const CaseRecord& r) {
@@ -82,7 +81,7 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   record_progress(metadata, {}, total, "running");
   std::optional<ResultPackage> package;
   if (!plan.out_dir.empty()) {
-    package.emplace(plan.out_dir);
+    package.emplace(plan.out_dir, plan.samples ? JsonRows::all : JsonRows::medians);
     package->write({}, plan.settings, metadata);
   }
 
@@ -96,7 +95,7 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
       plan.show_progress);
 
   record_progress(metadata, outcome.records, total, final_status(outcome));
-  metadata.set("finished_utc", utc_now_iso8601());
+  metadata["finished_utc"] = utc_now_iso8601();
   if (package) package->write(outcome.records, plan.settings, metadata);
   emit(format_results(plan.format, outcome.records, plan.settings, metadata), plan.output);
   log_summary(outcome, total, plan.out_dir);

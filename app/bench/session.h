@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "bench/formats.h"
-#include "bench/json.h"
 #include "bench/results.h"
 #include "bench/sweep_runner.h"
 
@@ -20,6 +19,7 @@ struct SessionPlan {
   Format format = Format::table;
   std::string output;   // results file; empty: stdout
   std::string out_dir;  // result package folder; empty: none
+  bool samples = false;  // the package's results.json keeps every sample (JsonRows::all)
   bool show_progress = true;
   int device = 0;
 };

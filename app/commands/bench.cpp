@@ -36,6 +36,7 @@ struct BenchOptions {
   std::string format;  // empty: the global --format
   std::string output;
   std::string out_dir;
+  bool samples = false;  // results.json of the package keeps every sample
 };
 
 // The cases to run and where they came from.
@@ -78,30 +79,25 @@ CaseSettings case_settings(const BenchOptions& o) {
 }
 
 Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
-  Json peaks = Json::object();
-  for (const auto& [dtype, tflops] : settings.peak_tflops) peaks.set(dtype, tflops);
-  Json j = Json::object();
-  j.set("backend", settings.backend)
-      .set("sweep", s.sweep)
-      .set("sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file))
-      .set("filter", o.filter.empty() ? Json() : Json(o.filter))
-      .set("pass", o.pass)
-      .set("warmup", o.warmup)
-      .set("iters", o.iters)
-      .set("graph", !o.no_graph)
-      .set("cold", o.cold)
-      .set("target_sample_ms", kTargetSampleMs)
-      .set("max_calls_per_sample", kMaxCallsPerSample)
-      .set("verify", o.verify)
-      .set("verify_max_work", kVerifyMaxWork)
-      .set("seed", static_cast<int64_t>(o.problem.seed))
-      .set("peak_tflops", settings.peak_tflops.empty() ? Json() : peaks)
-      .set("cases", Json::array_of([&] {
-             std::vector<std::string> names;
-             for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
-             return names;
-           }()));
-  return j;
+  std::vector<std::string> names;
+  for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
+  return Json{{"backend", settings.backend},
+              {"sweep", s.sweep},
+              {"sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file)},
+              {"filter", o.filter.empty() ? Json() : Json(o.filter)},
+              {"pass", o.pass},
+              {"warmup", o.warmup},
+              {"iters", o.iters},
+              {"graph", !o.no_graph},
+              {"cold", o.cold},
+              {"target_sample_ms", kTargetSampleMs},
+              {"max_calls_per_sample", kMaxCallsPerSample},
+              {"verify", o.verify},
+              {"verify_max_work", kVerifyMaxWork},
+              {"seed", static_cast<int64_t>(o.problem.seed)},
+              {"peak_tflops", settings.peak_tflops.empty() ? Json() : Json(settings.peak_tflops)},
+              {"samples", o.samples},
+              {"cases", names}};
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
@@ -120,6 +116,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.protocol = protocol_json(o, selection, plan.settings);
   plan.output = o.output;
   plan.out_dir = o.out_dir;
+  plan.samples = o.samples;
   plan.show_progress = !global.quiet;
   GpuCaseRunner runner(case_settings(o));
   return run_session(plan, [&](const AttentionCase& c, size_t i) { return runner(c, i); });
@@ -155,9 +152,14 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--format", o.format, "table (default), markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
   cmd.add_option("--output", o.output, "Write the results to this file instead of stdout");
-  cmd.add_option("--out-dir", o.out_dir,
-                 "Write a result package here: metadata.json, results.json, results.md, "
-                 "failures.json (a new folder)");
+  CLI::Option* out_dir = cmd.add_option(
+      "--out-dir", o.out_dir,
+      "Write a result package here (a new folder): metadata.json, results.json (one row per "
+      "pass with its statistics), results.md, failures.json");
+  cmd.add_flag("--samples", o.samples,
+               "With --out-dir: results.json also holds every sample (one row per sample and six "
+               "aggregate rows per pass, as --format json writes them)")
+      ->needs(out_dir);
 }
 
 }  // namespace
@@ -170,6 +172,9 @@ void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& resu
       "noise (relative stdev). TFLOP/s count 4*B*H*D per visible (query, key) pair forward, 2.5x "
       "that backward. share/docs/bench.md describes the protocol, the sweep files and the "
       "result package.\n"
+      "JSON: --format json writes Google Benchmark's layout, a row per sample and six aggregate "
+      "rows per pass; a package's results.json holds the median row of each pass alone, which "
+      "carries every statistic, unless --samples is given.\n"
       "Examples:\n"
       "  cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal\n"
       "  cuflash bench --sweep seed --out-dir results/seed-h200\n"

@@ -88,13 +88,13 @@ for sweep in seed fa; do
 done
 for sweep in seed fa; do
   stage "sdpa-$sweep" "$SDPA_STAGE_S" \
-    "$PYTHON" examples/sdpa_bench.py --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
+    "$PYTHON" share/tools/sdpa_bench.py --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
 done
 reports=()
 for dir in "$PKG"/{cuflash,sdpa}-seed "$PKG"/{cuflash,sdpa}-fa; do
   [[ -f $dir/metadata.json ]] && reports+=("$dir")
 done
-stage report 40 "$PYTHON" examples/bench_report.py "${reports[@]}" \
+stage report 40 "$PYTHON" share/tools/bench_report.py "${reports[@]}" \
   --output "$PKG/report.md" --png "$PKG/report.png"
 
 # --- Summary --------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev catch2
-          python3-numpy)
+          nlohmann-json3-dev python3-numpy)
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-dev)
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Stages the Debian-installed header-only dependencies (CLI11, spdlog + fmt, Eigen, Catch2 v2)
-# with their CMake package files into a relocatable folder (default .deps/, git-ignored), for a
-# machine that has no package registry. There: cmake --preset gpu -DCMAKE_PREFIX_PATH=$PWD/.deps
+# Stages the Debian-installed header-only dependencies (CLI11, spdlog + fmt, Eigen, Catch2 v2,
+# nlohmann-json) with their CMake package files into a relocatable folder (default .deps/,
+# git-ignored), for a machine that has no package registry.
+# There: cmake --preset gpu -DCMAKE_PREFIX_PATH=$PWD/.deps
 #   usage: share/scripts/stage_deps_bundle.sh [DIR]
 set -euo pipefail
 D=${1:-.deps}
@@ -15,8 +16,9 @@ if [[ -e "$D" && ! -e "$D/$MARKER" && -n "$(ls -A "$D" 2>/dev/null)" ]]; then
 fi
 rm -rf "$D"
 mkdir -p "$D"/include "$D"/lib/cmake "$D"/share/cmake "$D"/share/eigen3
-cp -a /usr/include/{CLI,spdlog,fmt,catch2,eigen3} "$D"/include/
-cp -a /usr/share/cmake/CLI11 "$D"/share/cmake/
+cp -a /usr/include/{CLI,spdlog,fmt,catch2,eigen3,nlohmann} "$D"/include/
+# share/cmake/<name>/ climbs three folders to the prefix, in the bundle as in /usr: relocatable.
+cp -a /usr/share/cmake/{CLI11,nlohmann_json} "$D"/share/cmake/
 cp -a /usr/share/eigen3/cmake "$D"/share/eigen3/
 cp -a /usr/lib/cmake/Catch2 "$D"/lib/cmake/
 cp -a /usr/lib/"$MA"/cmake/{fmt,spdlog} "$D"/lib/cmake/  # out of the multiarch folder

@@ -14,7 +14,6 @@
 
 #include "bench/formats.h"
 #include "bench/input_fill.h"
-#include "bench/json.h"
 #include "bench/package.h"
 #include "bench/session.h"
 #include "bench/stats.h"
@@ -83,21 +82,26 @@ CaseRecord fake_record(const AttentionCase& c, size_t index) {
 
 // --- JSON ----------------------------------------------------------------------------------------
 
-TEST_CASE("json: values, escapes, order and non-finite numbers", "[bench]") {
+TEST_CASE("json: key order, escapes, non-finite numbers and invalid UTF-8", "[bench]") {
   Json j = Json::object();
-  j.set("b", 1).set("a", "x\"y\\z\n\t\x01").set("n", Json()).set("t", true);
-  j.set("f", 0.1).set("inf", INFINITY).set("list", Json::array_of(std::vector<std::string>{"p"}));
-  j.set("b", 2);  // replaced in place, order kept
-  CHECK(j.dump(-1) ==
-        R"({"b": 2, "a": "x\"y\\z\n\t\u0001", "n": null, "t": true, "f": 0.1, "inf": null, )"
-        R"("list": ["p"]})");
-  CHECK(Json::object().dump() == "{}\n");
-  CHECK(Json::array().dump() == "[]\n");
-  CHECK(shortest_double(1e-05) == "1e-05");
-  CHECK(shortest_double(42.0) == "42");
-  CHECK(std::stod(shortest_double(0.1 + 0.2)) == 0.1 + 0.2);
-  const Json nested = Json::object().set("k", Json::array().push(1).push(Json::object()));
-  CHECK(nested.dump() == "{\n  \"k\": [\n    1,\n    {}\n  ]\n}\n");
+  j["b"] = 1;
+  j["a"] = "x\"y\\z\n\t\x01";
+  j["n"] = nullptr;
+  j["t"] = true;
+  j["f"] = 0.1;
+  j["inf"] = INFINITY;
+  j["list"] = std::vector<std::string>{"p"};
+  j["b"] = 2;  // replaced in place, order kept
+  CHECK(json_text(j) ==
+        R"({"b":2,"a":"x\"y\\z\n\t\u0001","n":null,"t":true,"f":0.1,"inf":null,"list":["p"]})");
+  CHECK(json_text(Json::object(), 2) == "{}");
+  CHECK(json_text(Json::array(), 2) == "[]");
+  const Json nested = Json{{"k", Json::array({1, Json::object()})}};
+  CHECK(json_text(nested, 2) == "{\n  \"k\": [\n    1,\n    {}\n  ]\n}");
+  CHECK(json_text(Json("a\xff")) == "\"a\xef\xbf\xbd\"");  // U+FFFD, not an exception
+  CHECK(find_member(j, "f") != nullptr);
+  CHECK(find_member(j, "zz") == nullptr);
+  CHECK(find_member(Json::array(), "f") == nullptr);
 }
 
 // --- Statistics and FLOPs ------------------------------------------------------------------------
@@ -360,11 +364,12 @@ TEST_CASE("formats: JSON in Google Benchmark's schema", "[bench]") {
   TempDir tmp;
   RunSettings settings;
   settings.peak_tflops = parse_peak_tflops("bf16=1000");
-  Json metadata = Json::object();
-  metadata.set("started_utc", "2026-01-02T03:04:05Z").set("host_name", "h").set("num_cpus", 16);
-  metadata.set("cuflash", Json::object().set("build_type", "Release"));
+  const Json metadata{{"started_utc", "2026-01-02T03:04:05Z"},
+                      {"host_name", "h"},
+                      {"num_cpus", 16},
+                      {"cuflash", {{"build_type", "Release"}}}};
   const fs::path file = tmp.path / "r.json";
-  std::ofstream(file) << benchmark_json(sample_records(), settings, metadata).dump();
+  std::ofstream(file) << format_results(Format::json, sample_records(), settings, metadata);
   const Outcome o = python_check(tmp, file, R"PY(
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -389,6 +394,8 @@ for key in ("tflops", "flops", "noise", "alloc_bytes", "workspace_bytes", "memge
 assert median["pct_of_peak"] is None and median["verify"] == "pass"
 assert abs(median["tflops"] - median["flops"] / (median["real_time"] * 1e-6) / 1e12) < 1e-9
 assert abs(median["real_time"] - 10.0) < 1e-9 and aggs[3]["real_time"] == median["noise"]
+for key, agg in (("median_ms", 1), ("mean_ms", 0), ("stddev_ms", 2), ("min_ms", 4), ("max_ms", 5)):
+    assert abs(median[key] * 1e3 - aggs[agg]["real_time"]) < 1e-9, key
 bf16 = [r for r in rows if r.get("aggregate_name") == "median" and r["dtype"] == "bf16"][0]
 assert abs(bf16["pct_of_peak"] - bf16["tflops"] / 10) < 1e-9
 assert len({r["family_index"] for r in rows}) == 3
@@ -402,13 +409,38 @@ print("ok")
   CHECK(o.out == "ok\n");
 }
 
+TEST_CASE("formats: the compact JSON, one median row per pass and one line per row", "[bench]") {
+  const Json metadata{{"started_utc", "2026-01-02T03:04:05Z"}};
+  const auto records = sample_records();
+  const Json full = benchmark_json(records, RunSettings{}, metadata, JsonRows::all);
+  const Json compact = benchmark_json(records, RunSettings{}, metadata, JsonRows::medians);
+  REQUIRE(compact["benchmarks"].size() == 3);  // fwd and bwd of the first case, fwd of the second
+  std::vector<Json> full_medians;
+  for (const Json& row : full["benchmarks"]) {
+    if (row.value("aggregate_name", "") == "median") full_medians.push_back(row);
+  }
+  REQUIRE(full_medians.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(compact["benchmarks"][i] == full_medians[i]);
+  CHECK(compact["failures"] == full["failures"]);
+  CHECK(compact["context"] == full["context"]);
+
+  const std::string text = json_lines_text(compact);
+  CHECK(Json::parse(text) == compact);
+  CHECK(count_lines(text) == 11);  // {, context, "benchmarks":[, 3 rows, ], "failures":[, 1, ], }
+  std::istringstream lines(text);
+  std::string line;
+  int row_lines = 0;
+  while (std::getline(lines, line)) row_lines += line.rfind("{\"name\":\"", 0) == 0;
+  CHECK(row_lines == 3 + 1);  // the three rows and the failure, each a line that starts with it
+  CHECK(json_lines_text(Json{{"benchmarks", Json::array()}}) == "{\n\"benchmarks\":[]\n}\n");
+}
+
 // --- The result package --------------------------------------------------------------------------
 
 TEST_CASE("package: every file, atomically, and never over an existing package", "[bench]") {
   TempDir tmp;
   const fs::path dir = tmp.path / "a" / "pkg";
-  Json metadata = Json::object();
-  metadata.set("status", "running");
+  const Json metadata{{"status", "running"}};
   ResultPackage package(dir.string());
   package.write({}, RunSettings{}, metadata);
   CHECK(slurp(dir / "failures.json") == "[]\n");
@@ -417,7 +449,10 @@ TEST_CASE("package: every file, atomically, and never over an existing package",
     CHECK(fs::exists(dir / file));
     CHECK_FALSE(fs::exists(dir / (std::string(file) + ".tmp")));
   }
-  CHECK(slurp(dir / "failures.json").find("out_of_memory") != std::string::npos);
+  const Json failures = Json::parse(slurp(dir / "failures.json"));
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0]["kind"] == "out_of_memory");
+  CHECK(Json::parse(slurp(dir / "metadata.json")) == metadata);
   CHECK(slurp(dir / "results.md").find("| pass | case |") != std::string::npos);
   CHECK_THROWS_AS(ResultPackage(dir.string()), cli::UsageError);
   std::ofstream(tmp.path / "file") << "x";
@@ -502,7 +537,7 @@ TEST_CASE("session: a complete run writes a consistent package and the results",
   TempDir tmp;
   SessionPlan plan;
   plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
-  plan.protocol = Json::object().set("sweep", "t");
+  plan.protocol = Json{{"sweep", "t"}};
   plan.format = Format::csv;
   plan.output = (tmp.path / "out.csv").string();
   plan.out_dir = (tmp.path / "pkg").string();
@@ -523,7 +558,11 @@ for key in ("host_name", "command_line", "executable", "cuflash", "cuda", "devic
 for key in ("version", "git_commit", "git_dirty", "build_type", "cuda_architectures", "cxx_flags"):
     assert key in meta["cuflash"], key
 results = json.load(open(os.path.join(d, "results.json")))
-assert len([r for r in results["benchmarks"] if r.get("aggregate_name") == "median"]) == 8
+rows = results["benchmarks"]
+assert len(rows) == 8 and all(r["aggregate_name"] == "median" for r in rows), rows
+assert all(r["repetitions"] == 5 and r["mean_ms"] > 0 for r in rows)
+text = open(os.path.join(d, "results.json")).read()
+assert text.count("\n") == 1 + 1 + 1 + 8 + 1 + 1 + 1, text  # one line per row
 assert json.load(open(os.path.join(d, "failures.json"))) == []
 assert "| pass | case |" in open(os.path.join(d, "results.md")).read()
 print("ok")
@@ -566,6 +605,122 @@ print("ok")
   CHECK(count_lines(slurp(plan.output)) == 1 + 5 + 1);  // header, 5 passes, 1 failure
 }
 
+TEST_CASE("session: --samples keeps every sample's row in the package", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64", "t");
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.output = (tmp.path / "out.txt").string();
+  plan.samples = true;
+  plan.show_progress = false;
+  CHECK(run_session(plan, fake_record) == 0);
+  const Json results = Json::parse(slurp(tmp.path / "pkg" / "results.json"));
+  int iterations = 0, aggregates = 0;
+  for (const Json& row : results["benchmarks"]) {
+    iterations += row["run_type"] == "iteration";
+    aggregates += row["run_type"] == "aggregate";
+  }
+  CHECK(iterations == 2 * 5);  // fwd and bwd, five samples each
+  CHECK(aggregates == 2 * 6);
+}
+
+TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
+  TempDir tmp;
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
+  plan.protocol = Json{{"sweep", "t"}};
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.output = (tmp.path / "out.txt").string();
+  plan.show_progress = false;
+  REQUIRE(run_session(plan, fake_record) == 0);
+  const fs::path report = tmp.path / "report.md";
+  const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                                  "/share/tools/bench_report.py " + plan.out_dir + " --output " +
+                                  report.string(),
+                              tmp);
+  INFO(o.err);
+  CHECK(o.exit_code == 0);
+  const std::string text = slurp(report);
+  CHECK(text.find("## Sweep t") != std::string::npos);
+  CHECK(text.find("### bwd, bf16") != std::string::npos);
+  CHECK(text.find("| b:1/h:8/sq:128/sk:128/d:64/causal:0 | 0.04 |") != std::string::npos);
+}
+
+TEST_CASE("sdpa_bench.py: compact package files, every sample with --samples", "[bench]") {
+  TempDir tmp;
+  // cuflash's compact row of the same case, for the fields both scripts must write.
+  const AttentionCase c = make_case(1, 8, 64, 64, 64, DType::fp16, Mask::none);
+  std::ofstream(tmp.path / "cuflash.json")
+      << json_lines_text(benchmark_json({fake_record(c, 0)}, RunSettings{}, Json::object(),
+                                        JsonRows::medians));
+  const Outcome o = python_check(tmp, tmp.path, std::string(R"PY(
+import json, os, sys
+sys.path.insert(0, ")PY") + CUFLASH_SOURCE_DIR + R"PY(/share/tools")
+import sdpa_bench as sb
+c = sb.parse_sweep("sq=64 d=64 dtype=fp16", "t")[0]
+timing = dict(method="graph", calls_per_sample=12, cold=False, warmup=10)
+def timed(name, ms):
+    return dict(pass_=name, samples=[ms, 1.01 * ms, 0.99 * ms], timing=timing,
+                flops=sb.pass_flops(c, name), alloc_bytes=1 << 20, memgetinfo_bytes=2 << 20)
+records = [dict(case=c, passes={"flash": [timed("fwd", 0.01), timed("bwd", 0.03)]}, failures={})]
+meta = dict(status="complete", started_utc="2026-01-02T03:04:05Z", host_name="h", num_cpus=2,
+            executable="python3", command_line=["python3"], device=dict(name="none", uuid=None),
+            torch=dict(version="0", cuda="0", cudnn=0), protocol=dict(sweep="t"))
+ours = json.load(open(os.path.join(sys.argv[1], "cuflash.json")))["benchmarks"][0]
+for samples, rows in ((False, 2), (True, 2 * (3 + 6))):
+    d = os.path.join(sys.argv[1], f"pkg-{samples}")
+    os.makedirs(d)
+    sb.write_package(d, records, ["flash"], meta, {}, samples)
+    text = open(os.path.join(d, "sdpa-flash.json")).read()
+    doc = json.loads(text)
+    assert len(doc["benchmarks"]) == rows, len(doc["benchmarks"])
+    if not samples:
+        assert text.count("\n") == 8, text  # {, context, [, 2 rows, ], failures, }
+        median = doc["benchmarks"][0]
+        assert median["aggregate_name"] == "median" and median["backend"] == "sdpa-flash"
+        assert abs(median["median_ms"] - 0.01) < 1e-12 and abs(median["real_time"] - 10) < 1e-9
+        assert sorted(median) == sorted(ours), set(median) ^ set(ours)
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
+TEST_CASE("compact_package.py: a full package becomes the compact one", "[bench]") {
+  TempDir tmp;
+  for (const bool samples : {true, false}) {
+    SessionPlan plan;
+    plan.cases = parse_sweep("sq=64,128 dtype=fp16,bf16", "t");
+    plan.out_dir = (tmp.path / (samples ? "full" : "compact")).string();
+    plan.output = (tmp.path / "out.txt").string();
+    plan.samples = samples;
+    plan.show_progress = false;
+    REQUIRE(run_session(plan, fake_record) == 0);
+  }
+  const std::string tool = std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                           "/share/tools/compact_package.py ";
+  const Outcome first = run_shell(tool + (tmp.path / "full").string(), tmp);
+  INFO(first.err);
+  CHECK(first.exit_code == 0);
+  CHECK(first.out.find("8 median rows") != std::string::npos);
+  const Outcome again = run_shell(tool + (tmp.path / "full").string(), tmp);
+  CHECK(again.out.find("already compact") != std::string::npos);
+  const Outcome o = python_check(tmp, tmp.path, R"PY(
+import json, math, os, sys
+load = lambda name: json.load(open(os.path.join(sys.argv[1], name, "results.json")))
+full, compact = load("full"), load("compact")
+assert len(full["benchmarks"]) == len(compact["benchmarks"]) == 8
+for a, b in zip(full["benchmarks"], compact["benchmarks"]):
+    assert list(a) == list(b), (list(a), list(b))
+    for key in a:
+        same = a[key] == b[key] or math.isclose(a[key], b[key], rel_tol=1e-12)
+        assert same, (key, a[key], b[key])
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
+}
+
 // --- The binary and the PyTorch script -----------------------------------------------------------
 
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
@@ -587,6 +742,9 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   CHECK(count_lines(none.err) == 1);
   const Outcome format = run_shell(cuflash + " bench --format yaml", tmp);
   CHECK(format.exit_code == 2);
+  const Outcome samples = run_shell(cuflash + " bench --samples", tmp);  // needs --out-dir
+  CHECK(samples.exit_code == 2);
+  CHECK(samples.err.find("--out-dir") != std::string::npos);
 }
 
 TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") {
@@ -610,7 +768,7 @@ TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") 
 TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", "[bench]") {
   TempDir tmp;
   const std::string script =
-      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/examples/sdpa_bench.py";
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/sdpa_bench.py";
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
        {"--sweep seed --list", "--sweep fa --list",
@@ -625,4 +783,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
     CHECK(theirs.exit_code == 0);
     CHECK(ours.out == theirs.out);
   }
+  const Outcome samples = run_shell(script + " --sweep seed --samples", tmp);  // needs --out-dir
+  CHECK(samples.exit_code == 2);
+  CHECK(samples.err.find("--out-dir") != std::string::npos);
 }

@@ -2,7 +2,7 @@
 """Joins benchmark results of cuflash and PyTorch SDPA into one markdown report and charts.
 
 Inputs are Google-Benchmark-style JSON files written by `cuflash bench` (results.json) and
-examples/sdpa_bench.py (sdpa-<backend>.json), or result package folders holding them. Rows are
+share/tools/sdpa_bench.py (sdpa-<backend>.json), or result package folders holding them. Rows are
 matched by sweep and benchmark name (e.g. fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1).
 
 The markdown has, per sweep and per (pass, dtype), the median time and TFLOP/s of every backend
@@ -15,7 +15,7 @@ The chart (one PNG per sweep: TFLOP/s against sequence length, one panel per pas
 head_dim and mask, one line per backend) needs matplotlib; without it the markdown is still
 written.
 
-  python3 examples/bench_report.py pkg/cuflash-seed pkg/sdpa-seed --output pkg/report.md \
+  python3 share/tools/bench_report.py pkg/cuflash-seed pkg/sdpa-seed --output pkg/report.md \
       --png pkg/report.png
 """
 import argparse

@@ -11,11 +11,14 @@ math (which materialises the N x N scores) only when asked for and below --math-
 
 Output: a table on stdout; with --out-dir a result package like cuflash's: metadata.json,
 sdpa-<backend>.json (Google-Benchmark-style JSON, one file per backend, so compare.py can diff
-any of them against cuflash's results.json), results.md and failures.json.
+any of them against cuflash's results.json), results.md and failures.json. Like cuflash's
+results.json, each sdpa-<backend>.json holds the median row of each pass (with every statistic),
+one line per row; --samples adds every sample's row and the six aggregate rows, the layout that
+--format json always writes.
 
-  python3 examples/sdpa_bench.py --sweep seed --out-dir results/sdpa-seed
-  python3 examples/sdpa_bench.py -s 1024,4096 -d 64,128 --dtype fp16,bf16 --mask none,causal
-  python3 examples/sdpa_bench.py --sweep fa --list          # the case names; needs no GPU
+  python3 share/tools/sdpa_bench.py --sweep seed --out-dir results/sdpa-seed
+  python3 share/tools/sdpa_bench.py -s 1024,4096 -d 64,128 --dtype fp16,bf16 --mask none,causal
+  python3 share/tools/sdpa_bench.py --sweep fa --list          # the case names; needs no GPU
 """
 import argparse
 import itertools
@@ -30,7 +33,7 @@ import sys
 import time
 import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 SWEEP_DIR = os.path.join(ROOT, "share", "sweeps")
 
 TARGET_SAMPLE_MS = 1.0  # graph samples last about this long ...
@@ -438,7 +441,9 @@ def run_name(pass_name, c):
     return f"{pass_name}/{case_name(c)}"
 
 
-def benchmark_rows(record, p, label, family, peak):
+def benchmark_rows(record, p, label, family, peak, samples=True):
+    """Google Benchmark's rows of one pass: a row per sample and six aggregates, or with
+    samples=False the median row alone (it carries every statistic)."""
     c, run = record["case"], run_name(p["pass_"], record["case"])
     s = summarize(p["samples"])
     base = dict(
@@ -449,20 +454,24 @@ def benchmark_rows(record, p, label, family, peak):
         threads=1,
         backend=label,
     )
-    rows = [
-        dict(
-            name=run,
-            **base,
-            run_type="iteration",
-            repetition_index=i,
-            iterations=p["timing"]["calls_per_sample"],
-            real_time=1e3 * t,
-            cpu_time=1e3 * t,
-            time_unit="us",
-        )
-        for i, t in enumerate(p["samples"])
-    ]
-    for agg in ("mean", "median", "stddev", "cv", "min", "max"):
+    if not samples:
+        rows, aggregates = [], ("median",)
+    else:
+        rows = [
+            dict(
+                name=run,
+                **base,
+                run_type="iteration",
+                repetition_index=i,
+                iterations=p["timing"]["calls_per_sample"],
+                real_time=1e3 * t,
+                cpu_time=1e3 * t,
+                time_unit="us",
+            )
+            for i, t in enumerate(p["samples"])
+        ]
+        aggregates = ("mean", "median", "stddev", "cv", "min", "max")
+    for agg in aggregates:
         value = s["noise"] if agg == "cv" else 1e3 * s[agg]  # us; cv is a fraction
         row = dict(
             name=f"{run}_{agg}",
@@ -499,6 +508,9 @@ def case_fields(c, p, s, peak):
         "tflops": tflops,
         "pct_of_peak": 100 * tflops / peak[c["dtype"]] if c["dtype"] in peak else None,
         "noise": s["noise"],
+        "median_ms": s["median"],
+        "mean_ms": s["mean"],
+        "stddev_ms": s["stddev"],
         "min_ms": s["min"],
         "max_ms": s["max"],
         "alloc_bytes": p["alloc_bytes"],
@@ -520,13 +532,14 @@ def failure_entries(records, backend):
     ]
 
 
-def benchmark_doc(records, backends, metadata, peak):
-    """Google-Benchmark-style JSON of the given backends (one backend per file in a package)."""
+def benchmark_doc(records, backends, metadata, peak, samples=True):
+    """Google-Benchmark-style JSON of the given backends (one backend per file in a package);
+    samples=False keeps the median row of each pass alone."""
     rows, failures, family = [], [], 0
     for backend in backends:
         for r in records:
             for p in r["passes"].get(backend, []):
-                rows += benchmark_rows(r, p, f"sdpa-{backend}", family, peak)
+                rows += benchmark_rows(r, p, f"sdpa-{backend}", family, peak, samples)
                 family += 1
         failures += failure_entries(records, backend)
     context = dict(
@@ -598,13 +611,26 @@ def write_atomically(path, text):
     os.replace(path + ".tmp", path)
 
 
-def write_package(out_dir, records, backends, metadata, peak):
-    """Each file through a temporary and a rename; metadata.json last (as cuflash's package.h)."""
+def json_lines(doc):
+    """`doc` with each top-level member on a line and an array member one element a line, as
+    cuflash writes results.json (json_lines_text in app/bench/formats.h)."""
+    compact = lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    members = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            text = "[\n" + ",\n".join(compact(item) for item in value) + "\n]"
+        else:
+            text = compact(value)
+        members.append(f"{compact(key)}:{text}")
+    return "{\n" + ",\n".join(members) + "\n}\n"
+
+
+def write_package(out_dir, records, backends, metadata, peak, samples=False):
+    """Each file through a temporary and a rename; metadata.json last (as cuflash's package.h).
+    sdpa-<backend>.json: the median rows, or with `samples` every sample's row too."""
     for backend in backends:
-        doc = benchmark_doc(records, [backend], metadata, peak)
-        write_atomically(
-            os.path.join(out_dir, f"sdpa-{backend}.json"), json.dumps(doc, indent=2) + "\n"
-        )
+        doc = benchmark_doc(records, [backend], metadata, peak, samples)
+        write_atomically(os.path.join(out_dir, f"sdpa-{backend}.json"), json_lines(doc))
     failures = [f for b in backends for f in failure_entries(records, b)]
     write_atomically(os.path.join(out_dir, "failures.json"), json.dumps(failures, indent=2) + "\n")
     torch_info = metadata["torch"]
@@ -675,6 +701,7 @@ def run_metadata(torch, args, cases, backends):
             max_calls_per_sample=MAX_CALLS_PER_SAMPLE,
             seed=args.seed,
             math_max_scores=args.math_max_scores,
+            samples=args.samples,
             cases=[case_name(c) for c in cases],
         ),
         "cases": dict(total=len(cases), finished=0, failed=0, not_run=len(cases)),
@@ -784,6 +811,13 @@ def parse_args(argv):
     p.add_argument("--peak-tflops", help="a number, or fp16=989,bf16=989,fp32=67")
     p.add_argument("--out-dir", help="write a result package into this new folder")
     p.add_argument(
+        "--samples",
+        action="store_true",
+        help="with --out-dir: sdpa-<backend>.json also holds every sample (a row per sample and "
+        "six aggregate rows per pass, as --format json writes them); by default the median row "
+        "of each pass, which carries every statistic",
+    )
+    p.add_argument(
         "--format",
         default="table",
         choices=["table", "markdown", "json"],
@@ -804,6 +838,8 @@ def parse_args(argv):
         ]
     ):
         p.error("--sweep replaces the shape options")
+    if args.samples and not args.out_dir:
+        p.error("--samples needs --out-dir")
     if args.iters < 1 or args.warmup < 0:
         p.error("--iters must be >= 1 and --warmup >= 0")
     return args
@@ -870,7 +906,7 @@ def run(torch, args, cases, backends):
             not_run=len(cases) - len(records),
         )
         if args.out_dir:
-            write_package(args.out_dir, records, backends, metadata, peak)
+            write_package(args.out_dir, records, backends, metadata, peak, args.samples)
         if Interrupt.requested:
             break
     if sys.stderr.isatty():
@@ -878,7 +914,7 @@ def run(torch, args, cases, backends):
     metadata["status"] = "interrupted" if Interrupt.requested else "complete"
     metadata["finished_utc"] = utc_now()
     if args.out_dir:
-        write_package(args.out_dir, records, backends, metadata, peak)
+        write_package(args.out_dir, records, backends, metadata, peak, args.samples)
     emit(args.format, records, backends, metadata, peak)
     if Interrupt.requested:
         return 130
