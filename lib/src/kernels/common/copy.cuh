@@ -9,6 +9,24 @@
 
 namespace cuflash::detail {
 
+// Calls visit(row, col) for each 16-byte chunk of a (kRows, kCols) tile that `thread` of
+// kThreads moves: chunk i goes to thread i % kThreads, so that consecutive threads touch
+// consecutive 16 bytes of a row.
+template <int kRows, int kCols, int kThreads, typename Element, typename Visit>
+__device__ __forceinline__ void for_each_chunk(int thread, Visit&& visit) {
+  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
+  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
+  constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
+    visit(chunk / kChunksPerRow, (chunk % kChunksPerRow) * kElementsPerChunk);
+  }
+}
+
+// Whether every thread of kThreads moves the same number of chunks of a (kRows, kCols) tile.
+template <int kRows, int kCols, int kThreads, typename Element>
+inline constexpr bool kEvenChunks = (kRows * kCols * int(sizeof(Element)) / 16) % kThreads == 0;
+
 // Starts loading rows row0..row0+kRows-1 of a [seq_len, kCols] slice (row stride `seq_stride`
 // elements, contiguous rows) into a padded shared tile (kRows, kCols); rows at or past seq_len
 // become zeros. All kThreads threads of the block take part.
@@ -16,18 +34,13 @@ template <int kRows, int kCols, int kThreads, typename Element, int kStride>
 __device__ __forceinline__ void load_tile_async(SmemTile<Element, kStride> tile,
                                                 const Element* slice, int64_t seq_stride,
                                                 int64_t row0, int64_t seq_len, int thread) {
-  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
-  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
-  constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
-#pragma unroll
-  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
-    const int row = chunk / kChunksPerRow;
-    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+  static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,
+                "every thread copies the same number of chunks");
+  for_each_chunk<kRows, kCols, kThreads, Element>(thread, [&](int row, int col) {
     const bool valid = row0 + row < seq_len;
     const Element* source = valid ? slice + (row0 + row) * seq_stride + col : slice;
     cp_async_16(tile.at(row, col), source, valid);
-  }
+  });
 }
 
 // Stores rows 0..kRows-1 of a shared tile (kRows, kCols) to rows row0.. of a [seq_len, kCols]
@@ -36,35 +49,25 @@ template <int kRows, int kCols, int kThreads, typename Element, int kStride>
 __device__ __forceinline__ void store_tile(Element* slice, int64_t seq_stride, int64_t row0,
                                            int64_t seq_len, SmemTile<Element, kStride> tile,
                                            int thread) {
-  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
-  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
-  constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
-#pragma unroll
-  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
-    const int row = chunk / kChunksPerRow;
-    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+  static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,
+                "every thread copies the same number of chunks");
+  for_each_chunk<kRows, kCols, kThreads, Element>(thread, [&](int row, int col) {
     if (row0 + row < seq_len) {
       *reinterpret_cast<uint4*>(slice + (row0 + row) * seq_stride + col) =
           *reinterpret_cast<const uint4*>(tile.at(row, col));
     }
-  }
+  });
 }
 
 // Writes zeros to rows row0..row0+kRows-1 (those below seq_len) of a [seq_len, kCols] slice.
 template <int kRows, int kCols, int kThreads, typename Element>
 __device__ __forceinline__ void store_zero_rows(Element* slice, int64_t seq_stride, int64_t row0,
                                                 int64_t seq_len, int thread) {
-  constexpr int kChunksPerRow = kCols * int(sizeof(Element)) / 16;
-  constexpr int kElementsPerChunk = 16 / int(sizeof(Element));
-  constexpr int kChunks = kRows * kChunksPerRow;
-  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
-    const int row = chunk / kChunksPerRow;
-    const int col = (chunk % kChunksPerRow) * kElementsPerChunk;
+  for_each_chunk<kRows, kCols, kThreads, Element>(thread, [&](int row, int col) {
     if (row0 + row < seq_len) {
       *reinterpret_cast<uint4*>(slice + (row0 + row) * seq_stride + col) = make_uint4(0, 0, 0, 0);
     }
-  }
+  });
 }
 
 }  // namespace cuflash::detail
