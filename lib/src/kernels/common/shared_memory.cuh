@@ -14,7 +14,7 @@ inline constexpr size_t kMaxSmemBytes = 227 * 1024;
 // Padding at the end of every shared-memory row: 16 bytes make consecutive rows start 16 bytes
 // further into the bank pattern, so the eight rows an ldmatrix phase reads hit eight different
 // 16-byte bank groups for every head_dim we compile, and the fp32 scalar fragment reads
-// (mma_ops.cuh) hit 32 different banks.
+// (sm80/mma_ops.cuh) hit 32 different banks.
 inline constexpr int kSmemPadBytes = 16;
 template <int kElementBytes>
 inline constexpr int kSmemPadElements = kSmemPadBytes / kElementBytes;

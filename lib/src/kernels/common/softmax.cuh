@@ -1,5 +1,5 @@
 // Online softmax on mma accumulator fragments. A thread holds two rows of its warp's 16 (rows
-// `group` and `group + 8`, see mma.cuh); the four threads of a quad share those rows, so row
+// `group` and `group + 8`, see fragments.cuh); the four threads of a quad share those rows, so row
 // reductions are two xor-shuffles.
 #pragma once
 

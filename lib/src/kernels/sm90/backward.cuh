@@ -1,6 +1,6 @@
 // FlashAttention-2 backward on Hopper (sm_90a): wgmma for the five products, TMA for the loads.
 //
-// Same algorithm and contract as backward_tc.cuh (row_dot and dq_convert kernels around it, dQ
+// Same algorithm and contract as sm80/backward.cuh (row_dot and dq_convert kernels around it, dQ
 // through fp32 atomics, dK and dV summed in registers over the GQA group). One CTA per (key
 // block of 128, kv head, batch): consumer warpgroup w owns keys 64w..64w+63; the producer
 // warpgroup loads K, V once and then Q, dO (TMA) and LSE, D (plain copies) of every query block

@@ -1,6 +1,6 @@
 // FlashAttention-2 forward on Hopper (sm_90a): wgmma for the products, TMA for the loads.
 //
-// Same algorithm and results contract as forward_tc.cuh (online softmax in exp2, P kept in
+// Same algorithm and results contract as sm80/forward.cuh (online softmax in exp2, P kept in
 // registers, no atomics: bitwise reproducible); what changes is how the work reaches the tensor
 // cores. A warpgroup (4 warps) issues one m64nNk16 wgmma where mma.sync needs 4 * N / 8
 // instructions, and wgmma reads Q, K and V straight from shared memory. A producer warp loads
