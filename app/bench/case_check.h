@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cli/problem_options.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::bench {
 
@@ -18,7 +18,7 @@ namespace cuflash::bench {
 // many-core host. 2^33 admits B=1, H=8, S=4096, D=64 and everything smaller.
 constexpr double kVerifyMaxWork = 8589934592.0;  // 2^33
 
-bool verify_fits(const cli::AttentionCase& c);
+bool verify_fits(const Problem& p);
 
 struct CheckResult {
   bool pass = true;
@@ -27,6 +27,6 @@ struct CheckResult {
 
 // Runs forward (and with `backward` dQ, dK, dV) on the GPU with inputs from `seed` and compares.
 // Throws like cli::compute() (UsageError for unsupported cases, RuntimeFailure for CUDA errors).
-CheckResult check_against_reference(const cli::AttentionCase& c, uint64_t seed, bool backward);
+CheckResult check_against_reference(const Problem& p, uint64_t seed, bool backward);
 
 }  // namespace cuflash::bench

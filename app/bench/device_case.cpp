@@ -36,60 +36,44 @@ DeviceBuffer& DeviceCase::allocate(size_t bytes) {
   return *buffers_.back();
 }
 
-TensorRef DeviceCase::tensor(const DeviceBuffer& buffer, int64_t heads, int64_t seq) const {
-  return make_tensor_ref(buffer.get(), case_.layout, case_.problem.batch, heads, seq,
-                         case_.problem.head_dim);
-}
+DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
+  const size_t element = static_cast<size_t>(dtype_size(p.dtype));
+  const size_t q_bytes = size_t(p.shape.q_elements()) * element;    // Q, O, dO, dQ: [B, H, Sq, D]
+  const size_t kv_bytes = size_t(p.shape.kv_elements()) * element;  // K, V, dK, dV: [B, Hkv, Sk, D]
+  const size_t lse_bytes = size_t(p.shape.lse_elements()) * sizeof(float);  // [B, H, Sq]
 
-DeviceCase::DeviceCase(const cli::AttentionCase& c, bool with_backward, uint64_t seed) : case_(c) {
-  const reference::Problem& p = c.problem;
-  const size_t element = static_cast<size_t>(dtype_size(c.dtype));
-  const size_t q_bytes = size_t(p.q_elements()) * element;    // Q, O, dO, dQ: [B, H, Sq, D]
-  const size_t kv_bytes = size_t(p.kv_elements()) * element;  // K, V, dK, dV: [B, Hkv, Sk, D]
-  const size_t lse_bytes = size_t(p.lse_elements()) * sizeof(float);  // [B, H, Sq]
-
+  DenseTensors t;
   const DeviceBuffer& q = allocate(q_bytes);
   const DeviceBuffer& k = allocate(kv_bytes);
   const DeviceBuffer& v = allocate(kv_bytes);
-  const DeviceBuffer& out = allocate(q_bytes);
-  const DeviceBuffer& lse = allocate(lse_bytes);
-  upload_normal(q, c.dtype, seed, kStreamQ);
-  upload_normal(k, c.dtype, seed, kStreamK);
-  upload_normal(v, c.dtype, seed, kStreamV);
+  t.q = q.get();
+  t.k = k.get();
+  t.v = v.get();
+  t.out = allocate(q_bytes).get();
+  t.lse = static_cast<float*>(allocate(lse_bytes).get());
+  upload_normal(q, p.dtype, seed, kStreamQ);
+  upload_normal(k, p.dtype, seed, kStreamK);
+  upload_normal(v, p.dtype, seed, kStreamV);
   forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes);
-
-  forward_.shape = c.shape();
-  forward_.dtype = c.dtype;
-  forward_.mask = p.mask;
-  forward_.scale = static_cast<float>(p.scale);
-  forward_.q = tensor(q, p.heads, p.seq_q);
-  forward_.k = tensor(k, p.heads_kv, p.seq_k);
-  forward_.v = tensor(v, p.heads_kv, p.seq_k);
-  forward_.out = tensor(out, p.heads, p.seq_q);
-  forward_.lse = static_cast<float*>(lse.get());
+  forward_ = cuflash::forward_args(p, t);
   if (!with_backward) {
     wait_for_uploads();
     return;
   }
 
-  const size_t workspace = backward_workspace_size(c.shape(), c.dtype);
+  const size_t workspace = backward_workspace_size(p.shape, p.dtype);
   const DeviceBuffer& dout = allocate(q_bytes);
-  const DeviceBuffer& dq = allocate(q_bytes);
-  const DeviceBuffer& dk = allocate(kv_bytes);
-  const DeviceBuffer& dv = allocate(kv_bytes);
-  const DeviceBuffer& scratch = allocate(workspace);
-  upload_normal(dout, c.dtype, seed, kStreamDout);
+  t.dout = dout.get();
+  t.dq = allocate(q_bytes).get();
+  t.dk = allocate(kv_bytes).get();
+  t.dv = allocate(kv_bytes).get();
+  t.workspace = allocate(workspace).get();
+  t.workspace_bytes = workspace;
+  upload_normal(dout, p.dtype, seed, kStreamDout);
   wait_for_uploads();
   workspace_bytes_ = int64_t(workspace);
   backward_bytes_ = forward_bytes_ + int64_t(2 * q_bytes + 2 * kv_bytes + workspace);
-
-  backward_ = backward_args_for(forward_);
-  backward_.dout = tensor(dout, p.heads, p.seq_q);
-  backward_.dq = tensor(dq, p.heads, p.seq_q);
-  backward_.dk = tensor(dk, p.heads_kv, p.seq_k);
-  backward_.dv = tensor(dv, p.heads_kv, p.seq_k);
-  backward_.workspace = scratch.get();
-  backward_.workspace_bytes = workspace;
+  backward_ = cuflash::backward_args(p, t);
 }
 
 }  // namespace cuflash::bench

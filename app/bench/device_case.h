@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "cli/problem_options.h"
 #include "cuflash/attention.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::bench {
 
@@ -30,7 +30,7 @@ class DeviceCase {
  public:
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
   // uploads seeded standard-normal Q, K, V (and dO). Throws DeviceError (out of memory, ...).
-  DeviceCase(const cli::AttentionCase& c, bool with_backward, uint64_t seed);
+  DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
   const ForwardArgs& forward_args() const { return forward_; }
   const BackwardArgs& backward_args() const { return backward_; }  // needs with_backward
@@ -43,9 +43,7 @@ class DeviceCase {
 
  private:
   DeviceBuffer& allocate(size_t bytes);
-  TensorRef tensor(const DeviceBuffer& buffer, int64_t heads, int64_t seq) const;
 
-  cli::AttentionCase case_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
   ForwardArgs forward_;
   BackwardArgs backward_;

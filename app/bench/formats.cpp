@@ -163,11 +163,11 @@ const std::vector<std::string> kCsvColumns{
 // The first twelve CSV columns: which benchmark the row is (name to layout).
 std::vector<std::string> case_columns(const CaseRecord& r, const std::string& pass,
                                       const RunSettings& settings) {
-  const reference::Problem& p = r.spec.problem;
+  const AttentionShape& p = r.spec.shape;
   return {run_name(pass, r.spec), pass, settings.backend, std::string(to_string(r.spec.dtype)),
           std::to_string(p.batch), std::to_string(p.heads), std::to_string(p.heads_kv),
           std::to_string(p.seq_q), std::to_string(p.seq_k), std::to_string(p.head_dim),
-          std::string(to_string(p.mask)), cli::to_string(r.spec.layout)};
+          std::string(to_string(r.spec.mask)), std::string(to_string(r.spec.layout))};
 }
 
 std::vector<std::string> csv_pass_row(const CaseRecord& r, const PassResult& p,
@@ -254,7 +254,7 @@ void set_aggregate(Json& row, const char* aggregate, int64_t samples, double val
 // Our fields, on the median row: what the case is and what the pass measured besides time.
 void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
                      const RunSettings& settings, const SampleStats& s) {
-  const reference::Problem& c = r.spec.problem;
+  const AttentionShape& c = r.spec.shape;
   const double tf = tflops(p.flops, s.median);
   const auto pct = percent_of_peak(settings, r.spec.dtype, tf);
   row.set("pass", p.pass)
@@ -265,8 +265,8 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       .set("seq_q", c.seq_q)
       .set("seq_k", c.seq_k)
       .set("head_dim", c.head_dim)
-      .set("mask", std::string(to_string(c.mask)))
-      .set("layout", cli::to_string(r.spec.layout))
+      .set("mask", std::string(to_string(r.spec.mask)))
+      .set("layout", std::string(to_string(r.spec.layout)))
       .set("flops", p.flops)
       .set("tflops", tf)
       .set("pct_of_peak", pct ? Json(*pct) : Json())

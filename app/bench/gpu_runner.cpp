@@ -76,7 +76,7 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
 GpuCaseRunner::GpuCaseRunner(const CaseSettings& settings)
     : settings_(settings), timer_(settings.timing) {}
 
-void GpuCaseRunner::verify(const AttentionCase& c, uint64_t seed, CaseRecord& record) const {
+void GpuCaseRunner::verify(const Problem& c, uint64_t seed, CaseRecord& record) const {
   if (!verify_fits(c)) {
     record.verify = "skipped";
     return;
@@ -88,7 +88,7 @@ void GpuCaseRunner::verify(const AttentionCase& c, uint64_t seed, CaseRecord& re
   }
 }
 
-void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecord& record,
+void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& record,
                                 std::string& stage) {
   const int64_t free_before = free_device_bytes();
   const DeviceCase device(c, settings_.backward, seed);
@@ -105,7 +105,7 @@ void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecor
     stage = "fwd";
     PassResult p;
     p.pass = "fwd";
-    p.flops = pass_flops(c.problem, p.pass);
+    p.flops = pass_flops(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), 0, memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
     record.passes.push_back(std::move(p));
@@ -115,14 +115,14 @@ void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecor
     const BackwardArgs& ba = device.backward_args();
     PassResult p;
     p.pass = "bwd";
-    p.flops = pass_flops(c.problem, p.pass);
+    p.flops = pass_flops(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { backward(ba, s); }, p);
     record.passes.push_back(std::move(p));
   }
 }
 
-CaseRecord GpuCaseRunner::operator()(const AttentionCase& c, size_t index) {
+CaseRecord GpuCaseRunner::operator()(const Problem& c, size_t index) {
   CaseRecord record;
   record.spec = c;
   const uint64_t seed = settings_.seed + index;  // fresh inputs for every case

@@ -101,17 +101,17 @@ void round_to_dtype(std::vector<double>& values, DType dtype) {
   }
 }
 
-CaseInputs generate_inputs(const AttentionCase& c, uint64_t seed, bool with_dout) {
-  const reference::Problem& p = c.problem;
+CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout) {
+  const AttentionShape& s = p.shape;
   CaseInputs in;
-  in.q = standard_normal(p.q_elements(), seed, kStreamQ, c.dtype);
-  in.k = standard_normal(p.kv_elements(), seed, kStreamK, c.dtype);
-  in.v = standard_normal(p.kv_elements(), seed, kStreamV, c.dtype);
-  if (with_dout) in.dout = standard_normal(p.q_elements(), seed, kStreamDout, c.dtype);
+  in.q = standard_normal(s.q_elements(), seed, kStreamQ, p.dtype);
+  in.k = standard_normal(s.kv_elements(), seed, kStreamK, p.dtype);
+  in.v = standard_normal(s.kv_elements(), seed, kStreamV, p.dtype);
+  if (with_dout) in.dout = standard_normal(s.q_elements(), seed, kStreamDout, p.dtype);
   return in;
 }
 
-AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
+Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
   if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
     throw UsageError("--q, --k and --v must be given together");
   }
@@ -132,25 +132,20 @@ AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInp
                      " query heads of --q " + q.path);
   }
 
-  AttentionCase c;
-  c.dtype = dtype_of(q);
-  c.layout = layout;
-  c.problem.batch = dq.batch;
-  c.problem.heads = dq.heads;
-  c.problem.heads_kv = dk.heads;
-  c.problem.seq_q = dq.seq;
-  c.problem.seq_k = dk.seq;
-  c.problem.head_dim = dq.head_dim;
-  c.problem.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
-  c.problem.scale = options.scale.value_or(0.0);
-  check_case_size(c);
+  Problem p;
+  p.shape = AttentionShape{dq.batch, dq.heads, dk.heads, dq.seq, dk.seq, dq.head_dim};
+  p.dtype = dtype_of(q);
+  p.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
+  p.scale = options.scale.value_or(0.0);
+  p.layout = layout;
+  check_case_size(p);
 
   inputs.q = values_bhsd(q, layout);
   inputs.k = values_bhsd(k, layout);
   inputs.v = values_bhsd(v, layout);
   if (with_dout) {
     if (options.dout_file.empty()) {
-      inputs.dout = standard_normal(c.problem.q_elements(), options.seed, kStreamDout, c.dtype);
+      inputs.dout = standard_normal(p.shape.q_elements(), options.seed, kStreamDout, p.dtype);
     } else {
       const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
       require_same(q, dout, dout.array.shape == q.array.shape, "shape");
@@ -158,7 +153,7 @@ AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInp
       inputs.dout = values_bhsd(dout, layout);
     }
   }
-  return c;
+  return p;
 }
 
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,

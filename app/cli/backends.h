@@ -23,10 +23,10 @@ const char* to_string(Backend backend);
 
 // Throws RuntimeFailure for a missing GPU, out of memory or a CUDA error; UsageError for a case
 // the kernels do not support (e.g. head_dim 96 on the GPU).
-AttentionResult compute(Backend backend, const AttentionCase& c, const CaseInputs& inputs,
+AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inputs,
                         bool backward);
 
 // The CPU reference alone, in float64 (no rounding of outputs).
-AttentionResult compute_reference(const AttentionCase& c, const CaseInputs& inputs, bool backward);
+AttentionResult compute_reference(const Problem& p, const CaseInputs& inputs, bool backward);
 
 }  // namespace cuflash::cli

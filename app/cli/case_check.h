@@ -22,7 +22,7 @@ struct TensorVerdict {
 
 // Computes the case on the GPU, with the CPU reference and with the baseline, and judges each
 // output. Throws like compute() (UsageError for unsupported cases, RuntimeFailure for CUDA errors).
-std::vector<TensorVerdict> check_case(const AttentionCase& c, const CaseInputs& inputs,
+std::vector<TensorVerdict> check_case(const Problem& p, const CaseInputs& inputs,
                                       bool backward, double floor);
 
 }  // namespace cuflash::cli

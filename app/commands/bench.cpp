@@ -40,7 +40,7 @@ struct BenchOptions {
 
 // The cases to run and where they came from.
 struct Selection {
-  std::vector<AttentionCase> cases;
+  std::vector<Problem> cases;
   std::string sweep = "command line";  // the --sweep value, or "command line"
   std::string sweep_file;              // the file read, if any
 };
@@ -54,7 +54,7 @@ Selection select_cases(const BenchOptions& o) {
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
-    for (AttentionCase& c : s.cases) c.problem.scale = o.problem.scale.value_or(0.0);
+    for (Problem& c : s.cases) c.scale = o.problem.scale.value_or(0.0);
   }
   if (!o.filter.empty()) {
     const size_t before = s.cases.size();
@@ -98,7 +98,7 @@ Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings&
       .set("peak_tflops", settings.peak_tflops.empty() ? Json() : peaks)
       .set("cases", Json::array_of([&] {
              std::vector<std::string> names;
-             for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
+             for (const Problem& c : s.cases) names.push_back(case_name(c));
              return names;
            }()));
   return j;
@@ -110,7 +110,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
   if (o.list) {
-    for (const AttentionCase& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
+    for (const Problem& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
     return kExitOk;
   }
   if (device_count() == 0) {
@@ -122,7 +122,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.out_dir = o.out_dir;
   plan.show_progress = !global.quiet;
   GpuCaseRunner runner(case_settings(o));
-  return run_session(plan, [&](const AttentionCase& c, size_t i) { return runner(c, i); });
+  return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {

@@ -107,7 +107,7 @@ struct ProblemBytes {
   size_t lse_count = 0;
 };
 
-ProblemBytes problem_bytes(const HostProblem& problem) {
+ProblemBytes problem_bytes(const Problem& problem) {
   const AttentionShape& s = problem.shape;
   const auto element = static_cast<size_t>(dtype_size(problem.dtype));
   const auto q_count = checked_product({{"batch", s.batch}, {"heads", s.heads},
@@ -169,44 +169,29 @@ struct DeviceGradients {
   }
 };
 
-// Tensor views of device buffers in the problem's layout; K-side tensors have heads_kv heads and
-// seq_k rows, Q-side tensors heads and seq_q.
-TensorRef q_side(const HostProblem& p, const DeviceBuffer& buffer) {
-  const AttentionShape& s = p.shape;
-  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+// The device pointers of the forward pass.
+DenseTensors forward_tensors(const DeviceInputs& in, const DeviceForwardOutputs& fwd) {
+  DenseTensors t;
+  t.q = in.q.data();
+  t.k = in.k.data();
+  t.v = in.v.data();
+  t.out = fwd.out.data();
+  t.lse = static_cast<float*>(fwd.lse.data());
+  return t;
 }
 
-TensorRef kv_side(const HostProblem& p, const DeviceBuffer& buffer) {
-  const AttentionShape& s = p.shape;
-  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
-}
-
-ForwardArgs forward_args(const HostProblem& p, const DeviceInputs& in,
-                         const DeviceForwardOutputs& fwd) {
-  ForwardArgs args;
-  args.shape = p.shape;
-  args.dtype = p.dtype;
-  args.mask = p.mask;
-  args.scale = p.scale;
-  args.q = q_side(p, in.q);
-  args.k = kv_side(p, in.k);
-  args.v = kv_side(p, in.v);
-  args.out = q_side(p, fwd.out);
-  args.lse = static_cast<float*>(fwd.lse.data());
-  return args;
-}
-
-BackwardArgs backward_args(const HostProblem& p, const DeviceInputs& in,
-                           const DeviceForwardOutputs& fwd, const DeviceBuffer& dout,
-                           const DeviceGradients& grads, const DeviceBuffer& workspace) {
-  BackwardArgs args = backward_args_for(forward_args(p, in, fwd));
-  args.dout = q_side(p, dout);
-  args.dq = q_side(p, grads.dq);
-  args.dk = kv_side(p, grads.dk);
-  args.dv = kv_side(p, grads.dv);
-  args.workspace = workspace.data();
-  args.workspace_bytes = workspace.bytes();
-  return args;
+// ... and those of the backward pass as well.
+DenseTensors backward_tensors(const DeviceInputs& in, const DeviceForwardOutputs& fwd,
+                              const DeviceBuffer& dout, const DeviceGradients& grads,
+                              const DeviceBuffer& workspace) {
+  DenseTensors t = forward_tensors(in, fwd);
+  t.dout = dout.data();
+  t.dq = grads.dq.data();
+  t.dk = grads.dk.data();
+  t.dv = grads.dv.data();
+  t.workspace = workspace.data();
+  t.workspace_bytes = workspace.bytes();
+  return t;
 }
 
 HostBytes download_bytes(const DeviceBuffer& buffer, cudaStream_t stream) {
@@ -232,7 +217,7 @@ HostBackwardResult download_gradients(const DeviceGradients& grads, cudaStream_t
   return result;
 }
 
-ProblemBytes checked_problem_bytes(const HostProblem& problem, const HostBytes& q,
+ProblemBytes checked_problem_bytes(const Problem& problem, const HostBytes& q,
                                    const HostBytes& k, const HostBytes& v) {
   const ProblemBytes bytes = problem_bytes(problem);
   check_host_size("q", q, bytes.q, problem.dtype);
@@ -243,7 +228,7 @@ ProblemBytes checked_problem_bytes(const HostProblem& problem, const HostBytes& 
 
 }  // namespace
 
-HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, const HostBytes& k,
+HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
                               const HostBytes& v) {
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
   require_device();
@@ -251,13 +236,13 @@ HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, co
   Stream stream;
   DeviceInputs inputs(bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
-  forward(forward_args(problem, inputs, fwd), stream.get());
+  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
   HostForwardResult result = download_forward(fwd, bytes, stream.get());
   stream.synchronize();  // the downloads above are asynchronous
   return result;
 }
 
-HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const HostBytes& q,
+HostForwardBackwardResult run_forward_backward(const Problem& problem, const HostBytes& q,
                                                const HostBytes& k, const HostBytes& v,
                                                const HostBytes& dout) {
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
@@ -272,8 +257,9 @@ HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const
   DeviceGradients grads(bytes, stream.get());
   DeviceBuffer workspace(backward_workspace_size(problem.shape, problem.dtype));
 
-  forward(forward_args(problem, inputs, fwd), stream.get());
-  backward(backward_args(problem, inputs, fwd, device_dout, grads, workspace), stream.get());
+  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
+  backward(backward_args(problem, backward_tensors(inputs, fwd, device_dout, grads, workspace)),
+           stream.get());
 
   HostForwardBackwardResult result;
   result.forward = download_forward(fwd, bytes, stream.get());

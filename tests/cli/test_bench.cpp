@@ -42,27 +42,22 @@ Outcome python_check(const TempDir& tmp, const fs::path& file, const std::string
   return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + py.string() + " " + file.string(), tmp);
 }
 
-AttentionCase make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype,
-                        Mask mask, int64_t hkv = 0) {
-  AttentionCase c;
-  c.problem.batch = b;
-  c.problem.heads = h;
-  c.problem.heads_kv = hkv ? hkv : h;
-  c.problem.seq_q = sq;
-  c.problem.seq_k = sk;
-  c.problem.head_dim = d;
-  c.problem.mask = mask;
+Problem make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype, Mask mask,
+                  int64_t hkv = 0) {
+  Problem c;
+  c.shape = AttentionShape{b, h, hkv ? hkv : h, sq, sk, d};
   c.dtype = dtype;
+  c.mask = mask;
   return c;
 }
 
 const fs::path kSweepDir = fs::path(CUFLASH_SOURCE_DIR) / "share" / "sweeps";
 
 // A plausible timed pass: samples around `ms`.
-PassResult fake_pass(const AttentionCase& c, const std::string& pass, double ms) {
+PassResult fake_pass(const Problem& c, const std::string& pass, double ms) {
   PassResult p;
   p.pass = pass;
-  p.flops = pass_flops(c.problem, pass);
+  p.flops = pass_flops(c, pass);
   for (int i = 0; i < 5; ++i) p.samples_ms.push_back(ms * (1.0 + 0.01 * ((i * 7) % 5 - 2)));
   p.timing.method = "graph";
   p.timing.calls_per_sample = 12;
@@ -71,7 +66,7 @@ PassResult fake_pass(const AttentionCase& c, const std::string& pass, double ms)
   return p;
 }
 
-CaseRecord fake_record(const AttentionCase& c, size_t index) {
+CaseRecord fake_record(const Problem& c, size_t index) {
   CaseRecord r;
   r.spec = c;
   const double ms = 0.01 * double(index + 1);
@@ -121,9 +116,9 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
   for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
     for (const int64_t sq : {1, 2, 7, 64, 100}) {
       for (const int64_t sk : {1, 3, 7, 64, 150}) {
-        reference::Problem p;
-        p.seq_q = sq;
-        p.seq_k = sk;
+        Problem p;
+        p.shape.seq_q = sq;
+        p.shape.seq_k = sk;
         p.mask = mask;
         double expected = 0;
         const int64_t offset = causal_offset(mask, sq, sk);
@@ -139,12 +134,12 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
 }
 
 TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
-  const AttentionCase full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
-  CHECK(forward_flops(full.problem) == 4.0 * 8 * 4096.0 * 4096 * 64);
-  CHECK(pass_flops(full.problem, "bwd") == 2.5 * forward_flops(full.problem));
-  const AttentionCase causal =
+  const Problem full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
+  CHECK(forward_flops(full) == 4.0 * 8 * 4096.0 * 4096 * 64);
+  CHECK(pass_flops(full, "bwd") == 2.5 * forward_flops(full));
+  const Problem causal =
       make_case(2, 8, 1024, 1024, 128, DType::bf16, Mask::causal_bottom_right);
-  CHECK(forward_flops(causal.problem) == 4.0 * 2 * 8 * 128 * (1024.0 * 1025 / 2));
+  CHECK(forward_flops(causal) == 4.0 * 2 * 8 * 128 * (1024.0 * 1025 / 2));
   CHECK(tflops(1e12, 1000) == Approx(1));
 }
 
@@ -157,7 +152,7 @@ TEST_CASE("sweep: case names", "[bench]") {
         "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");  // the same mask when square
   CHECK(case_name(make_case(2, 8, 100, 300, 32, DType::fp32, Mask::causal_top_left, 2)) ==
         "fp32/b:2/h:8/hkv:2/sq:100/sk:300/d:32/causal:tl");
-  AttentionCase bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
+  Problem bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
   bshd.layout = Layout::bshd;
   CHECK(case_name(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
   CHECK(run_name("bwd", bshd) == "bwd/" + case_name(bshd));
@@ -176,7 +171,7 @@ TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order",
   // Defaults: the command line's (b=1 h=8 hkv=h sk=sq d=64 dtype=fp16 mask=none layout=bhsd).
   CHECK(case_name(cases[8]) == "fp16/b:1/h:8/sq:5/sk:5/d:64/causal:0");
   CHECK(cases[8].layout == Layout::bhsd);
-  CHECK(cases[8].problem.scale == 0.0);
+  CHECK(cases[8].scale == 0.0);
 }
 
 TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
@@ -209,12 +204,12 @@ TEST_CASE("sweep: the seed and fa files", "[bench]") {
   const auto fa = load_sweep((kSweepDir / "fa.txt").string());
   REQUIRE(fa.size() == 48);
   int causal = 0, bf16 = 0;
-  for (const AttentionCase& c : fa) {
+  for (const Problem& c : fa) {
     INFO(case_name(c));
-    CHECK(c.problem.batch * c.problem.seq_q == 16384);
-    CHECK(c.problem.heads * c.problem.head_dim == 2048);
-    CHECK(c.problem.seq_k == c.problem.seq_q);
-    causal += c.problem.mask == Mask::causal_bottom_right;
+    CHECK(c.shape.batch * c.shape.seq_q == 16384);
+    CHECK(c.shape.heads * c.shape.head_dim == 2048);
+    CHECK(c.shape.seq_k == c.shape.seq_q);
+    causal += c.mask == Mask::causal_bottom_right;
     bf16 += c.dtype == DType::bf16;
   }
   CHECK(causal == 24);
@@ -300,8 +295,8 @@ TEST_CASE("formats: --peak-tflops", "[bench]") {
 namespace {
 
 std::vector<CaseRecord> sample_records() {
-  const AttentionCase a = make_case(1, 8, 1024, 1024, 64, DType::fp16, Mask::none);
-  const AttentionCase b = make_case(1, 8, 4096, 4096, 128, DType::bf16, Mask::causal_bottom_right);
+  const Problem a = make_case(1, 8, 1024, 1024, 64, DType::fp16, Mask::none);
+  const Problem b = make_case(1, 8, 4096, 4096, 128, DType::bf16, Mask::causal_bottom_right);
   CaseRecord ok = fake_record(a, 0);
   ok.verify = "pass";
   CaseRecord failed;
@@ -431,7 +426,7 @@ TEST_CASE("sweep loop: failures are recorded and the sweep goes on", "[bench]") 
   int callbacks = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"setup", FailureKind::unsupported, "no kernel", false};
         if (i == 2) r.failure = Failure{"verify", FailureKind::verification_failed, "dq", false};
@@ -461,7 +456,7 @@ TEST_CASE("sweep loop: a fatal failure stops the sweep", "[bench]") {
   const auto cases = parse_sweep("sq=8,16,32,64", "t");
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"fwd", FailureKind::cuda_error, "illegal address", true};
         return r;
@@ -481,7 +476,7 @@ TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is r
   size_t saved = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         if (i == 1) std::raise(SIGINT);  // as if Ctrl-C came while case 1 was running
         return fake_record(c, i);
       },
@@ -539,7 +534,7 @@ TEST_CASE("session: an interrupted run keeps the finished cases and says so", "[
   plan.output = (tmp.path / "out.txt").string();
   plan.out_dir = (tmp.path / "pkg").string();
   plan.show_progress = false;
-  const int code = run_session(plan, [](const AttentionCase& c, size_t i) {
+  const int code = run_session(plan, [](const Problem& c, size_t i) {
     if (i == 2) std::raise(SIGINT);
     CaseRecord r = fake_record(c, i);
     if (i == 0) {  // the forward pass was timed, the backward pass ran out of memory
