@@ -1,9 +1,7 @@
 #include "bench/device_case.h"
 
-#include <algorithm>
-
-#include "bench/device_error.h"
 #include "bench/input_fill.h"
+#include "cuflash/cuda_error.h"
 
 namespace cuflash::bench {
 
@@ -12,28 +10,21 @@ namespace {
 // Each input tensor draws from its own stream of the generator (input_fill.h).
 enum InputStream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamDout = 4 };
 
-void upload_normal(const DeviceBuffer& buffer, DType dtype, uint64_t seed, InputStream stream) {
+void upload_normal(DeviceBuffer& buffer, DType dtype, uint64_t seed, InputStream stream) {
   const size_t count = buffer.bytes() / static_cast<size_t>(dtype_size(dtype));
   const std::vector<unsigned char> host = standard_normal_bytes(count, dtype, seed, stream);
-  check_cuda(cudaMemcpy(buffer.get(), host.data(), host.size(), cudaMemcpyHostToDevice),
-             "cudaMemcpy (inputs)");
+  buffer.copy_from_host(host.data());
 }
 
-// cudaMemcpy from pageable memory may return before its DMA lands, and the timing stream is a
+// A copy from pageable memory may return before its DMA lands, and the timing stream is a
 // non-blocking one that does not wait for the legacy default stream: wait here.
 void wait_for_uploads() { check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (inputs)"); }
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  check_cuda(cudaMalloc(&data_, std::max<size_t>(bytes, 1)), "cudaMalloc");
-}
-
-DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
-
 DeviceBuffer& DeviceCase::allocate(size_t bytes) {
-  buffers_.push_back(std::make_unique<DeviceBuffer>(bytes));
-  return *buffers_.back();
+  buffers_.emplace_back(bytes);
+  return buffers_.back();
 }
 
 DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
@@ -43,14 +34,14 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   const size_t lse_bytes = size_t(p.shape.lse_elements()) * sizeof(float);  // [B, H, Sq]
 
   DenseTensors t;
-  const DeviceBuffer& q = allocate(q_bytes);
-  const DeviceBuffer& k = allocate(kv_bytes);
-  const DeviceBuffer& v = allocate(kv_bytes);
-  t.q = q.get();
-  t.k = k.get();
-  t.v = v.get();
-  t.out = allocate(q_bytes).get();
-  t.lse = static_cast<float*>(allocate(lse_bytes).get());
+  DeviceBuffer& q = allocate(q_bytes);
+  DeviceBuffer& k = allocate(kv_bytes);
+  DeviceBuffer& v = allocate(kv_bytes);
+  t.q = q.data();
+  t.k = k.data();
+  t.v = v.data();
+  t.out = allocate(q_bytes).data();
+  t.lse = allocate(lse_bytes).as<float>();
   upload_normal(q, p.dtype, seed, kStreamQ);
   upload_normal(k, p.dtype, seed, kStreamK);
   upload_normal(v, p.dtype, seed, kStreamV);
@@ -62,12 +53,12 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   }
 
   const size_t workspace = backward_workspace_size(p.shape, p.dtype);
-  const DeviceBuffer& dout = allocate(q_bytes);
-  t.dout = dout.get();
-  t.dq = allocate(q_bytes).get();
-  t.dk = allocate(kv_bytes).get();
-  t.dv = allocate(kv_bytes).get();
-  t.workspace = allocate(workspace).get();
+  DeviceBuffer& dout = allocate(q_bytes);
+  t.dout = dout.data();
+  t.dq = allocate(q_bytes).data();
+  t.dk = allocate(kv_bytes).data();
+  t.dv = allocate(kv_bytes).data();
+  t.workspace = allocate(workspace).data();
   t.workspace_bytes = workspace;
   upload_normal(dout, p.dtype, seed, kStreamDout);
   wait_for_uploads();

@@ -3,33 +3,18 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <vector>
+#include <deque>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/problem.h"
 
 namespace cuflash::bench {
 
-// A cudaMalloc'ed buffer, freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
 class DeviceCase {
  public:
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
-  // uploads seeded standard-normal Q, K, V (and dO). Throws DeviceError (out of memory, ...).
+  // uploads seeded standard-normal Q, K, V (and dO). Throws cuflash::Error (out_of_memory, ...).
   DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
   const ForwardArgs& forward_args() const { return forward_; }
@@ -44,7 +29,7 @@ class DeviceCase {
  private:
   DeviceBuffer& allocate(size_t bytes);
 
-  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
   ForwardArgs forward_;
   BackwardArgs backward_;
   int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/cuda_error.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
 
 namespace cuflash {
@@ -19,51 +21,7 @@ namespace {
 
 // Byte written over every output before the kernels run: 0xFF.. is a NaN in fp16, bf16 and fp32,
 // so an element no kernel wrote reads back as NaN and fails any comparison.
-constexpr int kPoisonByte = 0xFF;
-
-void check_cuda(cudaError_t status, const char* call) {
-  if (status == cudaSuccess) return;
-  throw Error(Error::Kind::cuda, std::string(call) + " failed: " + cudaGetErrorString(status));
-}
-
-// One device allocation; freed on destruction (cudaFree waits for pending work that uses it).
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    const cudaError_t status = cudaMalloc(&data_, bytes);
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it, so that later launch checks do not report it again
-      throw Error(Error::Kind::out_of_memory,
-                  "cudaMalloc of " + std::to_string(bytes) + " bytes failed: out of device memory");
-    }
-    check_cuda(status, "cudaMalloc");
-  }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);  // no throw from a destructor; errors surface elsewhere
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
-  void upload(const HostBytes& host, cudaStream_t stream) {
-    check_cuda(cudaMemcpyAsync(data_, host.data(), bytes_, cudaMemcpyHostToDevice, stream),
-               "cudaMemcpyAsync (host to device)");
-  }
-  void poison(cudaStream_t stream) {
-    check_cuda(cudaMemsetAsync(data_, kPoisonByte, bytes_, stream), "cudaMemsetAsync");
-  }
-  // The caller synchronizes `stream` before reading `host`.
-  void download(void* host, cudaStream_t stream) const {
-    check_cuda(cudaMemcpyAsync(host, data_, bytes_, cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync (device to host)");
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+constexpr unsigned char kPoisonByte = 0xFF;
 
 class Stream {
  public:
@@ -144,9 +102,9 @@ struct DeviceInputs {
   DeviceInputs(const ProblemBytes& bytes, const HostBytes& hq, const HostBytes& hk,
                const HostBytes& hv, cudaStream_t stream)
       : q(bytes.q), k(bytes.kv), v(bytes.kv) {
-    q.upload(hq, stream);
-    k.upload(hk, stream);
-    v.upload(hv, stream);
+    q.copy_from_host(hq.data(), stream);
+    k.copy_from_host(hk.data(), stream);
+    v.copy_from_host(hv.data(), stream);
   }
 };
 
@@ -154,8 +112,8 @@ struct DeviceForwardOutputs {
   DeviceBuffer out, lse;
   DeviceForwardOutputs(const ProblemBytes& bytes, cudaStream_t stream)
       : out(bytes.q), lse(bytes.lse) {
-    out.poison(stream);
-    lse.poison(stream);
+    out.fill(kPoisonByte, stream);
+    lse.fill(kPoisonByte, stream);
   }
 };
 
@@ -163,9 +121,9 @@ struct DeviceGradients {
   DeviceBuffer dq, dk, dv;
   DeviceGradients(const ProblemBytes& bytes, cudaStream_t stream)
       : dq(bytes.q), dk(bytes.kv), dv(bytes.kv) {
-    dq.poison(stream);
-    dk.poison(stream);
-    dv.poison(stream);
+    dq.fill(kPoisonByte, stream);
+    dk.fill(kPoisonByte, stream);
+    dv.fill(kPoisonByte, stream);
   }
 };
 
@@ -176,7 +134,7 @@ DenseTensors forward_tensors(const DeviceInputs& in, const DeviceForwardOutputs&
   t.k = in.k.data();
   t.v = in.v.data();
   t.out = fwd.out.data();
-  t.lse = static_cast<float*>(fwd.lse.data());
+  t.lse = fwd.lse.as<float>();
   return t;
 }
 
@@ -196,7 +154,7 @@ DenseTensors backward_tensors(const DeviceInputs& in, const DeviceForwardOutputs
 
 HostBytes download_bytes(const DeviceBuffer& buffer, cudaStream_t stream) {
   HostBytes host(buffer.bytes());
-  buffer.download(host.data(), stream);
+  buffer.copy_to_host(host.data(), stream);
   return host;
 }
 
@@ -205,7 +163,7 @@ HostForwardResult download_forward(const DeviceForwardOutputs& fwd, const Proble
   HostForwardResult result;
   result.out = download_bytes(fwd.out, stream);
   result.lse.resize(bytes.lse_count);
-  fwd.lse.download(result.lse.data(), stream);
+  fwd.lse.copy_to_host(result.lse.data(), stream);
   return result;
 }
 
@@ -252,7 +210,7 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   Stream stream;
   DeviceInputs inputs(bytes, q, k, v, stream.get());
   DeviceBuffer device_dout(bytes.q);
-  device_dout.upload(dout, stream.get());
+  device_dout.copy_from_host(dout.data(), stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
   DeviceGradients grads(bytes, stream.get());
   DeviceBuffer workspace(backward_workspace_size(problem.shape, problem.dtype));

@@ -3,6 +3,7 @@
 include(${CMAKE_CURRENT_LIST_DIR}/instantiations/list.cmake)  # CUFLASH_INSTANTIATION_SOURCES
 set(CUFLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api.cu
+  ${CMAKE_CURRENT_LIST_DIR}/device_buffer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_runner.cu
   ${CMAKE_CURRENT_LIST_DIR}/tensor_map.cu
   ${CUFLASH_INSTANTIATION_SOURCES})

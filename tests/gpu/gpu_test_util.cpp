@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include "cuflash/cuda_error.h"
 #include "cuflash/io/convert.h"
 #include "cuflash/reference/baseline.h"
 #include "cuflash/reference/compare.h"
@@ -112,17 +113,13 @@ std::vector<double> kv_side_values(const Problem& c, const HostBytes& bytes) {
 
 // --- Device buffers for direct API calls -----------------------------------------------------
 
-DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
-  cudaError_t status = cudaMalloc(&data_, bytes);
-  if (status == cudaSuccess) status = cudaMemset(data_, 0, bytes);
-  if (status == cudaSuccess) return;
-  cudaFree(data_);  // the destructor does not run when the constructor fails
-  FAIL("device buffer of " << bytes << " bytes: " << cudaGetErrorString(status));
-}
-
-DeviceMemory::~DeviceMemory() { cudaFree(data_); }
-
 namespace {
+
+DeviceBuffer zeroed(size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  buffer.fill(0);
+  return buffer;
+}
 
 size_t q_side_bytes(const Problem& p) { return size_t(q_dims(p).count()) * dtype_size(p.dtype); }
 size_t kv_side_bytes(const Problem& p) { return size_t(kv_dims(p).count()) * dtype_size(p.dtype); }
@@ -142,10 +139,12 @@ size_t workspace_bytes(const Problem& p) {
 
 DeviceProblem::DeviceProblem(const Problem& p)
     : problem_(p),
-      q_(q_side_bytes(p)), k_(kv_side_bytes(p)), v_(kv_side_bytes(p)),
-      out_(q_side_bytes(p)), lse_(lse_bytes(p)), dout_(q_side_bytes(p)),
-      dq_(q_side_bytes(p)), dk_(kv_side_bytes(p)), dv_(kv_side_bytes(p)),
-      workspace_(workspace_bytes(p)) {}
+      q_(zeroed(q_side_bytes(p))), k_(zeroed(kv_side_bytes(p))), v_(zeroed(kv_side_bytes(p))),
+      out_(zeroed(q_side_bytes(p))), lse_(zeroed(lse_bytes(p))), dout_(zeroed(q_side_bytes(p))),
+      dq_(zeroed(q_side_bytes(p))), dk_(zeroed(kv_side_bytes(p))), dv_(zeroed(kv_side_bytes(p))),
+      workspace_(zeroed(workspace_bytes(p))) {
+  check_cuda(cudaDeviceSynchronize(), "zero-filling the test tensors");
+}
 
 DenseTensors DeviceProblem::tensors() const {
   DenseTensors t;
@@ -153,7 +152,7 @@ DenseTensors DeviceProblem::tensors() const {
   t.k = k_.data();
   t.v = v_.data();
   t.out = out_.data();
-  t.lse = static_cast<float*>(lse_.data());
+  t.lse = lse_.as<float>();
   t.dout = dout_.data();
   t.dq = dq_.data();
   t.dk = dk_.data();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/types.h"
@@ -41,24 +42,9 @@ std::vector<double> kv_side_values(const Problem& p, const HostBytes& bytes);  /
 
 // --- Device buffers for direct API calls -----------------------------------------------------
 
-// Zero-filled device memory, freed on destruction; a CUDA failure fails the test.
-class DeviceMemory {
- public:
-  explicit DeviceMemory(size_t bytes);
-  ~DeviceMemory();
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Every tensor of a case on the device (contents zero), so that an argument test can break
-// exactly one thing of otherwise valid ForwardArgs / BackwardArgs.
+// Every tensor of a problem on the device (contents zero), so that an argument test can break
+// exactly one thing of otherwise valid ForwardArgs / BackwardArgs. A CUDA failure throws
+// cuflash::Error, which fails the test.
 class DeviceProblem {
  public:
   explicit DeviceProblem(const Problem& p);
@@ -69,7 +55,7 @@ class DeviceProblem {
   DenseTensors tensors() const;
 
   Problem problem_;
-  DeviceMemory q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
+  DeviceBuffer q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
 };
 
 // --- All-pairs covering design ----------------------------------------------------------------

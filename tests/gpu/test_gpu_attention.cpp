@@ -20,6 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/version.h"
@@ -302,6 +303,24 @@ TEST_CASE("a workspace one byte too small is refused", "[gpu][arguments]") {
   REQUIRE(args.workspace_bytes == backward_workspace_size(args.shape, args.dtype));
   args.workspace_bytes -= 1;
   require_error([&] { backward(args); }, Error::Kind::invalid_argument, "workspace_bytes");
+}
+
+TEST_CASE("a device allocation beyond the GPU's memory is out_of_memory, with the sizes",
+          "[gpu][arguments]") {
+  require_gpu();
+  size_t free = 0;
+  size_t total = 0;
+  REQUIRE(cudaMemGetInfo(&free, &total) == cudaSuccess);
+  const size_t too_much = 2 * total;
+  require_error([&] { DeviceBuffer buffer(too_much); }, Error::Kind::out_of_memory,
+                std::to_string(too_much) + " bytes");
+  require_error([&] { DeviceBuffer buffer(too_much); }, Error::Kind::out_of_memory,
+                " free of " + std::to_string(total) + " bytes");
+  // The failure is not sticky: the next allocation and CUDA call succeed.
+  DeviceBuffer small(1024);
+  small.fill(0);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(small.bytes() == 1024);
 }
 
 TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[gpu][arguments]") {
