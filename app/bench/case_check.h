@@ -26,7 +26,8 @@ struct CheckResult {
 };
 
 // Runs forward (and with `backward` dQ, dK, dV) on the GPU with inputs from `seed` and compares.
-// Throws like cli::compute() (UsageError for unsupported cases, RuntimeFailure for CUDA errors).
+// Throws like cli::compute(): cuflash::Error from the GPU (unsupported case, CUDA error, out of
+// memory), cli::UsageError or cli::RuntimeFailure from the CPU reference.
 CheckResult check_against_reference(const Problem& p, uint64_t seed, bool backward);
 
 }  // namespace cuflash::bench

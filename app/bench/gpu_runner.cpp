@@ -5,9 +5,9 @@
 
 #include "bench/case_check.h"
 #include "bench/device_case.h"
-#include "bench/device_error.h"
 #include "bench/stats.h"
 #include "cli/exit_codes.h"
+#include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
 
 namespace cuflash::bench {
@@ -45,20 +45,12 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
   f.pass = stage;
   try {
     std::rethrow_exception(error);
-  } catch (const DeviceError& e) {
-    f.kind = e.out_of_memory() ? FailureKind::out_of_memory : FailureKind::cuda_error;
-    f.reason = e.what();
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // the library's and the benchmark's own CUDA calls (check_cuda)
     f.kind = kind_of(e);
     f.reason = e.what();
-  } catch (const cli::UsageError& e) {  // from the --verify path: an unsupported case
+  } catch (const cli::UsageError& e) {  // from the --verify path: a problem the reference refuses
     f.kind = FailureKind::unsupported;
     f.reason = e.what();
-  } catch (const cli::RuntimeFailure& e) {  // from the --verify path: CUDA error or out of memory
-    const std::string what = e.what();
-    f.kind = what.find("out of memory") != std::string::npos ? FailureKind::out_of_memory
-                                                              : FailureKind::cuda_error;
-    f.reason = what;
   } catch (const std::bad_alloc&) {
     f.kind = FailureKind::out_of_memory;
     f.reason = "out of host memory";

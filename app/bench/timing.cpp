@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "bench/device_error.h"
+#include "cuflash/cuda_error.h"
 
 namespace cuflash::bench {
 

@@ -38,20 +38,6 @@ std::vector<double> from_device_bytes(const Problem& p, const HostBytes& bytes, 
   return layout_to_bhsd(io::to_double(array), s.batch, heads, seq, s.head_dim, p.layout);
 }
 
-// Maps library errors to the CLI's error classes (and so to exit codes).
-[[noreturn]] void rethrow_as_cli_error(const Error& e) {
-  switch (e.kind()) {
-    case Error::Kind::invalid_argument:
-    case Error::Kind::unsupported:
-      throw UsageError(e.what());
-    case Error::Kind::cuda:
-    case Error::Kind::out_of_memory:
-    case Error::Kind::no_device:
-      break;
-  }
-  throw RuntimeFailure(e.what());
-}
-
 AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backward) {
   const AttentionShape& s = p.shape;
   const HostBytes q = to_device_bytes(p, in.q, s.heads, s.seq_q);
@@ -59,23 +45,19 @@ AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backwa
   const HostBytes v = to_device_bytes(p, in.v, s.heads_kv, s.seq_k);
   AttentionResult r;
   const Clock::time_point start = Clock::now();
-  try {
-    HostForwardResult fwd;
-    if (backward) {
-      HostForwardBackwardResult both =
-          run_forward_backward(p, q, k, v, to_device_bytes(p, in.dout, s.heads, s.seq_q));
-      fwd = std::move(both.forward);
-      r.dq = from_device_bytes(p, both.backward.dq, s.heads, s.seq_q);
-      r.dk = from_device_bytes(p, both.backward.dk, s.heads_kv, s.seq_k);
-      r.dv = from_device_bytes(p, both.backward.dv, s.heads_kv, s.seq_k);
-    } else {
-      fwd = run_forward(p, q, k, v);
-    }
-    r.out = from_device_bytes(p, fwd.out, s.heads, s.seq_q);
-    r.lse.assign(fwd.lse.begin(), fwd.lse.end());
-  } catch (const Error& e) {
-    rethrow_as_cli_error(e);
+  HostForwardResult fwd;
+  if (backward) {
+    HostForwardBackwardResult both =
+        run_forward_backward(p, q, k, v, to_device_bytes(p, in.dout, s.heads, s.seq_q));
+    fwd = std::move(both.forward);
+    r.dq = from_device_bytes(p, both.backward.dq, s.heads, s.seq_q);
+    r.dk = from_device_bytes(p, both.backward.dk, s.heads_kv, s.seq_k);
+    r.dv = from_device_bytes(p, both.backward.dv, s.heads_kv, s.seq_k);
+  } else {
+    fwd = run_forward(p, q, k, v);
   }
+  r.out = from_device_bytes(p, fwd.out, s.heads, s.seq_q);
+  r.lse.assign(fwd.lse.begin(), fwd.lse.end());
   r.seconds = seconds_since(start);
   return r;
 }

@@ -21,7 +21,8 @@ struct TensorVerdict {
 };
 
 // Computes the case on the GPU, with the CPU reference and with the baseline, and judges each
-// output. Throws like compute() (UsageError for unsupported cases, RuntimeFailure for CUDA errors).
+// output. Throws like compute(): cuflash::Error from the GPU (unsupported case, CUDA error, out of
+// memory), UsageError or RuntimeFailure from the CPU reference.
 std::vector<TensorVerdict> check_case(const Problem& p, const CaseInputs& inputs,
                                       bool backward, double floor);
 

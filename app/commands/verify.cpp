@@ -72,7 +72,11 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
       const CaseInputs in = generate_inputs(p, o.problem.seed + i, o.backward);
       const double floor = o.floor.value_or(reference::default_floor(p.dtype));
       if (!record_verdicts(p, check_case(p, in, o.backward, floor), records)) ++failed;
-    } catch (const UsageError& e) {  // e.g. an unsupported head_dim: recorded, the sweep goes on
+    } catch (const UsageError& e) {  // an invalid problem: recorded, the sweep goes on
+      records.push_back(error_record(p, e.what()));
+      ++refused;
+    } catch (const Error& e) {  // e.g. an unsupported head_dim: recorded likewise
+      if (!is_caller_error(e.kind())) throw;  // the machine's failure ends the command
       records.push_back(error_record(p, e.what()));
       ++refused;
     }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bench/formats.h"
+#include "bench/gpu_runner.h"
 #include "bench/input_fill.h"
 #include "bench/json.h"
 #include "bench/package.h"
@@ -21,6 +22,7 @@
 #include "bench/sweep.h"
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
+#include "cuflash/error.h"
 #include "cuflash/numeric.h"
 #include "spawn_util.h"
 
@@ -489,6 +491,23 @@ TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is r
   struct sigaction after {};
   sigaction(SIGINT, nullptr, &after);
   CHECK(after.sa_handler == before.sa_handler);
+}
+
+TEST_CASE("failures: library errors are classified by their kind", "[bench]") {
+  const auto classify = [](auto error) {
+    return classify_failure(std::make_exception_ptr(error), "setup");
+  };
+  const Failure oom = classify(Error(Error::Kind::out_of_memory, "cudaMalloc: out of memory"));
+  CHECK(oom.kind == FailureKind::out_of_memory);
+  CHECK(oom.pass == "setup");
+  CHECK(oom.reason == "cudaMalloc: out of memory");
+  CHECK_FALSE(oom.fatal);
+  CHECK(classify(Error(Error::Kind::unsupported, "head_dim 96")).kind == FailureKind::unsupported);
+  CHECK(classify(Error(Error::Kind::invalid_argument, "heads_kv")).kind ==
+        FailureKind::unsupported);
+  CHECK(classify(cli::UsageError("seq_k (0) must be positive")).kind == FailureKind::unsupported);
+  CHECK(classify(std::bad_alloc()).kind == FailureKind::out_of_memory);
+  CHECK(classify(std::runtime_error("other")).kind == FailureKind::error);
 }
 
 // --- Whole runs through a fake runner ------------------------------------------------------------
