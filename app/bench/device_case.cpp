@@ -1,18 +1,15 @@
 #include "bench/device_case.h"
 
-#include "bench/input_fill.h"
 #include "cuflash/cuda_error.h"
+#include "cuflash/io/random_inputs.h"
 
 namespace cuflash::bench {
 
 namespace {
 
-// Each input tensor draws from its own stream of the generator (input_fill.h).
-enum InputStream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamDout = 4 };
-
-void upload_normal(DeviceBuffer& buffer, DType dtype, uint64_t seed, InputStream stream) {
-  const size_t count = buffer.bytes() / static_cast<size_t>(dtype_size(dtype));
-  const std::vector<unsigned char> host = standard_normal_bytes(count, dtype, seed, stream);
+// The generator's tensor (io/random_inputs.h: the same bits as `run` and `verify` use).
+void upload_input(DeviceBuffer& buffer, const Problem& p, io::InputTensor tensor, uint64_t seed) {
+  const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
   buffer.copy_from_host(host.data());
 }
 
@@ -42,9 +39,9 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   t.v = v.data();
   t.out = allocate(q_bytes).data();
   t.lse = allocate(lse_bytes).as<float>();
-  upload_normal(q, p.dtype, seed, kStreamQ);
-  upload_normal(k, p.dtype, seed, kStreamK);
-  upload_normal(v, p.dtype, seed, kStreamV);
+  upload_input(q, p, io::InputTensor::q, seed);
+  upload_input(k, p, io::InputTensor::k, seed);
+  upload_input(v, p, io::InputTensor::v, seed);
   forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes);
   forward_ = cuflash::forward_args(p, t);
   if (!with_backward) {
@@ -60,7 +57,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   t.dv = allocate(kv_bytes).data();
   t.workspace = allocate(workspace).data();
   t.workspace_bytes = workspace;
-  upload_normal(dout, p.dtype, seed, kStreamDout);
+  upload_input(dout, p, io::InputTensor::dout, seed);
   wait_for_uploads();
   workspace_bytes_ = int64_t(workspace);
   backward_bytes_ = forward_bytes_ + int64_t(2 * q_bytes + 2 * kv_bytes + workspace);

@@ -1,4 +1,5 @@
-// The device side of one benchmark case: its tensors, filled with fresh inputs, and the
+// The device side of one benchmark case: its tensors, filled with fresh inputs (the seeded
+// inputs of io/random_inputs.h, those `cuflash run` and `verify` use), and the
 // forward/backward arguments that point into them. Everything is freed with the object.
 #pragma once
 

@@ -1,27 +1,13 @@
 #include "cli/attention_case.h"
 
-#include <random>
-
 #include "cli/exit_codes.h"
 #include "cuflash/io/convert.h"
+#include "cuflash/io/random_inputs.h"
 #include "cuflash/numeric.h"
 
 namespace cuflash::cli {
 
 namespace {
-
-// Fixed offsets give each tensor an independent random stream for a given --seed.
-enum TensorStream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamDout = 4 };
-
-std::vector<double> standard_normal(int64_t count, uint64_t seed, TensorStream stream,
-                                    DType dtype) {
-  std::mt19937_64 engine(seed * 0x9E3779B97F4A7C15ull + stream);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(static_cast<size_t>(count));
-  for (double& x : values) x = normal(engine);
-  round_to_dtype(values, dtype);
-  return values;
-}
 
 struct LoadedTensor {
   io::NpyArray array;
@@ -102,12 +88,11 @@ void round_to_dtype(std::vector<double>& values, DType dtype) {
 }
 
 CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout) {
-  const AttentionShape& s = p.shape;
   CaseInputs in;
-  in.q = standard_normal(s.q_elements(), seed, kStreamQ, p.dtype);
-  in.k = standard_normal(s.kv_elements(), seed, kStreamK, p.dtype);
-  in.v = standard_normal(s.kv_elements(), seed, kStreamV, p.dtype);
-  if (with_dout) in.dout = standard_normal(s.q_elements(), seed, kStreamDout, p.dtype);
+  in.q = io::random_input_values(p, io::InputTensor::q, seed);
+  in.k = io::random_input_values(p, io::InputTensor::k, seed);
+  in.v = io::random_input_values(p, io::InputTensor::v, seed);
+  if (with_dout) in.dout = io::random_input_values(p, io::InputTensor::dout, seed);
   return in;
 }
 
@@ -145,7 +130,7 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
   inputs.v = values_bhsd(v, layout);
   if (with_dout) {
     if (options.dout_file.empty()) {
-      inputs.dout = standard_normal(p.shape.q_elements(), options.seed, kStreamDout, p.dtype);
+      inputs.dout = io::random_input_values(p, io::InputTensor::dout, options.seed);
     } else {
       const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
       require_same(q, dout, dout.array.shape == q.array.shape, "shape");

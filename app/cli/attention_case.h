@@ -18,8 +18,9 @@ struct CaseInputs {
   std::vector<double> dout;  // empty unless the backward pass needs it
 };
 
-// Seeded standard-normal inputs (never zeros), rounded to the dtype. Each tensor draws from its
-// own stream, so Q is the same with and without --backward.
+// Seeded standard-normal inputs (never zeros), rounded to the dtype: io::random_input_values(),
+// the generator `bench` and the tests use too. Each tensor draws from its own stream, so Q is the
+// same with and without --backward.
 CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout);
 
 // Reads --q/--k/--v (and --dout when given) and returns the problem they describe; shape and

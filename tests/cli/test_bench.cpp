@@ -1,6 +1,7 @@
 // Host-side tests of `cuflash bench`: sweep files and case names, statistics and FLOP counts,
-// input generation, the output formats (Google Benchmark's JSON schema included), the result
-// package, the sweep loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner.
+// the output formats (Google Benchmark's JSON schema included), the result package, the sweep
+// loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner. (The inputs are
+// io/random_inputs.h's, tested in tests/unit/test_random_inputs.cpp.)
 // None needs a GPU; the last cases spawn the built binary and the PyTorch comparison script.
 #include <catch2/catch.hpp>
 
@@ -11,10 +12,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
-#include "bench/input_fill.h"
 #include "bench/json.h"
 #include "bench/package.h"
 #include "bench/session.h"
@@ -23,7 +24,8 @@
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
 #include "cuflash/error.h"
-#include "cuflash/numeric.h"
+#include "cuflash/io/npy.h"
+#include "cuflash/io/random_inputs.h"
 #include "spawn_util.h"
 
 namespace fs = std::filesystem;
@@ -239,43 +241,6 @@ TEST_CASE("sweep: --filter keeps the matching cases", "[bench]") {
   CHECK(filter_cases(seed, "^fp32/.*sq:16384").size() == 4);
   CHECK(filter_cases(seed, "^(?!fp32/.*sq:16384)").size() == 44);  // a subset without the slowest
   CHECK_THROWS_AS(filter_cases(seed, "("), cli::UsageError);
-}
-
-// --- Inputs --------------------------------------------------------------------------------------
-
-TEST_CASE("inputs: seeded standard normals, the same however the work is split", "[bench]") {
-  const size_t count = (size_t{1} << 21) + 3;  // several threads, an odd tail
-  const auto bytes = standard_normal_bytes(count, DType::fp32, 7, 1);
-  REQUIRE(bytes.size() == 4 * count);
-  double sum = 0, squares = 0;
-  size_t zeros = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float x;
-    std::memcpy(&x, &bytes[4 * i], 4);
-    sum += x;
-    squares += double(x) * x;
-    zeros += x == 0.0f;
-  }
-  CHECK(std::abs(sum / double(count)) < 0.01);
-  CHECK(std::sqrt(squares / double(count)) == Approx(1.0).margin(0.01));
-  CHECK(zeros == 0);
-  for (const size_t i : {size_t{0}, size_t{1}, count / 2 + 1, count - 1}) {
-    float x;
-    std::memcpy(&x, &bytes[4 * i], 4);
-    CHECK(x == standard_normal_at(7, 1, i));
-  }
-  CHECK(standard_normal_at(7, 2, 0) != standard_normal_at(7, 1, 0));  // tensors differ
-  CHECK(standard_normal_at(8, 1, 0) != standard_normal_at(7, 1, 0));  // cases differ
-  const auto half = standard_normal_bytes(5, DType::fp16, 7, 1);
-  const auto bf16 = standard_normal_bytes(5, DType::bf16, 7, 1);
-  REQUIRE(half.size() == 10);
-  for (size_t i = 0; i < 5; ++i) {
-    uint16_t h, b;
-    std::memcpy(&h, &half[2 * i], 2);
-    std::memcpy(&b, &bf16[2 * i], 2);
-    CHECK(h == numeric::float_to_half_bits(standard_normal_at(7, 1, i)));
-    CHECK(b == numeric::float_to_bf16_bits(standard_normal_at(7, 1, i)));
-  }
 }
 
 // --- Peaks and formats ---------------------------------------------------------------------------
@@ -601,6 +566,31 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   CHECK(count_lines(none.err) == 1);
   const Outcome format = run_shell(cuflash + " bench --format yaml", tmp);
   CHECK(format.exit_code == 2);
+}
+
+// The benchmark uploads io::random_input_bytes(case, tensor, seed); `run` (and `verify`, through
+// the same generate_inputs()) must compute on exactly those tensors.
+TEST_CASE("cli: run's generated inputs are the benchmark's, bit for bit", "[bench]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "out";
+  const Outcome o = run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY +
+                                  " run --backend cpu -b 2 --heads 4 --heads-kv 2 -s 5 --seq-k 7"
+                                  " -d 3 --dtype bf16 --layout bshd --backward --seed 9"
+                                  " --save-inputs -q --out-dir " + dir.string(),
+                              tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  Problem p;
+  p.shape = AttentionShape{2, 4, 2, 5, 7, 3};
+  p.dtype = DType::bf16;
+  p.layout = Layout::bshd;
+  for (const auto& [name, tensor] :
+       {std::pair{"q", io::InputTensor::q}, std::pair{"k", io::InputTensor::k},
+        std::pair{"v", io::InputTensor::v}, std::pair{"dout", io::InputTensor::dout}}) {
+    INFO(name);
+    const io::NpyArray saved = io::read_npy((dir / (std::string(name) + ".npy")).string());
+    CHECK(saved.bytes == io::random_input_bytes(p, tensor, 9));
+  }
 }
 
 TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") {

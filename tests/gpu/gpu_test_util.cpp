@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -14,6 +13,7 @@
 
 #include "cuflash/cuda_error.h"
 #include "cuflash/io/convert.h"
+#include "cuflash/io/random_inputs.h"
 #include "cuflash/reference/baseline.h"
 #include "cuflash/reference/compare.h"
 
@@ -61,14 +61,6 @@ Dims kv_dims(const Problem& p) {
   return {p.shape.batch, p.shape.heads_kv, p.shape.seq_k, p.shape.head_dim};
 }
 
-HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, Layout layout) {
-  const io::ElementType type = io::element_type(dtype);
-  if (layout == Layout::bhsd) return io::from_double(bhsd, {d.count()}, type).bytes;
-  const std::vector<double> bshd =
-      io::swap_middle_axes(bhsd, d.batch, d.heads, d.seq, d.head_dim);
-  return io::from_double(bshd, {d.count()}, type).bytes;
-}
-
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
   io::NpyArray array;
   array.type = io::element_type(dtype);
@@ -79,27 +71,18 @@ std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, L
                                 : io::swap_middle_axes(values, d.batch, d.seq, d.heads, d.head_dim);
 }
 
-// Standard-normal values rounded to `dtype` (an fp16/bf16/fp32 round trip).
-std::vector<double> random_rounded(std::mt19937_64& rng, const Dims& d, DType dtype) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(static_cast<size_t>(d.count()));
-  for (double& x : values) x = normal(rng);
-  return decode(encode(values, d, dtype, Layout::bhsd), d, dtype, Layout::bhsd);
-}
-
 }  // namespace
 
-CaseInputs make_inputs(const Problem& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
+CaseInputs make_inputs(const Problem& p, uint64_t seed) {
   CaseInputs in;
-  in.q = random_rounded(rng, q_dims(c), c.dtype);
-  in.k = random_rounded(rng, kv_dims(c), c.dtype);
-  in.v = random_rounded(rng, kv_dims(c), c.dtype);
-  in.dout = random_rounded(rng, q_dims(c), c.dtype);
-  in.q_bytes = encode(in.q, q_dims(c), c.dtype, c.layout);
-  in.k_bytes = encode(in.k, kv_dims(c), c.dtype, c.layout);
-  in.v_bytes = encode(in.v, kv_dims(c), c.dtype, c.layout);
-  in.dout_bytes = encode(in.dout, q_dims(c), c.dtype, c.layout);
+  for (const auto& [tensor, values, bytes] :
+       {std::tuple{io::InputTensor::q, &in.q, &in.q_bytes},
+        std::tuple{io::InputTensor::k, &in.k, &in.k_bytes},
+        std::tuple{io::InputTensor::v, &in.v, &in.v_bytes},
+        std::tuple{io::InputTensor::dout, &in.dout, &in.dout_bytes}}) {
+    *values = io::random_input_values(p, tensor, seed);
+    *bytes = io::random_input_bytes(p, tensor, seed);
+  }
   return in;
 }
 

@@ -28,8 +28,9 @@ Problem make_problem(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, in
 // "fp16 D=64 mask=causal Sq=113 Sk=203 B=2 H=4 Hkv=2 layout=bshd"
 std::string describe(const Problem& p);
 
-// Standard-normal inputs rounded to the case's dtype. The doubles are in the reference's order
-// ([B, H, S, D]); the bytes hold the very same values as `dtype` elements in the case's layout.
+// The seeded inputs of io/random_inputs.h (those of `cuflash run`, `verify` and `bench`). The
+// doubles are in the reference's order ([B, H, S, D]); the bytes hold the very same values as
+// elements of the problem's dtype in its layout.
 struct CaseInputs {
   std::vector<double> q, k, v, dout;
   HostBytes q_bytes, k_bytes, v_bytes, dout_bytes;
