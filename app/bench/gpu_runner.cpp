@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <new>
 
-#include "bench/case_check.h"
 #include "bench/device_case.h"
 #include "bench/stats.h"
+#include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/error.h"

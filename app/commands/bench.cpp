@@ -6,11 +6,11 @@
 // share/docs/bench.md documents the protocol and every field.
 #include <cstdio>
 
-#include "bench/case_check.h"
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
 #include "bench/session.h"
 #include "bench/sweep.h"
+#include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"

@@ -9,7 +9,7 @@
 
 #include "cli/attention_case.h"
 #include "cli/backends.h"
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
@@ -71,7 +71,7 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
     try {
       const CaseInputs in = generate_inputs(p, o.problem.seed + i, o.backward);
       const double floor = o.floor.value_or(reference::default_floor(p.dtype));
-      if (!record_verdicts(p, check_case(p, in, o.backward, floor), records)) ++failed;
+      if (!record_verdicts(p, check_accuracy(p, in, o.backward, floor), records)) ++failed;
     } catch (const UsageError& e) {  // an invalid problem: recorded, the sweep goes on
       records.push_back(error_record(p, e.what()));
       ++refused;

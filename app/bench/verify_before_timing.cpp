@@ -1,10 +1,10 @@
-#include "bench/case_check.h"
+#include "bench/verify_before_timing.h"
 
 #include <cstdio>
 #include <vector>
 
 #include "bench/stats.h"
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 
 namespace cuflash::bench {
 
@@ -30,7 +30,7 @@ CheckResult check_against_reference(const Problem& p, uint64_t seed, bool backwa
   const double floor = reference::default_floor(p.dtype);
   CheckResult result;
   double worst_ratio = -1;
-  for (const cli::TensorVerdict& v : cli::check_case(p, in, backward, floor)) {
+  for (const cli::TensorVerdict& v : cli::check_accuracy(p, in, backward, floor)) {
     // The failing tensor, or the one closest to its tolerance when all pass.
     const double ratio = v.ours.nonfinite > 0 ? 1e300 : v.ours.max_abs / v.tolerance;
     if ((!v.pass && result.pass) || (v.pass == result.pass && ratio > worst_ratio)) {

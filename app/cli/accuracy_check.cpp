@@ -1,4 +1,4 @@
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 
 #include "cli/backends.h"
 #include "cuflash/reference/baseline.h"
@@ -36,7 +36,7 @@ TensorVerdict judge(const char* tensor, const std::vector<double>& ours,
 
 }  // namespace
 
-std::vector<TensorVerdict> check_case(const Problem& p, const CaseInputs& in, bool backward,
+std::vector<TensorVerdict> check_accuracy(const Problem& p, const CaseInputs& in, bool backward,
                                       double floor) {
   const AttentionResult ours = compute(Backend::cuda, p, in, backward);
   const AttentionResult ref = compute_reference(p, in, backward);

@@ -2,8 +2,8 @@
 // is compared with the float64 CPU reference under the rule of `cuflash verify` (compare.h:
 // max abs error <= 2x that of a plain attention in the same precision, plus a floor relative to
 // the values' size; NaN never passes). Cases whose CPU reference would take too long are skipped
-// and marked so.
-// The comparison itself is cli/case_check.h, shared with `cuflash verify`.
+// and marked so (verify_fits). The comparison itself is cli/accuracy_check.h, shared with
+// `cuflash verify`; this adds the size limit and the one-line summary of the worst tensor.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
-// The check behind `cuflash verify` and `cuflash bench --verify`: one case on the GPU, every output
-// compared with the float64 CPU reference under the rule of reference/compare.h (max abs error
-// <= 2x that of a plain attention in the same precision, plus a floor relative to the values'
-// size; NaN never passes).
+// The accuracy check behind `cuflash verify` and `cuflash bench --verify`: one case on the GPU,
+// every output compared with the float64 CPU reference under the rule of reference/compare.h
+// (max abs error <= 2x that of a plain attention in the same precision, plus a floor relative to
+// the values' size; NaN never passes). `bench --verify` wraps it in bench/verify_before_timing.h
+// (which cases are checked, and one summary line per case).
 #pragma once
 
 #include <string>
@@ -23,7 +24,7 @@ struct TensorVerdict {
 // Computes the case on the GPU, with the CPU reference and with the baseline, and judges each
 // output. Throws like compute(): cuflash::Error from the GPU (unsupported case, CUDA error, out of
 // memory), UsageError or RuntimeFailure from the CPU reference.
-std::vector<TensorVerdict> check_case(const Problem& p, const CaseInputs& inputs,
+std::vector<TensorVerdict> check_accuracy(const Problem& p, const CaseInputs& inputs,
                                       bool backward, double floor);
 
 }  // namespace cuflash::cli
