@@ -1,7 +1,6 @@
 // Calling the library directly on device memory: forward, then backward, on one stream.
 //   cuflash_example_forward   (needs a CUDA GPU; exits with 3 when there is none)
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include <cuda_fp16.h>
@@ -9,17 +8,19 @@
 
 #include "cuflash/cuda_error.h"
 #include "cuflash/cuflash.h"
+#include "cuflash/io/random_inputs.h"
 
 namespace {
 
 constexpr int64_t kBatch = 2, kHeads = 8, kHeadsKv = 2, kSeqQ = 1000, kSeqK = 1200, kHeadDim = 64;
 
-// A device copy of `count` random fp16 values.
-cuflash::DeviceBuffer random_device_tensor(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<__half> host(count);
-  for (auto& x : host) x = __float2half(normal(rng));
-  cuflash::DeviceBuffer device(count * sizeof(__half));
+// A device copy of the seeded fp16 input `tensor` (the inputs `cuflash run --seed 42` uses).
+cuflash::DeviceBuffer random_device_tensor(cuflash::io::InputTensor tensor) {
+  cuflash::Problem problem;
+  problem.shape = {kBatch, kHeads, kHeadsKv, kSeqQ, kSeqK, kHeadDim};
+  problem.dtype = cuflash::DType::fp16;
+  const std::vector<unsigned char> host = cuflash::io::random_input_bytes(problem, tensor, 42);
+  cuflash::DeviceBuffer device(host.size());
   device.copy_from_host(host.data());
   cuflash::check_cuda(cudaDeviceSynchronize(), "cudaMemcpyAsync");  // before `host` goes
   return device;
@@ -33,13 +34,12 @@ int main() {
     return 3;
   }
   try {
-    std::mt19937 rng(42);
     const int64_t q_count = kBatch * kHeads * kSeqQ * kHeadDim;
     const int64_t kv_count = kBatch * kHeadsKv * kSeqK * kHeadDim;
-    cuflash::DeviceBuffer q = random_device_tensor(q_count, rng);
-    cuflash::DeviceBuffer k = random_device_tensor(kv_count, rng);
-    cuflash::DeviceBuffer v = random_device_tensor(kv_count, rng);
-    cuflash::DeviceBuffer dout = random_device_tensor(q_count, rng);
+    cuflash::DeviceBuffer q = random_device_tensor(cuflash::io::InputTensor::q);
+    cuflash::DeviceBuffer k = random_device_tensor(cuflash::io::InputTensor::k);
+    cuflash::DeviceBuffer v = random_device_tensor(cuflash::io::InputTensor::v);
+    cuflash::DeviceBuffer dout = random_device_tensor(cuflash::io::InputTensor::dout);
     cuflash::DeviceBuffer out(q_count * sizeof(__half)), dq(q_count * sizeof(__half));
     cuflash::DeviceBuffer dk(kv_count * sizeof(__half)), dv(kv_count * sizeof(__half));
     cuflash::DeviceBuffer lse(kBatch * kHeads * kSeqQ * sizeof(float));
