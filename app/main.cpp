@@ -83,9 +83,7 @@ int main(int argc, char** argv) {
   } catch (const RuntimeFailure& e) {
     return report_error(e.what(), kExitRuntimeFailure);
   } catch (const cuflash::Error& e) {
-    const bool caller_error = e.kind() == cuflash::Error::Kind::invalid_argument ||
-                              e.kind() == cuflash::Error::Kind::unsupported;
-    return report_error(e.what(), caller_error ? kExitBadInput : kExitRuntimeFailure);
+    return report_error(e.what(), exit_code(e.kind()));
   } catch (const std::bad_alloc&) {
     return report_error("out of host memory", kExitRuntimeFailure);
   } catch (const std::exception& e) {

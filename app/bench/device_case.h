@@ -1,36 +1,22 @@
-// The device side of one benchmark case: its tensors, filled with fresh inputs, and the
+// The device side of one benchmark case: its tensors, filled with fresh inputs (the seeded
+// inputs of io/random_inputs.h, those `cuflash run` and `verify` use), and the
 // forward/backward arguments that point into them. Everything is freed with the object.
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <vector>
+#include <deque>
 
-#include "cli/problem_options.h"
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::bench {
-
-// A cudaMalloc'ed buffer, freed on destruction.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 class DeviceCase {
  public:
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
-  // uploads seeded standard-normal Q, K, V (and dO). Throws DeviceError (out of memory, ...).
-  DeviceCase(const cli::AttentionCase& c, bool with_backward, uint64_t seed);
+  // uploads seeded standard-normal Q, K, V (and dO). Throws cuflash::Error (out_of_memory, ...).
+  DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
   const ForwardArgs& forward_args() const { return forward_; }
   const BackwardArgs& backward_args() const { return backward_; }  // needs with_backward
@@ -43,10 +29,8 @@ class DeviceCase {
 
  private:
   DeviceBuffer& allocate(size_t bytes);
-  TensorRef tensor(const DeviceBuffer& buffer, int64_t heads, int64_t seq) const;
 
-  cli::AttentionCase case_;
-  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
   ForwardArgs forward_;
   BackwardArgs backward_;
   int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;

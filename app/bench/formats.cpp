@@ -175,11 +175,11 @@ const std::vector<std::string> kCsvColumns{
 // The first twelve CSV columns: which benchmark the row is (name to layout).
 std::vector<std::string> case_columns(const CaseRecord& r, const std::string& pass,
                                       const RunSettings& settings) {
-  const reference::Problem& p = r.spec.problem;
+  const AttentionShape& p = r.spec.shape;
   return {run_name(pass, r.spec), pass, settings.backend, std::string(to_string(r.spec.dtype)),
           std::to_string(p.batch), std::to_string(p.heads), std::to_string(p.heads_kv),
           std::to_string(p.seq_q), std::to_string(p.seq_k), std::to_string(p.head_dim),
-          std::string(to_string(p.mask)), cli::to_string(r.spec.layout)};
+          std::string(to_string(r.spec.mask)), std::string(to_string(r.spec.layout))};
 }
 
 std::vector<std::string> csv_pass_row(const CaseRecord& r, const PassResult& p,
@@ -269,7 +269,7 @@ void set_aggregate(Json& row, const char* aggregate, int64_t samples, double val
 // Our fields, on the median row: what the case is and what the pass measured besides time.
 void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
                      const RunSettings& settings, const SampleStats& s) {
-  const reference::Problem& c = r.spec.problem;
+  const AttentionShape& c = r.spec.shape;
   const double tf = tflops(p.flops, s.median);
   const auto pct = percent_of_peak(settings, r.spec.dtype, tf);
   row.update(Json{
@@ -281,8 +281,8 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"seq_q", c.seq_q},
       {"seq_k", c.seq_k},
       {"head_dim", c.head_dim},
-      {"mask", std::string(to_string(c.mask))},
-      {"layout", cli::to_string(r.spec.layout)},
+      {"mask", std::string(to_string(r.spec.mask))},
+      {"layout", std::string(to_string(r.spec.layout))},
       {"flops", p.flops},
       {"tflops", tf},
       {"pct_of_peak", pct ? Json(*pct) : Json()},

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <new>
 
-#include "bench/case_check.h"
 #include "bench/device_case.h"
-#include "bench/device_error.h"
 #include "bench/stats.h"
+#include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
+#include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
 
 namespace cuflash::bench {
@@ -45,20 +45,12 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
   f.pass = stage;
   try {
     std::rethrow_exception(error);
-  } catch (const DeviceError& e) {
-    f.kind = e.out_of_memory() ? FailureKind::out_of_memory : FailureKind::cuda_error;
-    f.reason = e.what();
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // the library's and the benchmark's own CUDA calls (check_cuda)
     f.kind = kind_of(e);
     f.reason = e.what();
-  } catch (const cli::UsageError& e) {  // from the --verify path: an unsupported case
+  } catch (const cli::UsageError& e) {  // from the --verify path: a problem the reference refuses
     f.kind = FailureKind::unsupported;
     f.reason = e.what();
-  } catch (const cli::RuntimeFailure& e) {  // from the --verify path: CUDA error or out of memory
-    const std::string what = e.what();
-    f.kind = what.find("out of memory") != std::string::npos ? FailureKind::out_of_memory
-                                                              : FailureKind::cuda_error;
-    f.reason = what;
   } catch (const std::bad_alloc&) {
     f.kind = FailureKind::out_of_memory;
     f.reason = "out of host memory";
@@ -76,7 +68,7 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
 GpuCaseRunner::GpuCaseRunner(const CaseSettings& settings)
     : settings_(settings), timer_(settings.timing) {}
 
-void GpuCaseRunner::verify(const AttentionCase& c, uint64_t seed, CaseRecord& record) const {
+void GpuCaseRunner::verify(const Problem& c, uint64_t seed, CaseRecord& record) const {
   if (!verify_fits(c)) {
     record.verify = "skipped";
     return;
@@ -88,7 +80,7 @@ void GpuCaseRunner::verify(const AttentionCase& c, uint64_t seed, CaseRecord& re
   }
 }
 
-void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecord& record,
+void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& record,
                                 std::string& stage) {
   const int64_t free_before = free_device_bytes();
   const DeviceCase device(c, settings_.backward, seed);
@@ -105,7 +97,7 @@ void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecor
     stage = "fwd";
     PassResult p;
     p.pass = "fwd";
-    p.flops = pass_flops(c.problem, p.pass);
+    p.flops = pass_flops(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), 0, memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
     record.passes.push_back(std::move(p));
@@ -115,14 +107,14 @@ void GpuCaseRunner::time_passes(const AttentionCase& c, uint64_t seed, CaseRecor
     const BackwardArgs& ba = device.backward_args();
     PassResult p;
     p.pass = "bwd";
-    p.flops = pass_flops(c.problem, p.pass);
+    p.flops = pass_flops(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { backward(ba, s); }, p);
     record.passes.push_back(std::move(p));
   }
 }
 
-CaseRecord GpuCaseRunner::operator()(const AttentionCase& c, size_t index) {
+CaseRecord GpuCaseRunner::operator()(const Problem& c, size_t index) {
   CaseRecord record;
   record.spec = c;
   const uint64_t seed = settings_.seed + index;  // fresh inputs for every case

@@ -26,11 +26,11 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
 class GpuCaseRunner {
  public:
   explicit GpuCaseRunner(const CaseSettings& settings);
-  CaseRecord operator()(const AttentionCase& c, size_t index);
+  CaseRecord operator()(const Problem& c, size_t index);
 
  private:
-  void verify(const AttentionCase& c, uint64_t seed, CaseRecord& record) const;
-  void time_passes(const AttentionCase& c, uint64_t seed, CaseRecord& record, std::string& stage);
+  void verify(const Problem& c, uint64_t seed, CaseRecord& record) const;
+  void time_passes(const Problem& c, uint64_t seed, CaseRecord& record, std::string& stage);
 
   CaseSettings settings_;
   Timer timer_;

@@ -61,7 +61,7 @@ struct Failure {
 
 // Everything about one case of the sweep.
 struct CaseRecord {
-  AttentionCase spec;
+  Problem spec;
   std::vector<PassResult> passes;  // the passes that were timed, in order
   std::optional<Failure> failure;  // set when the case (or one of its passes) failed
   std::string verify = "off";      // "pass", "fail", "skipped" (too large for the CPU) or "off"

@@ -13,7 +13,7 @@
 namespace cuflash::bench {
 
 struct SessionPlan {
-  std::vector<AttentionCase> cases;
+  std::vector<Problem> cases;
   RunSettings settings;
   Json protocol = Json::object();  // stored as metadata.json's "protocol"
   Format format = Format::table;

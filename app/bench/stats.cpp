@@ -24,12 +24,12 @@ SampleStats summarize(std::vector<double> ms) {
   return s;
 }
 
-double visible_pairs(const reference::Problem& p) {
-  const double sq = double(p.seq_q), sk = double(p.seq_k);
+double visible_pairs(const Problem& p) {
+  const double sq = double(p.shape.seq_q), sk = double(p.shape.seq_k);
   if (p.mask == Mask::none) return sq * sk;
   // Row i sees min(max(i + offset + 1, 0), Sk) keys. Summed in closed form over three ranges:
   // rows that see nothing, rows on the diagonal band (1..Sk-1 keys), rows that see every key.
-  const double offset = double(causal_offset(p.mask, p.seq_q, p.seq_k));
+  const double offset = double(causal_offset(p.mask, p.shape.seq_q, p.shape.seq_k));
   const double first_seeing = std::clamp(-offset, 0.0, sq);           // first row with >= 1 key
   const double first_full = std::clamp(sk - 1 - offset, 0.0, sq);     // first row with all Sk
   const double band_rows = std::max(0.0, first_full - first_seeing);
@@ -39,11 +39,12 @@ double visible_pairs(const reference::Problem& p) {
   return band + (sq - std::max(first_full, first_seeing)) * sk;
 }
 
-double forward_flops(const reference::Problem& p) {
-  return 4.0 * double(p.batch) * double(p.heads) * double(p.head_dim) * visible_pairs(p);
+double forward_flops(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  return 4.0 * double(s.batch) * double(s.heads) * double(s.head_dim) * visible_pairs(p);
 }
 
-double pass_flops(const reference::Problem& p, const std::string& pass) {
+double pass_flops(const Problem& p, const std::string& pass) {
   return pass == "bwd" ? 2.5 * forward_flops(p) : forward_flops(p);
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cuflash/reference/attention_ref.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::bench {
 
@@ -21,12 +21,12 @@ SampleStats summarize(std::vector<double> samples_ms);
 
 // (query, key) pairs the mask lets through, summed over one (batch, head): Sq*Sk without a mask;
 // for causal masks the visible part of the triangle (rows that see no key add nothing).
-double visible_pairs(const reference::Problem& p);
+double visible_pairs(const Problem& p);
 
 // FLOPs credited to one call: forward 4 * B * H * D per visible pair (two matrix products of
 // 2 FLOPs per multiply-add), backward 2.5x the forward (five products instead of two).
-double forward_flops(const reference::Problem& p);
-double pass_flops(const reference::Problem& p, const std::string& pass);  // "fwd" or "bwd"
+double forward_flops(const Problem& p);
+double pass_flops(const Problem& p, const std::string& pass);  // "fwd" or "bwd"
 
 double tflops(double flops, double milliseconds);
 

@@ -121,7 +121,7 @@ std::vector<std::string> values_or(const LineValues& values, const std::string& 
 
 // The product of one line's lists, in kKeys order.
 void expand_line(const LineValues& values, const LineParser& parser,
-                 std::vector<AttentionCase>& cases) {
+                 std::vector<Problem>& cases) {
   const auto num = [&](const std::string& key, const std::string& text) {
     return parser.integer(key, text);
   };
@@ -134,27 +134,27 @@ void expand_line(const LineValues& values, const LineParser& parser,
               for (const std::string& sq : values_or(values, "sq", {"1024"}))
                 for (const std::string& sk : values_or(values, "sk", {sq}))
                   for (const std::string& layout : values_or(values, "layout", {"bhsd"})) {
-                    AttentionCase c;
-                    c.problem.batch = num("b", b);
-                    c.problem.heads = num("h", h);
-                    c.problem.heads_kv = num("hkv", hkv);
-                    c.problem.seq_q = num("sq", sq);
-                    c.problem.seq_k = num("sk", sk);
-                    c.problem.head_dim = num("d", d);
-                    c.problem.mask = cli::parse_mask(mask);
-                    c.dtype = cli::parse_dtype(dtype);
-                    c.layout = cli::parse_layout(layout);
-                    if (c.problem.heads % c.problem.heads_kv != 0) {
+                    Problem p;
+                    p.shape.batch = num("b", b);
+                    p.shape.heads = num("h", h);
+                    p.shape.heads_kv = num("hkv", hkv);
+                    p.shape.seq_q = num("sq", sq);
+                    p.shape.seq_k = num("sk", sk);
+                    p.shape.head_dim = num("d", d);
+                    p.mask = cli::parse_mask(mask);
+                    p.dtype = cli::parse_dtype(dtype);
+                    p.layout = cli::parse_layout(layout);
+                    if (p.shape.heads % p.shape.heads_kv != 0) {
                       parser.fail("hkv " + hkv + " does not divide h " + h);
                     }
-                    cases.push_back(c);
+                    cases.push_back(p);
                   }
 }
 
 }  // namespace
 
-std::vector<AttentionCase> parse_sweep(const std::string& text, const std::string& origin) {
-  std::vector<AttentionCase> cases;
+std::vector<Problem> parse_sweep(const std::string& text, const std::string& origin) {
+  std::vector<Problem> cases;
   std::istringstream lines(text);
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
@@ -217,7 +217,7 @@ std::string resolve_sweep(const std::string& name_or_path,
                    ")");
 }
 
-std::vector<AttentionCase> load_sweep(const std::string& path) {
+std::vector<Problem> load_sweep(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError("--sweep " + path + ": cannot read the file");
   std::ostringstream text;
@@ -225,8 +225,8 @@ std::vector<AttentionCase> load_sweep(const std::string& path) {
   return parse_sweep(text.str(), path);
 }
 
-std::vector<AttentionCase> filter_cases(const std::vector<AttentionCase>& cases,
-                                        const std::string& pattern) {
+std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
+                                  const std::string& pattern) {
   std::regex re;
   try {
     re = std::regex(pattern, std::regex::ECMAScript);
@@ -234,8 +234,8 @@ std::vector<AttentionCase> filter_cases(const std::vector<AttentionCase>& cases,
     throw UsageError("--filter '" + pattern + "': not a valid regular expression (" + e.what() +
                      ")");
   }
-  std::vector<AttentionCase> kept;
-  for (const AttentionCase& c : cases) {
+  std::vector<Problem> kept;
+  for (const Problem& c : cases) {
     if (std::regex_search(case_name(c), re)) kept.push_back(c);
   }
   return kept;
@@ -243,30 +243,30 @@ std::vector<AttentionCase> filter_cases(const std::vector<AttentionCase>& cases,
 
 namespace {
 
-std::string mask_text(const AttentionCase& c) {
-  const reference::Problem& p = c.problem;
+std::string mask_text(const Problem& p) {
   switch (p.mask) {
     case Mask::none: return "0";
     case Mask::causal_bottom_right: return "1";
-    case Mask::causal_top_left: return p.seq_q == p.seq_k ? "1" : "tl";
+    case Mask::causal_top_left: return p.shape.seq_q == p.shape.seq_k ? "1" : "tl";
   }
   return "?";
 }
 
 }  // namespace
 
-std::string case_name(const AttentionCase& c) {
-  const reference::Problem& p = c.problem;
+std::string case_name(const Problem& p) {
+  const AttentionShape& shape = p.shape;
   std::ostringstream s;
-  s << cuflash::to_string(c.dtype) << "/b:" << p.batch << "/h:" << p.heads;
-  if (p.heads_kv != p.heads) s << "/hkv:" << p.heads_kv;
-  s << "/sq:" << p.seq_q << "/sk:" << p.seq_k << "/d:" << p.head_dim << "/causal:" << mask_text(c);
-  if (c.layout == Layout::bshd) s << "/bshd";
+  s << cuflash::to_string(p.dtype) << "/b:" << shape.batch << "/h:" << shape.heads;
+  if (shape.heads_kv != shape.heads) s << "/hkv:" << shape.heads_kv;
+  s << "/sq:" << shape.seq_q << "/sk:" << shape.seq_k << "/d:" << shape.head_dim
+    << "/causal:" << mask_text(p);
+  if (p.layout == Layout::bshd) s << "/bshd";
   return s.str();
 }
 
-std::string run_name(const std::string& pass, const AttentionCase& c) {
-  return pass + "/" + case_name(c);
+std::string run_name(const std::string& pass, const Problem& p) {
+  return pass + "/" + case_name(p);
 }
 
 }  // namespace cuflash::bench

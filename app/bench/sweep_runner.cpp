@@ -50,7 +50,7 @@ InterruptGuard::~InterruptGuard() { sigaction(SIGINT, &g_previous_action, nullpt
 
 bool InterruptGuard::requested() { return g_interrupt_requested != 0; }
 
-SweepOutcome run_sweep(const std::vector<AttentionCase>& cases, const CaseRunner& run,
+SweepOutcome run_sweep(const std::vector<Problem>& cases, const CaseRunner& run,
                        const CaseFinished& finished, bool show_progress) {
   SweepOutcome outcome;
   const InterruptGuard guard;

@@ -22,7 +22,7 @@ class InterruptGuard {
 };
 
 // Runs one case; records failures in the returned record rather than throwing.
-using CaseRunner = std::function<CaseRecord(const AttentionCase& c, size_t index)>;
+using CaseRunner = std::function<CaseRecord(const Problem& c, size_t index)>;
 // Called after every case with the records so far.
 using CaseFinished = std::function<void(const std::vector<CaseRecord>& records)>;
 
@@ -33,7 +33,7 @@ struct SweepOutcome {
 };
 
 // `show_progress`: a progress line on stderr when it is a terminal (cli::Progress).
-SweepOutcome run_sweep(const std::vector<AttentionCase>& cases, const CaseRunner& run,
+SweepOutcome run_sweep(const std::vector<Problem>& cases, const CaseRunner& run,
                        const CaseFinished& finished, bool show_progress);
 
 // 130 when interrupted; otherwise the most serious failure's code: 3 for CUDA errors, out of

@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "bench/device_error.h"
+#include "cuflash/cuda_error.h"
 
 namespace cuflash::bench {
 
@@ -106,18 +106,14 @@ Timer::Timer(const TimingOptions& options) : options_(options) {
   int device = 0, l2_bytes = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), "L2 size");
-  flush_bytes_ = 2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20));
-  check_cuda(cudaMalloc(&flush_buffer_, flush_bytes_), "cudaMalloc (L2 flush buffer)");
+  flush_buffer_ = DeviceBuffer(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)));
 }
 
 Timer::~Timer() {
-  if (flush_buffer_) cudaFree(flush_buffer_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void Timer::flush_l2() {
-  check_cuda(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_, stream_), "L2 flush");
-}
+void Timer::flush_l2() { flush_buffer_.fill(0, stream_); }
 
 double Timer::time_once(const Launch& launch) {
   EventPairs events(1);

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench/results.h"
+#include "cuflash/device_buffer.h"
 
 namespace cuflash::bench {
 
@@ -56,8 +57,7 @@ class Timer {
 
   TimingOptions options_;
   cudaStream_t stream_ = nullptr;
-  void* flush_buffer_ = nullptr;
-  size_t flush_bytes_ = 0;
+  DeviceBuffer flush_buffer_;  // with options.cold: twice the L2 size
 };
 
 }  // namespace cuflash::bench

@@ -1,27 +1,13 @@
 #include "cli/attention_case.h"
 
-#include <random>
-
 #include "cli/exit_codes.h"
 #include "cuflash/io/convert.h"
+#include "cuflash/io/random_inputs.h"
 #include "cuflash/numeric.h"
 
 namespace cuflash::cli {
 
 namespace {
-
-// Fixed offsets give each tensor an independent random stream for a given --seed.
-enum TensorStream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamDout = 4 };
-
-std::vector<double> standard_normal(int64_t count, uint64_t seed, TensorStream stream,
-                                    DType dtype) {
-  std::mt19937_64 engine(seed * 0x9E3779B97F4A7C15ull + stream);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(static_cast<size_t>(count));
-  for (double& x : values) x = normal(engine);
-  round_to_dtype(values, dtype);
-  return values;
-}
 
 struct LoadedTensor {
   io::NpyArray array;
@@ -101,17 +87,16 @@ void round_to_dtype(std::vector<double>& values, DType dtype) {
   }
 }
 
-CaseInputs generate_inputs(const AttentionCase& c, uint64_t seed, bool with_dout) {
-  const reference::Problem& p = c.problem;
+CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout) {
   CaseInputs in;
-  in.q = standard_normal(p.q_elements(), seed, kStreamQ, c.dtype);
-  in.k = standard_normal(p.kv_elements(), seed, kStreamK, c.dtype);
-  in.v = standard_normal(p.kv_elements(), seed, kStreamV, c.dtype);
-  if (with_dout) in.dout = standard_normal(p.q_elements(), seed, kStreamDout, c.dtype);
+  in.q = io::random_input_values(p, io::InputTensor::q, seed);
+  in.k = io::random_input_values(p, io::InputTensor::k, seed);
+  in.v = io::random_input_values(p, io::InputTensor::v, seed);
+  if (with_dout) in.dout = io::random_input_values(p, io::InputTensor::dout, seed);
   return in;
 }
 
-AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
+Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
   if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
     throw UsageError("--q, --k and --v must be given together");
   }
@@ -132,25 +117,20 @@ AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInp
                      " query heads of --q " + q.path);
   }
 
-  AttentionCase c;
-  c.dtype = dtype_of(q);
-  c.layout = layout;
-  c.problem.batch = dq.batch;
-  c.problem.heads = dq.heads;
-  c.problem.heads_kv = dk.heads;
-  c.problem.seq_q = dq.seq;
-  c.problem.seq_k = dk.seq;
-  c.problem.head_dim = dq.head_dim;
-  c.problem.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
-  c.problem.scale = options.scale.value_or(0.0);
-  check_case_size(c);
+  Problem p;
+  p.shape = AttentionShape{dq.batch, dq.heads, dk.heads, dq.seq, dk.seq, dq.head_dim};
+  p.dtype = dtype_of(q);
+  p.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
+  p.scale = options.scale.value_or(0.0);
+  p.layout = layout;
+  check_case_size(p);
 
   inputs.q = values_bhsd(q, layout);
   inputs.k = values_bhsd(k, layout);
   inputs.v = values_bhsd(v, layout);
   if (with_dout) {
     if (options.dout_file.empty()) {
-      inputs.dout = standard_normal(c.problem.q_elements(), options.seed, kStreamDout, c.dtype);
+      inputs.dout = io::random_input_values(p, io::InputTensor::dout, options.seed);
     } else {
       const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
       require_same(q, dout, dout.array.shape == q.array.shape, "shape");
@@ -158,7 +138,7 @@ AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInp
       inputs.dout = values_bhsd(dout, layout);
     }
   }
-  return c;
+  return p;
 }
 
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,

@@ -18,14 +18,15 @@ struct CaseInputs {
   std::vector<double> dout;  // empty unless the backward pass needs it
 };
 
-// Seeded standard-normal inputs (never zeros), rounded to the dtype. Each tensor draws from its
-// own stream, so Q is the same with and without --backward.
-CaseInputs generate_inputs(const AttentionCase& c, uint64_t seed, bool with_dout);
+// Seeded standard-normal inputs (never zeros), rounded to the dtype: io::random_input_values(),
+// the generator `bench` and the tests use too. Each tensor draws from its own stream, so Q is the
+// same with and without --backward.
+CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout);
 
-// Reads --q/--k/--v (and --dout when given) and returns the case they describe; shape and dtype
-// come from the files, mask/scale/layout from `options`. Throws UsageError naming the file when
-// a file is unreadable, malformed, of the wrong rank, or disagrees with the others.
-AttentionCase load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs);
+// Reads --q/--k/--v (and --dout when given) and returns the problem they describe; shape and
+// dtype come from the files, mask/scale/layout from `options`. Throws UsageError naming the file
+// when a file is unreadable, malformed, of the wrong rank, or disagrees with the others.
+Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs);
 
 // A 4-D tensor of `heads` heads between bhsd order and the given layout.
 std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,

@@ -21,12 +21,14 @@ struct AttentionResult {
 Backend resolve_backend(const std::string& name);
 const char* to_string(Backend backend);
 
-// Throws RuntimeFailure for a missing GPU, out of memory or a CUDA error; UsageError for a case
-// the kernels do not support (e.g. head_dim 96 on the GPU).
-AttentionResult compute(Backend backend, const AttentionCase& c, const CaseInputs& inputs,
+// The GPU throws the library's cuflash::Error as it comes (kinds unsupported or invalid_argument
+// for a case the kernels do not serve, e.g. head_dim 96; out_of_memory, cuda, no_device for the
+// machine's failures; exit_code() in exit_codes.h maps them); the CPU reference throws
+// UsageError for an invalid problem and RuntimeFailure when host memory runs out.
+AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inputs,
                         bool backward);
 
 // The CPU reference alone, in float64 (no rounding of outputs).
-AttentionResult compute_reference(const AttentionCase& c, const CaseInputs& inputs, bool backward);
+AttentionResult compute_reference(const Problem& p, const CaseInputs& inputs, bool backward);
 
 }  // namespace cuflash::cli

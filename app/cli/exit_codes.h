@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "cuflash/error.h"
+
 namespace cuflash::cli {
 
 enum ExitCode : int {
@@ -16,6 +18,17 @@ enum ExitCode : int {
 constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 verification failed, 2 bad usage or bad input, "
     "3 runtime failure (CUDA error, out of memory, no device), 130 interrupted (Ctrl-C).";
+
+// A cuflash::Error the caller can fix (a bad or unsupported request) rather than one of the
+// machine (CUDA error, out of memory, no device).
+constexpr bool is_caller_error(Error::Kind kind) {
+  return kind == Error::Kind::invalid_argument || kind == Error::Kind::unsupported;
+}
+
+// The exit code of a cuflash::Error: 2 for a caller error, 3 otherwise.
+constexpr int exit_code(Error::Kind kind) {
+  return is_caller_error(kind) ? kExitBadInput : kExitRuntimeFailure;
+}
 
 // Thrown for problems the user can fix by changing the command line or the input files.
 class UsageError : public std::runtime_error {

@@ -83,20 +83,13 @@ Layout parse_layout(const std::string& text) {
   throw UsageError("--layout: unknown value '" + text + "' (expected bhsd or bshd)");
 }
 
-const char* to_string(Layout layout) { return layout == Layout::bhsd ? "bhsd" : "bshd"; }
-
-std::string AttentionCase::name() const {
-  std::ostringstream s;
-  s << cuflash::to_string(dtype) << "/b:" << problem.batch << "/h:" << problem.heads
-    << "/hkv:" << problem.heads_kv << "/sq:" << problem.seq_q << "/sk:" << problem.seq_k
-    << "/d:" << problem.head_dim << "/mask:" << cuflash::to_string(problem.mask) << "/"
-    << cli::to_string(layout);
-  return s.str();
-}
-
-AttentionShape AttentionCase::shape() const {
-  return AttentionShape{problem.batch, problem.heads, problem.heads_kv,
-                        problem.seq_q, problem.seq_k, problem.head_dim};
+std::string case_label(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  std::ostringstream out;
+  out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads << "/hkv:" << s.heads_kv
+      << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim
+      << "/mask:" << to_string(p.mask) << "/" << to_string(p.layout);
+  return out.str();
 }
 
 void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists) {
@@ -138,20 +131,21 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
       ->check(CLI::ExistingFile);
 }
 
-void check_case_size(const AttentionCase& c) {
+void check_case_size(const Problem& p) {
   // 2^40 elements is 8 TiB as float64: beyond any host or device this tool runs on, and far
   // below int64 overflow in every product the tool forms later.
   constexpr int64_t kMaxElements = int64_t{1} << 40;
-  const reference::Problem& p = c.problem;
+  const AttentionShape& s = p.shape;
   const auto elements = [&](int64_t heads, int64_t seq) {
     int64_t n = 1;
-    for (const int64_t factor : {p.batch, heads, seq, p.head_dim}) {
+    for (const int64_t factor : {s.batch, heads, seq, s.head_dim}) {
       if (__builtin_mul_overflow(n, factor, &n) || n > kMaxElements) return kMaxElements + 1;
     }
     return n;
   };
-  if (elements(p.heads, p.seq_q) > kMaxElements || elements(p.heads_kv, p.seq_k) > kMaxElements) {
-    throw UsageError("shape " + c.name() + " is too large: more than 2^40 elements per tensor");
+  if (elements(s.heads, s.seq_q) > kMaxElements || elements(s.heads_kv, s.seq_k) > kMaxElements) {
+    throw UsageError("shape " + case_label(p) +
+                     " is too large: more than 2^40 elements per tensor");
   }
 }
 
@@ -173,10 +167,10 @@ void require_single_values(const ProblemOptions& o, const std::string& command) 
   check(o.layout.size(), "--layout");
 }
 
-std::vector<AttentionCase> expand_cases(const ProblemOptions& o) {
+std::vector<Problem> expand_cases(const ProblemOptions& o) {
   std::vector<std::string> masks = o.mask;
   if (o.causal) masks = {"causal"};
-  std::vector<AttentionCase> cases;
+  std::vector<Problem> cases;
   for (const std::string& dtype : o.dtype)
     for (int64_t head_dim : o.head_dim)
       for (const std::string& mask : masks)
@@ -190,19 +184,14 @@ std::vector<AttentionCase> expand_cases(const ProblemOptions& o) {
                       throw UsageError("--heads-kv: " + std::to_string(heads_kv) +
                                        " does not divide --heads " + std::to_string(heads));
                     }
-                    AttentionCase c;
-                    c.problem.batch = batch;
-                    c.problem.heads = heads;
-                    c.problem.heads_kv = heads_kv;
-                    c.problem.seq_q = seq_q;
-                    c.problem.seq_k = seq_k;
-                    c.problem.head_dim = head_dim;
-                    c.problem.mask = parse_mask(mask);
-                    c.problem.scale = o.scale.value_or(0.0);
-                    c.dtype = parse_dtype(dtype);
-                    c.layout = parse_layout(layout);
-                    check_case_size(c);
-                    cases.push_back(c);
+                    Problem p;
+                    p.shape = AttentionShape{batch, heads, heads_kv, seq_q, seq_k, head_dim};
+                    p.dtype = parse_dtype(dtype);
+                    p.mask = parse_mask(mask);
+                    p.scale = o.scale.value_or(0.0);
+                    p.layout = parse_layout(layout);
+                    check_case_size(p);
+                    cases.push_back(p);
                   }
   return cases;
 }

@@ -9,8 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cuflash/attention.h"
-#include "cuflash/reference/attention_ref.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::cli {
 
@@ -33,27 +32,21 @@ struct ProblemOptions {
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
 
-// One attention problem to compute.
-struct AttentionCase {
-  reference::Problem problem;  // sizes, mask, scale (0 = 1/sqrt(head_dim))
-  DType dtype = DType::fp16;
-  Layout layout = Layout::bhsd;
-
-  // e.g. "fp16/b:1/h:8/hkv:8/sq:1024/sk:1024/d:64/mask:causal/bhsd"
-  std::string name() const;
-  AttentionShape shape() const;
-};
+// How `run` and `verify` name a problem in their outputs and messages, every field spelled out,
+// e.g. "fp16/b:1/h:8/hkv:8/sq:1024/sk:1024/d:64/mask:causal/bhsd". (`bench` names its cases in
+// a shorter form shared with the PyTorch script: bench::case_name in bench/sweep.h.)
+std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
 void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_lists);
 
 // The product of all lists, in a stable order. Throws UsageError for invalid combinations
 // (e.g. heads not a multiple of heads_kv), naming the option.
-std::vector<AttentionCase> expand_cases(const ProblemOptions& options);
+std::vector<Problem> expand_cases(const ProblemOptions& options);
 
-// Throws UsageError when the tensors of the case would hold more elements than memory can
+// Throws UsageError when the tensors of the problem would hold more elements than memory can
 // address (products that overflow int64, or above 2^40 elements).
-void check_case_size(const AttentionCase& c);
+void check_case_size(const Problem& p);
 
 // For commands that compute one case: throws UsageError when an option holds several values.
 void require_single_values(const ProblemOptions& options, const std::string& command);
@@ -61,6 +54,5 @@ void require_single_values(const ProblemOptions& options, const std::string& com
 DType parse_dtype(const std::string& text);
 Mask parse_mask(const std::string& text);
 Layout parse_layout(const std::string& text);
-const char* to_string(Layout layout);
 
 }  // namespace cuflash::cli

@@ -6,11 +6,11 @@
 // share/docs/bench.md documents the protocol and every field.
 #include <cstdio>
 
-#include "bench/case_check.h"
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
 #include "bench/session.h"
 #include "bench/sweep.h"
+#include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
@@ -41,7 +41,7 @@ struct BenchOptions {
 
 // The cases to run and where they came from.
 struct Selection {
-  std::vector<AttentionCase> cases;
+  std::vector<Problem> cases;
   std::string sweep = "command line";  // the --sweep value, or "command line"
   std::string sweep_file;              // the file read, if any
 };
@@ -55,7 +55,7 @@ Selection select_cases(const BenchOptions& o) {
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
-    for (AttentionCase& c : s.cases) c.problem.scale = o.problem.scale.value_or(0.0);
+    for (Problem& c : s.cases) c.scale = o.problem.scale.value_or(0.0);
   }
   if (!o.filter.empty()) {
     const size_t before = s.cases.size();
@@ -80,7 +80,7 @@ CaseSettings case_settings(const BenchOptions& o) {
 
 Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
   std::vector<std::string> names;
-  for (const AttentionCase& c : s.cases) names.push_back(case_name(c));
+  for (const Problem& c : s.cases) names.push_back(bench::case_name(c));
   return Json{{"backend", settings.backend},
               {"sweep", s.sweep},
               {"sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file)},
@@ -106,7 +106,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
   if (o.list) {
-    for (const AttentionCase& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
+    for (const Problem& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
     return kExitOk;
   }
   if (device_count() == 0) {
@@ -119,7 +119,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.samples = o.samples;
   plan.show_progress = !global.quiet;
   GpuCaseRunner runner(case_settings(o));
-  return run_session(plan, [&](const AttentionCase& c, size_t i) { return runner(c, i); });
+  return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {

@@ -58,17 +58,17 @@ TensorStats stats_of(const std::vector<double>& values, bool is_lse) {
   return s;
 }
 
-std::vector<int64_t> stored_shape(const AttentionCase& c, const NamedTensor& t) {
-  if (t.is_lse) return {c.problem.batch, t.heads, t.seq};
-  return layout_shape(c.problem.batch, t.heads, t.seq, c.problem.head_dim, c.layout);
+std::vector<int64_t> stored_shape(const Problem& p, const NamedTensor& t) {
+  if (t.is_lse) return {p.shape.batch, t.heads, t.seq};
+  return layout_shape(p.shape.batch, t.heads, t.seq, p.shape.head_dim, p.layout);
 }
 
-io::NpyArray to_npy(const AttentionCase& c, const NamedTensor& t) {
-  const std::vector<int64_t> shape = stored_shape(c, t);
+io::NpyArray to_npy(const Problem& p, const NamedTensor& t) {
+  const std::vector<int64_t> shape = stored_shape(p, t);
   if (t.is_lse) return io::from_double(*t.values, shape, io::ElementType::f32);
   return io::from_double(
-      bhsd_to_layout(*t.values, c.problem.batch, t.heads, t.seq, c.problem.head_dim, c.layout),
-      shape, io::element_type(c.dtype));
+      bhsd_to_layout(*t.values, p.shape.batch, t.heads, t.seq, p.shape.head_dim, p.layout),
+      shape, io::element_type(p.dtype));
 }
 
 // The output folder, made before the (possibly long) computation so that an unusable --out-dir
@@ -105,13 +105,13 @@ class OutputDir {
 };
 
 // Writes every tensor or none: on a failure the files written so far are removed again.
-void write_all(const std::string& dir, const AttentionCase& c, const std::vector<NamedTensor>& ts) {
+void write_all(const std::string& dir, const Problem& p, const std::vector<NamedTensor>& ts) {
   std::error_code ec;
   std::vector<std::string> written;
   try {
     for (const NamedTensor& t : ts) {
       const std::string path = (std::filesystem::path(dir) / (t.name + ".npy")).string();
-      io::write_npy(path, to_npy(c, t));
+      io::write_npy(path, to_npy(p, t));
       written.push_back(path);
     }
   } catch (const std::exception& e) {
@@ -120,14 +120,14 @@ void write_all(const std::string& dir, const AttentionCase& c, const std::vector
   }
 }
 
-std::vector<NamedTensor> outputs_of(const AttentionCase& c, const AttentionResult& r) {
-  const reference::Problem& p = c.problem;
-  std::vector<NamedTensor> ts{{"o", &r.out, p.heads, p.seq_q, false},
-                              {"lse", &r.lse, p.heads, p.seq_q, true}};
+std::vector<NamedTensor> outputs_of(const Problem& p, const AttentionResult& r) {
+  const AttentionShape& s = p.shape;
+  std::vector<NamedTensor> ts{{"o", &r.out, s.heads, s.seq_q, false},
+                              {"lse", &r.lse, s.heads, s.seq_q, true}};
   if (!r.dq.empty()) {
-    ts.push_back({"dq", &r.dq, p.heads, p.seq_q, false});
-    ts.push_back({"dk", &r.dk, p.heads_kv, p.seq_k, false});
-    ts.push_back({"dv", &r.dv, p.heads_kv, p.seq_k, false});
+    ts.push_back({"dq", &r.dq, s.heads, s.seq_q, false});
+    ts.push_back({"dk", &r.dk, s.heads_kv, s.seq_k, false});
+    ts.push_back({"dv", &r.dv, s.heads_kv, s.seq_k, false});
   }
   return ts;
 }
@@ -149,22 +149,22 @@ void warn_of_stale_gradients(const std::string& dir, const std::vector<NamedTens
   }
 }
 
-std::vector<NamedTensor> inputs_of(const AttentionCase& c, const CaseInputs& in) {
-  const reference::Problem& p = c.problem;
-  std::vector<NamedTensor> ts{{"q", &in.q, p.heads, p.seq_q, false},
-                              {"k", &in.k, p.heads_kv, p.seq_k, false},
-                              {"v", &in.v, p.heads_kv, p.seq_k, false}};
-  if (!in.dout.empty()) ts.push_back({"dout", &in.dout, p.heads, p.seq_q, false});
+std::vector<NamedTensor> inputs_of(const Problem& p, const CaseInputs& in) {
+  const AttentionShape& s = p.shape;
+  std::vector<NamedTensor> ts{{"q", &in.q, s.heads, s.seq_q, false},
+                              {"k", &in.k, s.heads_kv, s.seq_k, false},
+                              {"v", &in.v, s.heads_kv, s.seq_k, false}};
+  if (!in.dout.empty()) ts.push_back({"dout", &in.dout, s.heads, s.seq_q, false});
   return ts;
 }
 
-Record tensor_record(const AttentionCase& c, Backend backend, const NamedTensor& t,
+Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
                      const std::string& out_dir) {
   const TensorStats s = stats_of(*t.values, t.is_lse);
   Record r;
   r.add("tensor", t.name)
-      .add("shape", format_shape(stored_shape(c, t)))
-      .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(c.dtype)))
+      .add("shape", format_shape(stored_shape(p, t)))
+      .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(p.dtype)))
       .add("backend", to_string(backend))
       .add("mean", s.mean)
       .add("rms", s.rms)
@@ -181,38 +181,38 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
   if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
   OutputDir out_dir(o.out_dir);
   CaseInputs inputs;
-  AttentionCase c;
+  Problem p;
   if (o.problem.has_input_files()) {
-    c = load_inputs(o.problem, o.backward, inputs);
+    p = load_inputs(o.problem, o.backward, inputs);
   } else {
     if (!o.problem.dout_file.empty()) throw UsageError("--dout needs --q, --k and --v");
     require_single_values(o.problem, "run");
-    c = expand_cases(o.problem).front();
-    inputs = generate_inputs(c, o.problem.seed, o.backward);
+    p = expand_cases(o.problem).front();
+    inputs = generate_inputs(p, o.problem.seed, o.backward);
   }
 
   const Backend backend = resolve_backend(o.backend);
   if (o.backend == "auto" && backend == Backend::cpu) {
     spdlog::warn("no CUDA device found: computing on the CPU reference (float64) instead");
   }
-  spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", c.name(),
+  spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", case_label(p),
                to_string(backend));
-  const AttentionResult result = compute(backend, c, inputs, o.backward);
+  const AttentionResult result = compute(backend, p, inputs, o.backward);
   spdlog::info("computed in {:.3f} s", result.seconds);
 
-  std::vector<NamedTensor> tensors = outputs_of(c, result);
+  std::vector<NamedTensor> tensors = outputs_of(p, result);
   if (!o.out_dir.empty()) {
     std::vector<NamedTensor> to_write = tensors;
     if (o.save_inputs) {
-      for (const NamedTensor& t : inputs_of(c, inputs)) to_write.push_back(t);
+      for (const NamedTensor& t : inputs_of(p, inputs)) to_write.push_back(t);
     }
-    write_all(o.out_dir, c, to_write);
+    write_all(o.out_dir, p, to_write);
     out_dir.keep();
     spdlog::info("wrote {} files to {}", to_write.size(), o.out_dir);
     warn_of_stale_gradients(o.out_dir, to_write);
   }
   std::vector<Record> records;
-  for (const NamedTensor& t : tensors) records.push_back(tensor_record(c, backend, t, o.out_dir));
+  for (const NamedTensor& t : tensors) records.push_back(tensor_record(p, backend, t, o.out_dir));
   print_records(records, global.output_format());
   return kExitOk;
 }

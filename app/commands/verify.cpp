@@ -9,9 +9,10 @@
 
 #include "cli/attention_case.h"
 #include "cli/backends.h"
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
+#include "cuflash/attention.h"
 
 namespace cuflash::cli {
 
@@ -24,13 +25,13 @@ struct VerifyOptions {
 };
 
 // One record per tensor; returns whether all passed.
-bool record_verdicts(const AttentionCase& c, const std::vector<TensorVerdict>& verdicts,
+bool record_verdicts(const Problem& p, const std::vector<TensorVerdict>& verdicts,
                      std::vector<Record>& records) {
   bool all_pass = true;
   for (const TensorVerdict& v : verdicts) {
     all_pass = all_pass && v.pass;
     Record r;
-    r.add("case", c.name())
+    r.add("case", case_label(p))
         .add("tensor", v.tensor)
         .add("max_abs", v.ours.max_abs, 3)
         .add("rel_l2", v.ours.rel_l2, 3)
@@ -44,9 +45,9 @@ bool record_verdicts(const AttentionCase& c, const std::vector<TensorVerdict>& v
   return all_pass;
 }
 
-Record error_record(const AttentionCase& c, const std::string& reason) {
+Record error_record(const Problem& p, const std::string& reason) {
   Record r;
-  r.add("case", c.name()).add("tensor", "-").add("error", reason).add("pass", false);
+  r.add("case", case_label(p)).add("tensor", "-").add("error", reason).add("pass", false);
   return r;
 }
 
@@ -54,7 +55,7 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
   if (o.problem.has_input_files()) {
     throw UsageError("verify generates its inputs; --q/--k/--v belong to `cuflash run`");
   }
-  const std::vector<AttentionCase> cases = expand_cases(o.problem);
+  const std::vector<Problem> cases = expand_cases(o.problem);
   if (device_count() == 0) {
     throw RuntimeFailure(
         "verify compares the GPU kernels with the CPU reference and needs a CUDA GPU; none was "
@@ -65,14 +66,18 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
   size_t refused = 0;  // cases the kernels do not support
   Progress progress(cases.size(), !global.quiet);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const AttentionCase& c = cases[i];
-    progress.step(i, c.name());
+    const Problem& p = cases[i];
+    progress.step(i, case_label(p));
     try {
-      const CaseInputs in = generate_inputs(c, o.problem.seed + i, o.backward);
-      const double floor = o.floor.value_or(reference::default_floor(c.dtype));
-      if (!record_verdicts(c, check_case(c, in, o.backward, floor), records)) ++failed;
-    } catch (const UsageError& e) {  // e.g. an unsupported head_dim: recorded, the sweep goes on
-      records.push_back(error_record(c, e.what()));
+      const CaseInputs in = generate_inputs(p, o.problem.seed + i, o.backward);
+      const double floor = o.floor.value_or(reference::default_floor(p.dtype));
+      if (!record_verdicts(p, check_accuracy(p, in, o.backward, floor), records)) ++failed;
+    } catch (const UsageError& e) {  // an invalid problem: recorded, the sweep goes on
+      records.push_back(error_record(p, e.what()));
+      ++refused;
+    } catch (const Error& e) {  // e.g. an unsupported head_dim: recorded likewise
+      if (!is_caller_error(e.kind())) throw;  // the machine's failure ends the command
+      records.push_back(error_record(p, e.what()));
       ++refused;
     }
   }

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/cuda_error.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
 
 namespace cuflash {
@@ -19,51 +21,7 @@ namespace {
 
 // Byte written over every output before the kernels run: 0xFF.. is a NaN in fp16, bf16 and fp32,
 // so an element no kernel wrote reads back as NaN and fails any comparison.
-constexpr int kPoisonByte = 0xFF;
-
-void check_cuda(cudaError_t status, const char* call) {
-  if (status == cudaSuccess) return;
-  throw Error(Error::Kind::cuda, std::string(call) + " failed: " + cudaGetErrorString(status));
-}
-
-// One device allocation; freed on destruction (cudaFree waits for pending work that uses it).
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    const cudaError_t status = cudaMalloc(&data_, bytes);
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it, so that later launch checks do not report it again
-      throw Error(Error::Kind::out_of_memory,
-                  "cudaMalloc of " + std::to_string(bytes) + " bytes failed: out of device memory");
-    }
-    check_cuda(status, "cudaMalloc");
-  }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);  // no throw from a destructor; errors surface elsewhere
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
-  void upload(const HostBytes& host, cudaStream_t stream) {
-    check_cuda(cudaMemcpyAsync(data_, host.data(), bytes_, cudaMemcpyHostToDevice, stream),
-               "cudaMemcpyAsync (host to device)");
-  }
-  void poison(cudaStream_t stream) {
-    check_cuda(cudaMemsetAsync(data_, kPoisonByte, bytes_, stream), "cudaMemsetAsync");
-  }
-  // The caller synchronizes `stream` before reading `host`.
-  void download(void* host, cudaStream_t stream) const {
-    check_cuda(cudaMemcpyAsync(host, data_, bytes_, cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync (device to host)");
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+constexpr unsigned char kPoisonByte = 0xFF;
 
 class Stream {
  public:
@@ -107,7 +65,7 @@ struct ProblemBytes {
   size_t lse_count = 0;
 };
 
-ProblemBytes problem_bytes(const HostProblem& problem) {
+ProblemBytes problem_bytes(const Problem& problem) {
   const AttentionShape& s = problem.shape;
   const auto element = static_cast<size_t>(dtype_size(problem.dtype));
   const auto q_count = checked_product({{"batch", s.batch}, {"heads", s.heads},
@@ -144,9 +102,9 @@ struct DeviceInputs {
   DeviceInputs(const ProblemBytes& bytes, const HostBytes& hq, const HostBytes& hk,
                const HostBytes& hv, cudaStream_t stream)
       : q(bytes.q), k(bytes.kv), v(bytes.kv) {
-    q.upload(hq, stream);
-    k.upload(hk, stream);
-    v.upload(hv, stream);
+    q.copy_from_host(hq.data(), stream);
+    k.copy_from_host(hk.data(), stream);
+    v.copy_from_host(hv.data(), stream);
   }
 };
 
@@ -154,8 +112,8 @@ struct DeviceForwardOutputs {
   DeviceBuffer out, lse;
   DeviceForwardOutputs(const ProblemBytes& bytes, cudaStream_t stream)
       : out(bytes.q), lse(bytes.lse) {
-    out.poison(stream);
-    lse.poison(stream);
+    out.fill(kPoisonByte, stream);
+    lse.fill(kPoisonByte, stream);
   }
 };
 
@@ -163,55 +121,40 @@ struct DeviceGradients {
   DeviceBuffer dq, dk, dv;
   DeviceGradients(const ProblemBytes& bytes, cudaStream_t stream)
       : dq(bytes.q), dk(bytes.kv), dv(bytes.kv) {
-    dq.poison(stream);
-    dk.poison(stream);
-    dv.poison(stream);
+    dq.fill(kPoisonByte, stream);
+    dk.fill(kPoisonByte, stream);
+    dv.fill(kPoisonByte, stream);
   }
 };
 
-// Tensor views of device buffers in the problem's layout; K-side tensors have heads_kv heads and
-// seq_k rows, Q-side tensors heads and seq_q.
-TensorRef q_side(const HostProblem& p, const DeviceBuffer& buffer) {
-  const AttentionShape& s = p.shape;
-  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+// The device pointers of the forward pass.
+DenseTensors forward_tensors(const DeviceInputs& in, const DeviceForwardOutputs& fwd) {
+  DenseTensors t;
+  t.q = in.q.data();
+  t.k = in.k.data();
+  t.v = in.v.data();
+  t.out = fwd.out.data();
+  t.lse = fwd.lse.as<float>();
+  return t;
 }
 
-TensorRef kv_side(const HostProblem& p, const DeviceBuffer& buffer) {
-  const AttentionShape& s = p.shape;
-  return make_tensor_ref(buffer.data(), p.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
-}
-
-ForwardArgs forward_args(const HostProblem& p, const DeviceInputs& in,
-                         const DeviceForwardOutputs& fwd) {
-  ForwardArgs args;
-  args.shape = p.shape;
-  args.dtype = p.dtype;
-  args.mask = p.mask;
-  args.scale = p.scale;
-  args.q = q_side(p, in.q);
-  args.k = kv_side(p, in.k);
-  args.v = kv_side(p, in.v);
-  args.out = q_side(p, fwd.out);
-  args.lse = static_cast<float*>(fwd.lse.data());
-  return args;
-}
-
-BackwardArgs backward_args(const HostProblem& p, const DeviceInputs& in,
-                           const DeviceForwardOutputs& fwd, const DeviceBuffer& dout,
-                           const DeviceGradients& grads, const DeviceBuffer& workspace) {
-  BackwardArgs args = backward_args_for(forward_args(p, in, fwd));
-  args.dout = q_side(p, dout);
-  args.dq = q_side(p, grads.dq);
-  args.dk = kv_side(p, grads.dk);
-  args.dv = kv_side(p, grads.dv);
-  args.workspace = workspace.data();
-  args.workspace_bytes = workspace.bytes();
-  return args;
+// ... and those of the backward pass as well.
+DenseTensors backward_tensors(const DeviceInputs& in, const DeviceForwardOutputs& fwd,
+                              const DeviceBuffer& dout, const DeviceGradients& grads,
+                              const DeviceBuffer& workspace) {
+  DenseTensors t = forward_tensors(in, fwd);
+  t.dout = dout.data();
+  t.dq = grads.dq.data();
+  t.dk = grads.dk.data();
+  t.dv = grads.dv.data();
+  t.workspace = workspace.data();
+  t.workspace_bytes = workspace.bytes();
+  return t;
 }
 
 HostBytes download_bytes(const DeviceBuffer& buffer, cudaStream_t stream) {
   HostBytes host(buffer.bytes());
-  buffer.download(host.data(), stream);
+  buffer.copy_to_host(host.data(), stream);
   return host;
 }
 
@@ -220,7 +163,7 @@ HostForwardResult download_forward(const DeviceForwardOutputs& fwd, const Proble
   HostForwardResult result;
   result.out = download_bytes(fwd.out, stream);
   result.lse.resize(bytes.lse_count);
-  fwd.lse.download(result.lse.data(), stream);
+  fwd.lse.copy_to_host(result.lse.data(), stream);
   return result;
 }
 
@@ -232,7 +175,7 @@ HostBackwardResult download_gradients(const DeviceGradients& grads, cudaStream_t
   return result;
 }
 
-ProblemBytes checked_problem_bytes(const HostProblem& problem, const HostBytes& q,
+ProblemBytes checked_problem_bytes(const Problem& problem, const HostBytes& q,
                                    const HostBytes& k, const HostBytes& v) {
   const ProblemBytes bytes = problem_bytes(problem);
   check_host_size("q", q, bytes.q, problem.dtype);
@@ -243,7 +186,7 @@ ProblemBytes checked_problem_bytes(const HostProblem& problem, const HostBytes& 
 
 }  // namespace
 
-HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, const HostBytes& k,
+HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
                               const HostBytes& v) {
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
   require_device();
@@ -251,13 +194,13 @@ HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, co
   Stream stream;
   DeviceInputs inputs(bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
-  forward(forward_args(problem, inputs, fwd), stream.get());
+  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
   HostForwardResult result = download_forward(fwd, bytes, stream.get());
   stream.synchronize();  // the downloads above are asynchronous
   return result;
 }
 
-HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const HostBytes& q,
+HostForwardBackwardResult run_forward_backward(const Problem& problem, const HostBytes& q,
                                                const HostBytes& k, const HostBytes& v,
                                                const HostBytes& dout) {
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
@@ -267,13 +210,14 @@ HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const
   Stream stream;
   DeviceInputs inputs(bytes, q, k, v, stream.get());
   DeviceBuffer device_dout(bytes.q);
-  device_dout.upload(dout, stream.get());
+  device_dout.copy_from_host(dout.data(), stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
   DeviceGradients grads(bytes, stream.get());
   DeviceBuffer workspace(backward_workspace_size(problem.shape, problem.dtype));
 
-  forward(forward_args(problem, inputs, fwd), stream.get());
-  backward(backward_args(problem, inputs, fwd, device_dout, grads, workspace), stream.get());
+  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
+  backward(backward_args(problem, backward_tensors(inputs, fwd, device_dout, grads, workspace)),
+           stream.get());
 
   HostForwardBackwardResult result;
   result.forward = download_forward(fwd, bytes, stream.get());

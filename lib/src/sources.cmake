@@ -41,6 +41,7 @@ endforeach()
 set(CUFLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api.cu
   ${CMAKE_CURRENT_LIST_DIR}/dispatch.cu
+  ${CMAKE_CURRENT_LIST_DIR}/device_buffer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_runner.cu
   ${CMAKE_CURRENT_LIST_DIR}/kernels/sm90/tensor_map.cu
   ${CUFLASH_INSTANTIATION_SOURCES})

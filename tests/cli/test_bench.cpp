@@ -1,6 +1,7 @@
 // Host-side tests of `cuflash bench`: sweep files and case names, statistics and FLOP counts,
-// input generation, the output formats (Google Benchmark's JSON schema included), the result
-// package, the sweep loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner.
+// the output formats (Google Benchmark's JSON schema included), the result package, the sweep
+// loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner. (The inputs are
+// io/random_inputs.h's, tested in tests/unit/test_random_inputs.cpp.)
 // None needs a GPU; the last cases spawn the built binary and the PyTorch comparison script.
 #include <catch2/catch.hpp>
 
@@ -11,16 +12,19 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "bench/formats.h"
-#include "bench/input_fill.h"
+#include "bench/gpu_runner.h"
 #include "bench/package.h"
 #include "bench/session.h"
 #include "bench/stats.h"
 #include "bench/sweep.h"
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
-#include "cuflash/numeric.h"
+#include "cuflash/error.h"
+#include "cuflash/io/npy.h"
+#include "cuflash/io/random_inputs.h"
 #include "spawn_util.h"
 
 namespace fs = std::filesystem;
@@ -41,27 +45,22 @@ Outcome python_check(const TempDir& tmp, const fs::path& file, const std::string
   return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + py.string() + " " + file.string(), tmp);
 }
 
-AttentionCase make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype,
-                        Mask mask, int64_t hkv = 0) {
-  AttentionCase c;
-  c.problem.batch = b;
-  c.problem.heads = h;
-  c.problem.heads_kv = hkv ? hkv : h;
-  c.problem.seq_q = sq;
-  c.problem.seq_k = sk;
-  c.problem.head_dim = d;
-  c.problem.mask = mask;
+Problem make_case(int64_t b, int64_t h, int64_t sq, int64_t sk, int64_t d, DType dtype, Mask mask,
+                  int64_t hkv = 0) {
+  Problem c;
+  c.shape = AttentionShape{b, h, hkv ? hkv : h, sq, sk, d};
   c.dtype = dtype;
+  c.mask = mask;
   return c;
 }
 
 const fs::path kSweepDir = fs::path(CUFLASH_SOURCE_DIR) / "share" / "sweeps";
 
 // A plausible timed pass: samples around `ms`.
-PassResult fake_pass(const AttentionCase& c, const std::string& pass, double ms) {
+PassResult fake_pass(const Problem& c, const std::string& pass, double ms) {
   PassResult p;
   p.pass = pass;
-  p.flops = pass_flops(c.problem, pass);
+  p.flops = pass_flops(c, pass);
   for (int i = 0; i < 5; ++i) p.samples_ms.push_back(ms * (1.0 + 0.01 * ((i * 7) % 5 - 2)));
   p.timing.method = "graph";
   p.timing.calls_per_sample = 12;
@@ -70,7 +69,7 @@ PassResult fake_pass(const AttentionCase& c, const std::string& pass, double ms)
   return p;
 }
 
-CaseRecord fake_record(const AttentionCase& c, size_t index) {
+CaseRecord fake_record(const Problem& c, size_t index) {
   CaseRecord r;
   r.spec = c;
   const double ms = 0.01 * double(index + 1);
@@ -125,9 +124,9 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
   for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
     for (const int64_t sq : {1, 2, 7, 64, 100}) {
       for (const int64_t sk : {1, 3, 7, 64, 150}) {
-        reference::Problem p;
-        p.seq_q = sq;
-        p.seq_k = sk;
+        Problem p;
+        p.shape.seq_q = sq;
+        p.shape.seq_k = sk;
         p.mask = mask;
         double expected = 0;
         const int64_t offset = causal_offset(mask, sq, sk);
@@ -143,12 +142,12 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
 }
 
 TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
-  const AttentionCase full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
-  CHECK(forward_flops(full.problem) == 4.0 * 8 * 4096.0 * 4096 * 64);
-  CHECK(pass_flops(full.problem, "bwd") == 2.5 * forward_flops(full.problem));
-  const AttentionCase causal =
+  const Problem full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
+  CHECK(forward_flops(full) == 4.0 * 8 * 4096.0 * 4096 * 64);
+  CHECK(pass_flops(full, "bwd") == 2.5 * forward_flops(full));
+  const Problem causal =
       make_case(2, 8, 1024, 1024, 128, DType::bf16, Mask::causal_bottom_right);
-  CHECK(forward_flops(causal.problem) == 4.0 * 2 * 8 * 128 * (1024.0 * 1025 / 2));
+  CHECK(forward_flops(causal) == 4.0 * 2 * 8 * 128 * (1024.0 * 1025 / 2));
   CHECK(tflops(1e12, 1000) == Approx(1));
 }
 
@@ -161,7 +160,7 @@ TEST_CASE("sweep: case names", "[bench]") {
         "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");  // the same mask when square
   CHECK(case_name(make_case(2, 8, 100, 300, 32, DType::fp32, Mask::causal_top_left, 2)) ==
         "fp32/b:2/h:8/hkv:2/sq:100/sk:300/d:32/causal:tl");
-  AttentionCase bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
+  Problem bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
   bshd.layout = Layout::bshd;
   CHECK(case_name(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
   CHECK(run_name("bwd", bshd) == "bwd/" + case_name(bshd));
@@ -180,7 +179,7 @@ TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order",
   // Defaults: the command line's (b=1 h=8 hkv=h sk=sq d=64 dtype=fp16 mask=none layout=bhsd).
   CHECK(case_name(cases[8]) == "fp16/b:1/h:8/sq:5/sk:5/d:64/causal:0");
   CHECK(cases[8].layout == Layout::bhsd);
-  CHECK(cases[8].problem.scale == 0.0);
+  CHECK(cases[8].scale == 0.0);
 }
 
 TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
@@ -213,12 +212,12 @@ TEST_CASE("sweep: the seed and fa files", "[bench]") {
   const auto fa = load_sweep((kSweepDir / "fa.txt").string());
   REQUIRE(fa.size() == 48);
   int causal = 0, bf16 = 0;
-  for (const AttentionCase& c : fa) {
+  for (const Problem& c : fa) {
     INFO(case_name(c));
-    CHECK(c.problem.batch * c.problem.seq_q == 16384);
-    CHECK(c.problem.heads * c.problem.head_dim == 2048);
-    CHECK(c.problem.seq_k == c.problem.seq_q);
-    causal += c.problem.mask == Mask::causal_bottom_right;
+    CHECK(c.shape.batch * c.shape.seq_q == 16384);
+    CHECK(c.shape.heads * c.shape.head_dim == 2048);
+    CHECK(c.shape.seq_k == c.shape.seq_q);
+    causal += c.mask == Mask::causal_bottom_right;
     bf16 += c.dtype == DType::bf16;
   }
   CHECK(causal == 24);
@@ -248,43 +247,6 @@ TEST_CASE("sweep: --filter keeps the matching cases", "[bench]") {
   CHECK_THROWS_AS(filter_cases(seed, "("), cli::UsageError);
 }
 
-// --- Inputs --------------------------------------------------------------------------------------
-
-TEST_CASE("inputs: seeded standard normals, the same however the work is split", "[bench]") {
-  const size_t count = (size_t{1} << 21) + 3;  // several threads, an odd tail
-  const auto bytes = standard_normal_bytes(count, DType::fp32, 7, 1);
-  REQUIRE(bytes.size() == 4 * count);
-  double sum = 0, squares = 0;
-  size_t zeros = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float x;
-    std::memcpy(&x, &bytes[4 * i], 4);
-    sum += x;
-    squares += double(x) * x;
-    zeros += x == 0.0f;
-  }
-  CHECK(std::abs(sum / double(count)) < 0.01);
-  CHECK(std::sqrt(squares / double(count)) == Approx(1.0).margin(0.01));
-  CHECK(zeros == 0);
-  for (const size_t i : {size_t{0}, size_t{1}, count / 2 + 1, count - 1}) {
-    float x;
-    std::memcpy(&x, &bytes[4 * i], 4);
-    CHECK(x == standard_normal_at(7, 1, i));
-  }
-  CHECK(standard_normal_at(7, 2, 0) != standard_normal_at(7, 1, 0));  // tensors differ
-  CHECK(standard_normal_at(8, 1, 0) != standard_normal_at(7, 1, 0));  // cases differ
-  const auto half = standard_normal_bytes(5, DType::fp16, 7, 1);
-  const auto bf16 = standard_normal_bytes(5, DType::bf16, 7, 1);
-  REQUIRE(half.size() == 10);
-  for (size_t i = 0; i < 5; ++i) {
-    uint16_t h, b;
-    std::memcpy(&h, &half[2 * i], 2);
-    std::memcpy(&b, &bf16[2 * i], 2);
-    CHECK(h == numeric::float_to_half_bits(standard_normal_at(7, 1, i)));
-    CHECK(b == numeric::float_to_bf16_bits(standard_normal_at(7, 1, i)));
-  }
-}
-
 // --- Peaks and formats ---------------------------------------------------------------------------
 
 TEST_CASE("formats: --peak-tflops", "[bench]") {
@@ -304,8 +266,8 @@ TEST_CASE("formats: --peak-tflops", "[bench]") {
 namespace {
 
 std::vector<CaseRecord> sample_records() {
-  const AttentionCase a = make_case(1, 8, 1024, 1024, 64, DType::fp16, Mask::none);
-  const AttentionCase b = make_case(1, 8, 4096, 4096, 128, DType::bf16, Mask::causal_bottom_right);
+  const Problem a = make_case(1, 8, 1024, 1024, 64, DType::fp16, Mask::none);
+  const Problem b = make_case(1, 8, 4096, 4096, 128, DType::bf16, Mask::causal_bottom_right);
   CaseRecord ok = fake_record(a, 0);
   ok.verify = "pass";
   CaseRecord failed;
@@ -466,7 +428,7 @@ TEST_CASE("sweep loop: failures are recorded and the sweep goes on", "[bench]") 
   int callbacks = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"setup", FailureKind::unsupported, "no kernel", false};
         if (i == 2) r.failure = Failure{"verify", FailureKind::verification_failed, "dq", false};
@@ -496,7 +458,7 @@ TEST_CASE("sweep loop: a fatal failure stops the sweep", "[bench]") {
   const auto cases = parse_sweep("sq=8,16,32,64", "t");
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"fwd", FailureKind::cuda_error, "illegal address", true};
         return r;
@@ -516,7 +478,7 @@ TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is r
   size_t saved = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const AttentionCase& c, size_t i) {
+      [](const Problem& c, size_t i) {
         if (i == 1) std::raise(SIGINT);  // as if Ctrl-C came while case 1 was running
         return fake_record(c, i);
       },
@@ -529,6 +491,23 @@ TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is r
   struct sigaction after {};
   sigaction(SIGINT, nullptr, &after);
   CHECK(after.sa_handler == before.sa_handler);
+}
+
+TEST_CASE("failures: library errors are classified by their kind", "[bench]") {
+  const auto classify = [](auto error) {
+    return classify_failure(std::make_exception_ptr(error), "setup");
+  };
+  const Failure oom = classify(Error(Error::Kind::out_of_memory, "cudaMalloc: out of memory"));
+  CHECK(oom.kind == FailureKind::out_of_memory);
+  CHECK(oom.pass == "setup");
+  CHECK(oom.reason == "cudaMalloc: out of memory");
+  CHECK_FALSE(oom.fatal);
+  CHECK(classify(Error(Error::Kind::unsupported, "head_dim 96")).kind == FailureKind::unsupported);
+  CHECK(classify(Error(Error::Kind::invalid_argument, "heads_kv")).kind ==
+        FailureKind::unsupported);
+  CHECK(classify(cli::UsageError("seq_k (0) must be positive")).kind == FailureKind::unsupported);
+  CHECK(classify(std::bad_alloc()).kind == FailureKind::out_of_memory);
+  CHECK(classify(std::runtime_error("other")).kind == FailureKind::error);
 }
 
 // --- Whole runs through a fake runner ------------------------------------------------------------
@@ -578,7 +557,7 @@ TEST_CASE("session: an interrupted run keeps the finished cases and says so", "[
   plan.output = (tmp.path / "out.txt").string();
   plan.out_dir = (tmp.path / "pkg").string();
   plan.show_progress = false;
-  const int code = run_session(plan, [](const AttentionCase& c, size_t i) {
+  const int code = run_session(plan, [](const Problem& c, size_t i) {
     if (i == 2) std::raise(SIGINT);
     CaseRecord r = fake_record(c, i);
     if (i == 0) {  // the forward pass was timed, the backward pass ran out of memory
@@ -649,7 +628,7 @@ TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
 TEST_CASE("sdpa_bench.py: compact package files, every sample with --samples", "[bench]") {
   TempDir tmp;
   // cuflash's compact row of the same case, for the fields both scripts must write.
-  const AttentionCase c = make_case(1, 8, 64, 64, 64, DType::fp16, Mask::none);
+  const Problem c = make_case(1, 8, 64, 64, 64, DType::fp16, Mask::none);
   std::ofstream(tmp.path / "cuflash.json")
       << json_lines_text(benchmark_json({fake_record(c, 0)}, RunSettings{}, Json::object(),
                                         JsonRows::medians));
@@ -745,6 +724,31 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   const Outcome samples = run_shell(cuflash + " bench --samples", tmp);  // needs --out-dir
   CHECK(samples.exit_code == 2);
   CHECK(samples.err.find("--out-dir") != std::string::npos);
+}
+
+// The benchmark uploads io::random_input_bytes(case, tensor, seed); `run` (and `verify`, through
+// the same generate_inputs()) must compute on exactly those tensors.
+TEST_CASE("cli: run's generated inputs are the benchmark's, bit for bit", "[bench]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "out";
+  const Outcome o = run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY +
+                                  " run --backend cpu -b 2 --heads 4 --heads-kv 2 -s 5 --seq-k 7"
+                                  " -d 3 --dtype bf16 --layout bshd --backward --seed 9"
+                                  " --save-inputs -q --out-dir " + dir.string(),
+                              tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  Problem p;
+  p.shape = AttentionShape{2, 4, 2, 5, 7, 3};
+  p.dtype = DType::bf16;
+  p.layout = Layout::bshd;
+  for (const auto& [name, tensor] :
+       {std::pair{"q", io::InputTensor::q}, std::pair{"k", io::InputTensor::k},
+        std::pair{"v", io::InputTensor::v}, std::pair{"dout", io::InputTensor::dout}}) {
+    INFO(name);
+    const io::NpyArray saved = io::read_npy((dir / (std::string(name) + ".npy")).string());
+    CHECK(saved.bytes == io::random_input_bytes(p, tensor, 9));
+  }
 }
 
 TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -12,7 +11,9 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include "cuflash/cuda_error.h"
 #include "cuflash/io/convert.h"
+#include "cuflash/io/random_inputs.h"
 #include "cuflash/reference/baseline.h"
 #include "cuflash/reference/compare.h"
 
@@ -25,33 +26,23 @@ void require_gpu() {
 
 // --- Case description -------------------------------------------------------------------------
 
-std::string describe(const Case& c) {
+Problem make_problem(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
+                     int64_t batch, int64_t heads, int64_t heads_kv, Layout layout) {
+  Problem p;
+  p.shape = AttentionShape{batch, heads, heads_kv, seq_q, seq_k, head_dim};
+  p.dtype = dtype;
+  p.mask = mask;
+  p.layout = layout;
+  return p;
+}
+
+std::string describe(const Problem& p) {
+  const AttentionShape& s = p.shape;
   std::ostringstream out;
-  out << to_string(c.dtype) << " D=" << c.head_dim << " mask=" << to_string(c.mask)
-      << " Sq=" << c.seq_q << " Sk=" << c.seq_k << " B=" << c.batch << " H=" << c.heads
-      << " Hkv=" << c.heads_kv << " layout=" << (c.layout == Layout::bhsd ? "bhsd" : "bshd");
+  out << to_string(p.dtype) << " D=" << s.head_dim << " mask=" << to_string(p.mask)
+      << " Sq=" << s.seq_q << " Sk=" << s.seq_k << " B=" << s.batch << " H=" << s.heads
+      << " Hkv=" << s.heads_kv << " layout=" << to_string(p.layout);
   return out.str();
-}
-
-HostProblem host_problem(const Case& c) {
-  HostProblem p;
-  p.shape = {c.batch, c.heads, c.heads_kv, c.seq_q, c.seq_k, c.head_dim};
-  p.dtype = c.dtype;
-  p.mask = c.mask;
-  p.layout = c.layout;
-  return p;
-}
-
-reference::Problem reference_problem(const Case& c) {
-  reference::Problem p;
-  p.batch = c.batch;
-  p.heads = c.heads;
-  p.heads_kv = c.heads_kv;
-  p.seq_q = c.seq_q;
-  p.seq_k = c.seq_k;
-  p.head_dim = c.head_dim;
-  p.mask = c.mask;
-  return p;
 }
 
 // --- Element conversion and tensor order ------------------------------------------------------
@@ -63,15 +54,11 @@ struct Dims {
   int64_t count() const { return batch * heads * seq * head_dim; }
 };
 
-Dims q_dims(const Case& c) { return {c.batch, c.heads, c.seq_q, c.head_dim}; }
-Dims kv_dims(const Case& c) { return {c.batch, c.heads_kv, c.seq_k, c.head_dim}; }
-
-HostBytes encode(const std::vector<double>& bhsd, const Dims& d, DType dtype, Layout layout) {
-  const io::ElementType type = io::element_type(dtype);
-  if (layout == Layout::bhsd) return io::from_double(bhsd, {d.count()}, type).bytes;
-  const std::vector<double> bshd =
-      io::swap_middle_axes(bhsd, d.batch, d.heads, d.seq, d.head_dim);
-  return io::from_double(bshd, {d.count()}, type).bytes;
+Dims q_dims(const Problem& p) {
+  return {p.shape.batch, p.shape.heads, p.shape.seq_q, p.shape.head_dim};
+}
+Dims kv_dims(const Problem& p) {
+  return {p.shape.batch, p.shape.heads_kv, p.shape.seq_k, p.shape.head_dim};
 }
 
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
@@ -84,105 +71,86 @@ std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, L
                                 : io::swap_middle_axes(values, d.batch, d.seq, d.heads, d.head_dim);
 }
 
-// Standard-normal values rounded to `dtype` (an fp16/bf16/fp32 round trip).
-std::vector<double> random_rounded(std::mt19937_64& rng, const Dims& d, DType dtype) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(static_cast<size_t>(d.count()));
-  for (double& x : values) x = normal(rng);
-  return decode(encode(values, d, dtype, Layout::bhsd), d, dtype, Layout::bhsd);
-}
-
 }  // namespace
 
-CaseInputs make_inputs(const Case& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
+CaseInputs make_inputs(const Problem& p, uint64_t seed) {
   CaseInputs in;
-  in.q = random_rounded(rng, q_dims(c), c.dtype);
-  in.k = random_rounded(rng, kv_dims(c), c.dtype);
-  in.v = random_rounded(rng, kv_dims(c), c.dtype);
-  in.dout = random_rounded(rng, q_dims(c), c.dtype);
-  in.q_bytes = encode(in.q, q_dims(c), c.dtype, c.layout);
-  in.k_bytes = encode(in.k, kv_dims(c), c.dtype, c.layout);
-  in.v_bytes = encode(in.v, kv_dims(c), c.dtype, c.layout);
-  in.dout_bytes = encode(in.dout, q_dims(c), c.dtype, c.layout);
+  for (const auto& [tensor, values, bytes] :
+       {std::tuple{io::InputTensor::q, &in.q, &in.q_bytes},
+        std::tuple{io::InputTensor::k, &in.k, &in.k_bytes},
+        std::tuple{io::InputTensor::v, &in.v, &in.v_bytes},
+        std::tuple{io::InputTensor::dout, &in.dout, &in.dout_bytes}}) {
+    *values = io::random_input_values(p, tensor, seed);
+    *bytes = io::random_input_bytes(p, tensor, seed);
+  }
   return in;
 }
 
-std::vector<double> q_side_values(const Case& c, const HostBytes& bytes) {
+std::vector<double> q_side_values(const Problem& c, const HostBytes& bytes) {
   return decode(bytes, q_dims(c), c.dtype, c.layout);
 }
 
-std::vector<double> kv_side_values(const Case& c, const HostBytes& bytes) {
+std::vector<double> kv_side_values(const Problem& c, const HostBytes& bytes) {
   return decode(bytes, kv_dims(c), c.dtype, c.layout);
 }
 
 // --- Device buffers for direct API calls -----------------------------------------------------
 
-DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
-  cudaError_t status = cudaMalloc(&data_, bytes);
-  if (status == cudaSuccess) status = cudaMemset(data_, 0, bytes);
-  if (status == cudaSuccess) return;
-  cudaFree(data_);  // the destructor does not run when the constructor fails
-  FAIL("device buffer of " << bytes << " bytes: " << cudaGetErrorString(status));
-}
-
-DeviceMemory::~DeviceMemory() { cudaFree(data_); }
-
 namespace {
 
-size_t q_side_bytes(const Case& c) { return size_t(q_dims(c).count()) * dtype_size(c.dtype); }
-size_t kv_side_bytes(const Case& c) { return size_t(kv_dims(c).count()) * dtype_size(c.dtype); }
-size_t lse_bytes(const Case& c) { return size_t(c.batch * c.heads * c.seq_q) * sizeof(float); }
+DeviceBuffer zeroed(size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  buffer.fill(0);
+  return buffer;
+}
+
+size_t q_side_bytes(const Problem& p) { return size_t(q_dims(p).count()) * dtype_size(p.dtype); }
+size_t kv_side_bytes(const Problem& p) { return size_t(kv_dims(p).count()) * dtype_size(p.dtype); }
+size_t lse_bytes(const Problem& p) { return size_t(p.shape.lse_elements()) * sizeof(float); }
 
 // The API's size for a valid problem. For the invalid ones of the argument tests (where
 // backward_workspace_size() may itself refuse the shape) a generous stand-in of the documented
 // layout, fp32 dQ accumulator plus row sums, twice over.
-size_t workspace_bytes(const Case& c) {
-  const AttentionShape shape = host_problem(c).shape;
-  const bool valid = is_supported_head_dim(c.head_dim) && c.heads % c.heads_kv == 0;
-  if (valid) return backward_workspace_size(shape, c.dtype);
-  return 2 * (size_t(q_dims(c).count()) + size_t(c.batch * c.heads * c.seq_q)) * sizeof(float);
-}
-
-TensorRef q_side_ref(const Case& c, const DeviceMemory& memory) {
-  return make_tensor_ref(memory.data(), c.layout, c.batch, c.heads, c.seq_q, c.head_dim);
-}
-
-TensorRef kv_side_ref(const Case& c, const DeviceMemory& memory) {
-  return make_tensor_ref(memory.data(), c.layout, c.batch, c.heads_kv, c.seq_k, c.head_dim);
+size_t workspace_bytes(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  const bool valid = is_supported_head_dim(s.head_dim) && s.heads % s.heads_kv == 0;
+  if (valid) return backward_workspace_size(s, p.dtype);
+  return 2 * (size_t(s.q_elements()) + size_t(s.lse_elements())) * sizeof(float);
 }
 
 }  // namespace
 
-DeviceProblem::DeviceProblem(const Case& c)
-    : case_(c),
-      q_(q_side_bytes(c)), k_(kv_side_bytes(c)), v_(kv_side_bytes(c)),
-      out_(q_side_bytes(c)), lse_(lse_bytes(c)), dout_(q_side_bytes(c)),
-      dq_(q_side_bytes(c)), dk_(kv_side_bytes(c)), dv_(kv_side_bytes(c)),
-      workspace_(workspace_bytes(c)) {}
+DeviceProblem::DeviceProblem(const Problem& p)
+    : problem_(p),
+      q_(zeroed(q_side_bytes(p))), k_(zeroed(kv_side_bytes(p))), v_(zeroed(kv_side_bytes(p))),
+      out_(zeroed(q_side_bytes(p))), lse_(zeroed(lse_bytes(p))), dout_(zeroed(q_side_bytes(p))),
+      dq_(zeroed(q_side_bytes(p))), dk_(zeroed(kv_side_bytes(p))), dv_(zeroed(kv_side_bytes(p))),
+      workspace_(zeroed(workspace_bytes(p))) {
+  check_cuda(cudaDeviceSynchronize(), "zero-filling the test tensors");
+}
+
+DenseTensors DeviceProblem::tensors() const {
+  DenseTensors t;
+  t.q = q_.data();
+  t.k = k_.data();
+  t.v = v_.data();
+  t.out = out_.data();
+  t.lse = lse_.as<float>();
+  t.dout = dout_.data();
+  t.dq = dq_.data();
+  t.dk = dk_.data();
+  t.dv = dv_.data();
+  t.workspace = workspace_.data();
+  t.workspace_bytes = workspace_.bytes();
+  return t;
+}
 
 ForwardArgs DeviceProblem::forward_args() const {
-  ForwardArgs args;
-  args.shape = host_problem(case_).shape;
-  args.dtype = case_.dtype;
-  args.mask = case_.mask;
-  args.q = q_side_ref(case_, q_);
-  args.k = kv_side_ref(case_, k_);
-  args.v = kv_side_ref(case_, v_);
-  args.out = q_side_ref(case_, out_);
-  args.lse = static_cast<float*>(lse_.data());
-  return args;
+  return cuflash::forward_args(problem_, tensors());
 }
 
 BackwardArgs DeviceProblem::backward_args() const {
-  BackwardArgs args = backward_args_for(forward_args());
-  args.dout = q_side_ref(case_, dout_);
-  args.dq = q_side_ref(case_, dq_);
-  args.dk = kv_side_ref(case_, dk_);
-  args.dv = kv_side_ref(case_, dv_);
-  args.workspace = workspace_.data();
-  args.workspace_bytes = workspace_.bytes();
-  return args;
+  return cuflash::backward_args(problem_, tensors());
 }
 
 // --- All-pairs covering design ----------------------------------------------------------------
@@ -323,19 +291,16 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
   return check;
 }
 
-std::vector<TensorCheck> run_and_check(const Case& c, uint64_t seed) {
+std::vector<TensorCheck> run_and_check(const Problem& c, uint64_t seed) {
   const CaseInputs in = make_inputs(c, seed);
-  const HostForwardBackwardResult gpu = run_forward_backward(
-      host_problem(c), in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
+  const HostForwardBackwardResult gpu =
+      run_forward_backward(c, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
 
-  const reference::Problem problem = reference_problem(c);
-  const reference::ForwardResult ref_fwd = reference::forward(problem, in.q, in.k, in.v);
-  const reference::Gradients ref_grad =
-      reference::backward(problem, in.q, in.k, in.v, ref_fwd, in.dout);
-  const reference::ForwardResult base_fwd =
-      reference::baseline::forward(problem, c.dtype, in.q, in.k, in.v);
+  const reference::ForwardResult ref_fwd = reference::forward(c, in.q, in.k, in.v);
+  const reference::Gradients ref_grad = reference::backward(c, in.q, in.k, in.v, ref_fwd, in.dout);
+  const reference::ForwardResult base_fwd = reference::baseline::forward(c, in.q, in.k, in.v);
   const reference::Gradients base_grad =
-      reference::baseline::backward(problem, c.dtype, in.q, in.k, in.v, base_fwd, in.dout);
+      reference::baseline::backward(c, in.q, in.k, in.v, base_fwd, in.dout);
 
   return {
       check_tensor("O", c.dtype, q_side_values(c, gpu.forward.out), base_fwd.out, ref_fwd.out),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/types.h"
@@ -20,65 +21,42 @@ namespace cuflash::gpu_test {
 // test calls it first: without a GPU they must fail, never pass by doing nothing.
 void require_gpu();
 
-// One attention problem as the tests describe it.
-struct Case {
-  DType dtype = DType::fp16;
-  int64_t head_dim = 64;
-  Mask mask = Mask::none;
-  int64_t seq_q = 1;
-  int64_t seq_k = 1;
-  int64_t batch = 1;
-  int64_t heads = 1;
-  int64_t heads_kv = 1;
-  Layout layout = Layout::bhsd;
-};
+// A problem in the order the tests think of it (default scale).
+Problem make_problem(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
+                     int64_t batch, int64_t heads, int64_t heads_kv, Layout layout);
 
 // "fp16 D=64 mask=causal Sq=113 Sk=203 B=2 H=4 Hkv=2 layout=bshd"
-std::string describe(const Case& c);
-HostProblem host_problem(const Case& c);
-reference::Problem reference_problem(const Case& c);
+std::string describe(const Problem& p);
 
-// Standard-normal inputs rounded to the case's dtype. The doubles are in the reference's order
-// ([B, H, S, D]); the bytes hold the very same values as `dtype` elements in the case's layout.
+// The seeded inputs of io/random_inputs.h (those of `cuflash run`, `verify` and `bench`). The
+// doubles are in the reference's order ([B, H, S, D]); the bytes hold the very same values as
+// elements of the problem's dtype in its layout.
 struct CaseInputs {
   std::vector<double> q, k, v, dout;
   HostBytes q_bytes, k_bytes, v_bytes, dout_bytes;
 };
-CaseInputs make_inputs(const Case& c, uint64_t seed);
+CaseInputs make_inputs(const Problem& p, uint64_t seed);
 
 // GPU results (dtype elements in the case's layout) as doubles in the reference's order.
-std::vector<double> q_side_values(const Case& c, const HostBytes& bytes);   // O, dQ
-std::vector<double> kv_side_values(const Case& c, const HostBytes& bytes);  // dK, dV
+std::vector<double> q_side_values(const Problem& p, const HostBytes& bytes);   // O, dQ
+std::vector<double> kv_side_values(const Problem& p, const HostBytes& bytes);  // dK, dV
 
 // --- Device buffers for direct API calls -----------------------------------------------------
 
-// Zero-filled device memory, freed on destruction; a CUDA failure fails the test.
-class DeviceMemory {
- public:
-  explicit DeviceMemory(size_t bytes);
-  ~DeviceMemory();
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Every tensor of a case on the device (contents zero), so that an argument test can break
-// exactly one thing of otherwise valid ForwardArgs / BackwardArgs.
+// Every tensor of a problem on the device (contents zero), so that an argument test can break
+// exactly one thing of otherwise valid ForwardArgs / BackwardArgs. A CUDA failure throws
+// cuflash::Error, which fails the test.
 class DeviceProblem {
  public:
-  explicit DeviceProblem(const Case& c);
+  explicit DeviceProblem(const Problem& p);
   ForwardArgs forward_args() const;
   BackwardArgs backward_args() const;
 
  private:
-  Case case_;
-  DeviceMemory q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
+  DenseTensors tensors() const;
+
+  Problem problem_;
+  DeviceBuffer q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
 };
 
 // --- All-pairs covering design ----------------------------------------------------------------
@@ -113,6 +91,6 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
 
 // Runs forward + backward of `c` on the GPU, the float64 reference and the low-precision
 // baseline on the same (dtype-rounded) inputs, and returns the check of O, LSE, dQ, dK and dV.
-std::vector<TensorCheck> run_and_check(const Case& c, uint64_t seed);
+std::vector<TensorCheck> run_and_check(const Problem& p, uint64_t seed);
 
 }  // namespace cuflash::gpu_test

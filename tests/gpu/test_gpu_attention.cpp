@@ -20,6 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/version.h"
@@ -65,26 +66,21 @@ int64_t kv_heads(KvHeads kind, int64_t heads) {
   return heads;
 }
 
-Case case_of(const DesignRow& row) {
-  Case c;
-  c.dtype = kDtypes[row[0]];
-  c.head_dim = kHeadDims[row[1]];
-  c.mask = kMasks[row[2]];
-  c.seq_q = kSeqPairs[row[3]][0];
-  c.seq_k = kSeqPairs[row[3]][1];
-  const bool largest = c.seq_q == 2048 && c.seq_k == 2048;
-  c.batch = largest ? 1 : 2;
-  c.heads = largest ? 2 : 4;
-  c.heads_kv = kv_heads(kKvHeads[row[4]], c.heads);
-  c.layout = kLayouts[row[5]];
-  return c;
+Problem case_of(const DesignRow& row) {
+  const int64_t seq_q = kSeqPairs[row[3]][0];
+  const int64_t seq_k = kSeqPairs[row[3]][1];
+  const bool largest = seq_q == 2048 && seq_k == 2048;
+  const int64_t heads = largest ? 2 : 4;
+  return make_problem(kDtypes[row[0]], kHeadDims[row[1]], kMasks[row[2]], seq_q, seq_k,
+                      largest ? 1 : 2, heads, kv_heads(kKvHeads[row[4]], heads),
+                      kLayouts[row[5]]);
 }
 
 // The design, built once per process; a case's index in it is also its random seed.
-const std::vector<Case>& matrix_cases() {
-  static const std::vector<Case> cases = [] {
+const std::vector<Problem>& matrix_cases() {
+  static const std::vector<Problem> cases = [] {
     const std::vector<DesignRow> rows = pairwise_design(kFactorLevels);
-    std::vector<Case> result;
+    std::vector<Problem> result;
     for (const DesignRow& row : rows) result.push_back(case_of(row));
     std::cout << "pairwise design: " << result.size() << " cases cover every pair of factor "
               << "values (full product: 1296 cases)\n";
@@ -93,7 +89,7 @@ const std::vector<Case>& matrix_cases() {
   return cases;
 }
 
-void check_case(const Case& c, uint64_t seed) {
+void check_case(const Problem& c, uint64_t seed) {
   INFO(describe(c));
   for (const TensorCheck& check : run_and_check(c, seed)) {
     INFO(check.report);
@@ -104,9 +100,9 @@ void check_case(const Case& c, uint64_t seed) {
 // One section per case of `dtype`, so that a failure names the case and the tensor.
 void run_matrix(DType dtype) {
   require_gpu();
-  const std::vector<Case>& cases = matrix_cases();
+  const std::vector<Problem>& cases = matrix_cases();
   for (size_t index = 0; index < cases.size(); ++index) {
-    const Case& c = cases[index];
+    const Problem& c = cases[index];
     if (c.dtype != dtype) continue;
     DYNAMIC_SECTION("case " << index << ": " << describe(c)) { check_case(c, index); }
   }
@@ -145,7 +141,8 @@ TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 ref
   for (int64_t head_dim : kHeadDims) {
     for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const int64_t heads_kv = mask == Mask::none ? 16 : 8;
-      const Case c{DType::fp32, head_dim, mask, 300, 257, 4, 16, heads_kv, Layout::bhsd};
+      const Problem c =
+          make_problem(DType::fp32, head_dim, mask, 300, 257, 4, 16, heads_kv, Layout::bhsd);
       DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(head_dim) + 1000); }
     }
   }
@@ -163,13 +160,13 @@ TEST_CASE("forward is bitwise identical over 20 runs", "[gpu][determinism]") {
   require_gpu();
   for (DType dtype : kDtypes) {
     DYNAMIC_SECTION(to_string(dtype) << ", causal, Sq=113, Sk=203") {
-      const Case c{dtype, 64, Mask::causal_bottom_right, 113, 203, 2, 4, 2, Layout::bhsd};
+      const Problem c =
+          make_problem(dtype, 64, Mask::causal_bottom_right, 113, 203, 2, 4, 2, Layout::bhsd);
       const CaseInputs in = make_inputs(c, 20);
-      const HostProblem problem = host_problem(c);
-      const HostForwardResult first = run_forward(problem, in.q_bytes, in.k_bytes, in.v_bytes);
+      const HostForwardResult first = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
       for (int run = 1; run < kDeterminismRuns; ++run) {
         INFO("run " << run);
-        const HostForwardResult again = run_forward(problem, in.q_bytes, in.k_bytes, in.v_bytes);
+        const HostForwardResult again = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
         CHECK(again.out == first.out);
         CHECK(same_bits(again.lse, first.lse));
       }
@@ -204,7 +201,9 @@ void require_error(const std::function<void()>& call, Error::Kind kind, const st
                                       << "'; nothing was thrown");
 }
 
-Case small_case() { return Case{DType::fp16, 64, Mask::none, 64, 64, 1, 4, 2, Layout::bhsd}; }
+Problem small_case() {
+  return make_problem(DType::fp16, 64, Mask::none, 64, 64, 1, 4, 2, Layout::bhsd);
+}
 
 // The matrix above checks whichever kernels ran; this says which ones those were, so that a run
 // meant for the wgmma kernels (or, with CUFLASH_DISABLE_WGMMA=1, for the mma.sync ones) cannot
@@ -234,8 +233,8 @@ void* offset_by(void* data, size_t bytes) { return static_cast<unsigned char*>(d
 
 TEST_CASE("unsupported head_dim is refused, naming head_dim", "[gpu][arguments]") {
   require_gpu();
-  Case c = small_case();
-  c.head_dim = 96;
+  Problem c = small_case();
+  c.shape.head_dim = 96;
   const DeviceProblem device(c);
   require_error([&] { forward(device.forward_args()); }, Error::Kind::unsupported, "head_dim");
   require_error([&] { backward(device.backward_args()); }, Error::Kind::unsupported, "head_dim");
@@ -243,8 +242,8 @@ TEST_CASE("unsupported head_dim is refused, naming head_dim", "[gpu][arguments]"
 
 TEST_CASE("heads not a multiple of heads_kv is refused, naming heads_kv", "[gpu][arguments]") {
   require_gpu();
-  Case c = small_case();
-  c.heads_kv = 3;  // 4 % 3 != 0
+  Problem c = small_case();
+  c.shape.heads_kv = 3;  // 4 % 3 != 0
   const DeviceProblem device(c);
   require_error([&] { forward(device.forward_args()); }, Error::Kind::invalid_argument,
                 "heads_kv");
@@ -306,11 +305,28 @@ TEST_CASE("a workspace one byte too small is refused", "[gpu][arguments]") {
   require_error([&] { backward(args); }, Error::Kind::invalid_argument, "workspace_bytes");
 }
 
+TEST_CASE("a device allocation beyond the GPU's memory is out_of_memory, with the sizes",
+          "[gpu][arguments]") {
+  require_gpu();
+  size_t free = 0;
+  size_t total = 0;
+  REQUIRE(cudaMemGetInfo(&free, &total) == cudaSuccess);
+  const size_t too_much = 2 * total;
+  require_error([&] { DeviceBuffer buffer(too_much); }, Error::Kind::out_of_memory,
+                std::to_string(too_much) + " bytes");
+  require_error([&] { DeviceBuffer buffer(too_much); }, Error::Kind::out_of_memory,
+                " free of " + std::to_string(total) + " bytes");
+  // The failure is not sticky: the next allocation and CUDA call succeed.
+  DeviceBuffer small(1024);
+  small.fill(0);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(small.bytes() == 1024);
+}
+
 TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[gpu][arguments]") {
   require_gpu();
-  const Case c = small_case();
-  const CaseInputs in = make_inputs(c, 1);
-  const HostProblem problem = host_problem(c);
+  const Problem problem = small_case();
+  const CaseInputs in = make_inputs(problem, 1);
   HostBytes short_q = in.q_bytes;
   short_q.pop_back();
   require_error([&] { run_forward(problem, short_q, in.k_bytes, in.v_bytes); },
@@ -339,7 +355,7 @@ TEST_CASE("sanitizer subset: each dtype x D=64, and fp32 D=128, x mask none/caus
   for (const auto& [dtype, head_dim] : kinds) {
     for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const Layout layout = mask == Mask::none ? Layout::bhsd : Layout::bshd;
-      const Case c{dtype, head_dim, mask, 113, 203, 1, 4, 2, layout};
+      const Problem c = make_problem(dtype, head_dim, mask, 113, 203, 1, 4, 2, layout);
       DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
       ++seed;
     }

@@ -20,6 +20,7 @@
 namespace ref = cuflash::reference;
 using cuflash::DType;
 using cuflash::Mask;
+using cuflash::Problem;
 using Vec = std::vector<double>;
 
 namespace {
@@ -27,25 +28,31 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-ref::Problem make_problem(int64_t batch, int64_t heads, int64_t heads_kv, int64_t seq_q,
-                          int64_t seq_k, int64_t head_dim, Mask mask, double scale = 0.0) {
-  ref::Problem p;
-  p.batch = batch;
-  p.heads = heads;
-  p.heads_kv = heads_kv;
-  p.seq_q = seq_q;
-  p.seq_k = seq_k;
-  p.head_dim = head_dim;
+Problem make_problem(int64_t batch, int64_t heads, int64_t heads_kv, int64_t seq_q,
+                     int64_t seq_k, int64_t head_dim, Mask mask, double scale = 0.0) {
+  Problem p;
+  p.shape.batch = batch;
+  p.shape.heads = heads;
+  p.shape.heads_kv = heads_kv;
+  p.shape.seq_q = seq_q;
+  p.shape.seq_k = seq_k;
+  p.shape.head_dim = head_dim;
   p.mask = mask;
   p.scale = scale;
   return p;
 }
 
-std::string describe(const ref::Problem& p) {
-  return "B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
-         " Hkv=" + std::to_string(p.heads_kv) + " Sq=" + std::to_string(p.seq_q) +
-         " Sk=" + std::to_string(p.seq_k) + " D=" + std::to_string(p.head_dim) + " mask=" +
-         std::string(cuflash::to_string(p.mask));
+// The problem for the baseline in `dtype` (the reference ignores the dtype).
+Problem in_dtype(Problem p, DType dtype) {
+  p.dtype = dtype;
+  return p;
+}
+
+std::string describe(const Problem& p) {
+  return "B=" + std::to_string(p.shape.batch) + " H=" + std::to_string(p.shape.heads) +
+         " Hkv=" + std::to_string(p.shape.heads_kv) + " Sq=" + std::to_string(p.shape.seq_q) +
+         " Sk=" + std::to_string(p.shape.seq_k) + " D=" + std::to_string(p.shape.head_dim) +
+         " mask=" + std::string(cuflash::to_string(p.mask));
 }
 
 Vec random_vector(int64_t n, uint64_t seed) {
@@ -60,9 +67,10 @@ struct Inputs {
   Vec q, k, v, dout;
 };
 
-Inputs random_inputs(const ref::Problem& p, uint64_t seed) {
-  return {random_vector(p.q_elements(), seed), random_vector(p.kv_elements(), seed + 1),
-          random_vector(p.kv_elements(), seed + 2), random_vector(p.q_elements(), seed + 3)};
+Inputs random_inputs(const Problem& p, uint64_t seed) {
+  const cuflash::AttentionShape& sz = p.shape;
+  return {random_vector(sz.q_elements(), seed), random_vector(sz.kv_elements(), seed + 1),
+          random_vector(sz.kv_elements(), seed + 2), random_vector(sz.q_elements(), seed + 3)};
 }
 
 // Largest |a - b|, where the same infinity on both sides counts as equal and any other
@@ -90,10 +98,10 @@ bool row_is(bool nan, const Vec& values, int64_t first, int64_t count) {
 
 // --- Naive loops, written straight from the definitions ------------------------------------
 
-bool naive_visible(const ref::Problem& p, int64_t i, int64_t j) {
+bool naive_visible(const Problem& p, int64_t i, int64_t j) {
   switch (p.mask) {
     case Mask::none: return true;
-    case Mask::causal_bottom_right: return j <= i + (p.seq_k - p.seq_q);
+    case Mask::causal_bottom_right: return j <= i + (p.shape.seq_k - p.shape.seq_q);
     case Mask::causal_top_left: return j <= i;
   }
   return false;
@@ -105,18 +113,19 @@ int64_t at(int64_t b, int64_t h, int64_t s, int64_t heads, int64_t seq, int64_t 
 
 // Probabilities of query row i of (b, h) over all keys (0 where masked); empty when no key is
 // visible. Also returns the row's LSE.
-Vec naive_probabilities(const ref::Problem& p, const Inputs& in, int64_t b, int64_t h, int64_t i,
+Vec naive_probabilities(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64_t i,
                         double* lse) {
-  const int64_t hkv = h / (p.heads / p.heads_kv);
-  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(p.head_dim)) : p.scale;
-  Vec scores(p.seq_k, -kInf);
+  const cuflash::AttentionShape& sz = p.shape;
+  const int64_t hkv = h / (sz.heads / sz.heads_kv);
+  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(sz.head_dim)) : p.scale;
+  Vec scores(sz.seq_k, -kInf);
   double max = -kInf;
-  for (int64_t j = 0; j < p.seq_k; ++j) {
+  for (int64_t j = 0; j < sz.seq_k; ++j) {
     if (!naive_visible(p, i, j)) continue;
     double dot = 0.0;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
-      dot += in.q[at(b, h, i, p.heads, p.seq_q, p.head_dim) + d] *
-             in.k[at(b, hkv, j, p.heads_kv, p.seq_k, p.head_dim) + d];
+    for (int64_t d = 0; d < sz.head_dim; ++d) {
+      dot += in.q[at(b, h, i, sz.heads, sz.seq_q, sz.head_dim) + d] *
+             in.k[at(b, hkv, j, sz.heads_kv, sz.seq_k, sz.head_dim) + d];
     }
     scores[j] = scale * dot;
     max = std::max(max, scores[j]);
@@ -132,18 +141,19 @@ Vec naive_probabilities(const ref::Problem& p, const Inputs& in, int64_t b, int6
   return scores;
 }
 
-ref::ForwardResult naive_forward(const ref::Problem& p, const Inputs& in) {
-  ref::ForwardResult r{Vec(p.q_elements(), 0.0), Vec(p.lse_elements(), 0.0)};
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t hkv = h / (p.heads / p.heads_kv);
-      for (int64_t i = 0; i < p.seq_q; ++i) {
-        double* lse = &r.lse[(b * p.heads + h) * p.seq_q + i];
+ref::ForwardResult naive_forward(const Problem& p, const Inputs& in) {
+  const cuflash::AttentionShape& sz = p.shape;
+  ref::ForwardResult r{Vec(sz.q_elements(), 0.0), Vec(sz.lse_elements(), 0.0)};
+  for (int64_t b = 0; b < sz.batch; ++b) {
+    for (int64_t h = 0; h < sz.heads; ++h) {
+      const int64_t hkv = h / (sz.heads / sz.heads_kv);
+      for (int64_t i = 0; i < sz.seq_q; ++i) {
+        double* lse = &r.lse[(b * sz.heads + h) * sz.seq_q + i];
         const Vec probs = naive_probabilities(p, in, b, h, i, lse);
         for (size_t j = 0; j < probs.size(); ++j) {
-          for (int64_t d = 0; d < p.head_dim; ++d) {
-            r.out[at(b, h, i, p.heads, p.seq_q, p.head_dim) + d] +=
-                probs[j] * in.v[at(b, hkv, int64_t(j), p.heads_kv, p.seq_k, p.head_dim) + d];
+          for (int64_t d = 0; d < sz.head_dim; ++d) {
+            r.out[at(b, h, i, sz.heads, sz.seq_q, sz.head_dim) + d] +=
+                probs[j] * in.v[at(b, hkv, int64_t(j), sz.heads_kv, sz.seq_k, sz.head_dim) + d];
           }
         }
       }
@@ -152,26 +162,28 @@ ref::ForwardResult naive_forward(const ref::Problem& p, const Inputs& in) {
   return r;
 }
 
-ref::Gradients naive_backward(const ref::Problem& p, const Inputs& in) {
-  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(p.head_dim)) : p.scale;
-  ref::Gradients g{Vec(p.q_elements(), 0.0), Vec(p.kv_elements(), 0.0), Vec(p.kv_elements(), 0.0)};
-  const int64_t dim = p.head_dim;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t hkv = h / (p.heads / p.heads_kv);
-      for (int64_t i = 0; i < p.seq_q; ++i) {
+ref::Gradients naive_backward(const Problem& p, const Inputs& in) {
+  const cuflash::AttentionShape& sz = p.shape;
+  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(sz.head_dim)) : p.scale;
+  ref::Gradients g{Vec(sz.q_elements(), 0.0), Vec(sz.kv_elements(), 0.0),
+                   Vec(sz.kv_elements(), 0.0)};
+  const int64_t dim = sz.head_dim;
+  for (int64_t b = 0; b < sz.batch; ++b) {
+    for (int64_t h = 0; h < sz.heads; ++h) {
+      const int64_t hkv = h / (sz.heads / sz.heads_kv);
+      for (int64_t i = 0; i < sz.seq_q; ++i) {
         double lse = 0.0;
         const Vec probs = naive_probabilities(p, in, b, h, i, &lse);
-        const int64_t qi = at(b, h, i, p.heads, p.seq_q, dim);
+        const int64_t qi = at(b, h, i, sz.heads, sz.seq_q, dim);
         Vec dprobs(probs.size(), 0.0);
         double row_dot = 0.0;  // sum_j P_ij dP_ij, equal to dot(dO_i, O_i)
         for (size_t j = 0; j < probs.size(); ++j) {
-          const int64_t kj = at(b, hkv, int64_t(j), p.heads_kv, p.seq_k, dim);
+          const int64_t kj = at(b, hkv, int64_t(j), sz.heads_kv, sz.seq_k, dim);
           for (int64_t d = 0; d < dim; ++d) dprobs[j] += in.dout[qi + d] * in.v[kj + d];
           row_dot += probs[j] * dprobs[j];
         }
         for (size_t j = 0; j < probs.size(); ++j) {
-          const int64_t kj = at(b, hkv, int64_t(j), p.heads_kv, p.seq_k, dim);
+          const int64_t kj = at(b, hkv, int64_t(j), sz.heads_kv, sz.seq_k, dim);
           const double dscore = probs[j] * (dprobs[j] - row_dot);
           for (int64_t d = 0; d < dim; ++d) {
             g.dq[qi + d] += scale * dscore * in.k[kj + d];
@@ -185,7 +197,7 @@ ref::Gradients naive_backward(const ref::Problem& p, const Inputs& in) {
   return g;
 }
 
-void check_matches_naive(const ref::Problem& p, const Inputs& in, double tolerance) {
+void check_matches_naive(const Problem& p, const Inputs& in, double tolerance) {
   INFO(describe(p));
   const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
   const ref::ForwardResult expected = naive_forward(p, in);
@@ -225,7 +237,7 @@ TEST_CASE("reference matches naive loops on tiny shapes", "[reference]") {
   uint64_t seed = 100;
   for (const auto& s : shapes) {
     for (const Mask mask : kMasks) {
-      const ref::Problem p = make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask);
+      const Problem p = make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask);
       check_matches_naive(p, random_inputs(p, seed += 10), 1e-12);
     }
   }
@@ -235,9 +247,9 @@ TEST_CASE("reference matches naive loops across several query and key blocks", "
   // More than 256 queries and keys, so rows and keys span several tiles, with empty rows in the
   // second shape (bottom-right causal, Sq > Sk).
   for (const Mask mask : kMasks) {
-    const ref::Problem wide = make_problem(1, 2, 1, 300, 520, 8, mask);
+    const Problem wide = make_problem(1, 2, 1, 300, 520, 8, mask);
     check_matches_naive(wide, random_inputs(wide, 7), 1e-10);
-    const ref::Problem tall = make_problem(1, 1, 1, 520, 300, 8, mask);
+    const Problem tall = make_problem(1, 1, 1, 520, 300, 8, mask);
     check_matches_naive(tall, random_inputs(tall, 8), 1e-10);
   }
 }
@@ -249,7 +261,7 @@ TEST_CASE("reference gradients match central finite differences", "[reference]")
   uint64_t seed = 500;
   for (const auto& s : shapes) {
     for (const Mask mask : kMasks) {
-      const ref::Problem p = make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask);
+      const Problem p = make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask);
       INFO(describe(p));
       Inputs in = random_inputs(p, seed += 10);
       const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
@@ -284,7 +296,7 @@ TEST_CASE("reference gradients match central finite differences", "[reference]")
 
 TEST_CASE("rows that see no key give zeros and +inf, never NaN", "[reference]") {
   // Bottom-right causal with Sq = 5 > Sk = 3: rows 0 and 1 see nothing, rows 2..4 see 1..3 keys.
-  const ref::Problem p = make_problem(1, 2, 1, 5, 3, 4, Mask::causal_bottom_right);
+  const Problem p = make_problem(1, 2, 1, 5, 3, 4, Mask::causal_bottom_right);
   const Inputs in = random_inputs(p, 21);
   const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
   const ref::Gradients grads = ref::backward(p, in.q, in.k, in.v, fwd, in.dout);
@@ -292,12 +304,12 @@ TEST_CASE("rows that see no key give zeros and +inf, never NaN", "[reference]") 
   CHECK(all_finite(grads.dq));
   CHECK(all_finite(grads.dk));
   CHECK(all_finite(grads.dv));
-  for (int64_t h = 0; h < p.heads; ++h) {
-    for (int64_t i = 0; i < p.seq_q; ++i) {
+  for (int64_t h = 0; h < p.shape.heads; ++h) {
+    for (int64_t i = 0; i < p.shape.seq_q; ++i) {
       const bool empty = i < 2;
-      CHECK((fwd.lse[h * p.seq_q + i] == kInf) == empty);
-      for (int64_t d = 0; d < p.head_dim; ++d) {
-        const int64_t idx = (h * p.seq_q + i) * p.head_dim + d;
+      CHECK((fwd.lse[h * p.shape.seq_q + i] == kInf) == empty);
+      for (int64_t d = 0; d < p.shape.head_dim; ++d) {
+        const int64_t idx = (h * p.shape.seq_q + i) * p.shape.head_dim + d;
         if (empty) {
           CHECK(fwd.out[idx] == 0.0);
           CHECK(grads.dq[idx] == 0.0);
@@ -310,11 +322,11 @@ TEST_CASE("rows that see no key give zeros and +inf, never NaN", "[reference]") 
 
   // The empty rows add nothing to dK and dV: dropping them (leaving Sq = Sk = 3, where both
   // causal forms agree) gives the same dK and dV.
-  const ref::Problem kept = make_problem(1, 2, 1, 3, 3, 4, Mask::causal_top_left);
+  const Problem kept = make_problem(1, 2, 1, 3, 3, 4, Mask::causal_top_left);
   Inputs kept_in{{}, in.k, in.v, {}};
-  for (int64_t h = 0; h < p.heads; ++h) {
-    const auto first = (h * p.seq_q + 2) * p.head_dim;
-    const auto last = (h * p.seq_q + p.seq_q) * p.head_dim;
+  for (int64_t h = 0; h < p.shape.heads; ++h) {
+    const auto first = (h * p.shape.seq_q + 2) * p.shape.head_dim;
+    const auto last = (h * p.shape.seq_q + p.shape.seq_q) * p.shape.head_dim;
     kept_in.q.insert(kept_in.q.end(), in.q.begin() + first, in.q.begin() + last);
     kept_in.dout.insert(kept_in.dout.end(), in.dout.begin() + first, in.dout.begin() + last);
   }
@@ -325,13 +337,13 @@ TEST_CASE("rows that see no key give zeros and +inf, never NaN", "[reference]") 
   CHECK(max_difference(grads.dv, kept_grads.dv) < 1e-14);
 
   SECTION("top-left causal with Sq > Sk leaves no row empty") {
-    ref::Problem top_left = p;
+    Problem top_left = p;
     top_left.mask = Mask::causal_top_left;
     CHECK(all_finite(ref::forward(top_left, in.q, in.k, in.v).lse));
   }
   SECTION("a whole block of query rows that sees no key") {
     // Sq - Sk = 280 empty rows: the first 256-row block has no visible key at all.
-    const ref::Problem tall = make_problem(1, 2, 1, 300, 20, 2, Mask::causal_bottom_right);
+    const Problem tall = make_problem(1, 2, 1, 300, 20, 2, Mask::causal_bottom_right);
     check_matches_naive(tall, random_inputs(tall, 22), 1e-12);
     const Inputs t = random_inputs(tall, 23);
     const ref::ForwardResult tall_fwd = ref::forward(tall, t.q, t.k, t.v);
@@ -344,7 +356,7 @@ TEST_CASE("one query or one key", "[reference]") {
   for (const Mask mask : kMasks) {
     INFO(cuflash::to_string(mask));
     // Sq = Sk = 1: O = V, LSE = the single score, dQ = dK = 0, dV = dO.
-    const ref::Problem single = make_problem(1, 1, 1, 1, 1, 3, mask);
+    const Problem single = make_problem(1, 1, 1, 1, 1, 3, mask);
     const Inputs in = random_inputs(single, 31);
     const ref::ForwardResult fwd = ref::forward(single, in.q, in.k, in.v);
     double dot = 0.0;
@@ -357,10 +369,10 @@ TEST_CASE("one query or one key", "[reference]") {
     CHECK(max_difference(grads.dv, in.dout) < 1e-15);
   }
   // Sq = 1 against 4 keys: bottom-right sees every key, top-left only the first.
-  const ref::Problem bottom_right = make_problem(1, 1, 1, 1, 4, 2, Mask::causal_bottom_right);
-  ref::Problem unmasked = bottom_right;
+  const Problem bottom_right = make_problem(1, 1, 1, 1, 4, 2, Mask::causal_bottom_right);
+  Problem unmasked = bottom_right;
   unmasked.mask = Mask::none;
-  ref::Problem top_left = bottom_right;
+  Problem top_left = bottom_right;
   top_left.mask = Mask::causal_top_left;
   const Inputs in = random_inputs(bottom_right, 32);
   CHECK(max_difference(ref::forward(bottom_right, in.q, in.k, in.v).out,
@@ -372,16 +384,16 @@ TEST_CASE("one query or one key", "[reference]") {
 TEST_CASE("grouped-query attention equals repeated key/value heads", "[reference]") {
   for (const Mask mask : kMasks) {
     INFO(cuflash::to_string(mask));
-    const ref::Problem grouped = make_problem(2, 6, 2, 5, 7, 4, mask);
-    ref::Problem repeated = grouped;
-    repeated.heads_kv = grouped.heads;
+    const Problem grouped = make_problem(2, 6, 2, 5, 7, 4, mask);
+    Problem repeated = grouped;
+    repeated.shape.heads_kv = grouped.shape.heads;
     const Inputs in = random_inputs(grouped, 41);
-    const int64_t group = grouped.heads / grouped.heads_kv;
-    const int64_t head_size = grouped.seq_k * grouped.head_dim;
+    const int64_t group = grouped.shape.heads / grouped.shape.heads_kv;
+    const int64_t head_size = grouped.shape.seq_k * grouped.shape.head_dim;
     Inputs rep{in.q, {}, {}, in.dout};
-    for (int64_t b = 0; b < grouped.batch; ++b) {
-      for (int64_t h = 0; h < grouped.heads; ++h) {
-        const int64_t first = (b * grouped.heads_kv + h / group) * head_size;
+    for (int64_t b = 0; b < grouped.shape.batch; ++b) {
+      for (int64_t h = 0; h < grouped.shape.heads; ++h) {
+        const int64_t first = (b * grouped.shape.heads_kv + h / group) * head_size;
         rep.k.insert(rep.k.end(), in.k.begin() + first, in.k.begin() + first + head_size);
         rep.v.insert(rep.v.end(), in.v.begin() + first, in.v.begin() + first + head_size);
       }
@@ -396,10 +408,10 @@ TEST_CASE("grouped-query attention equals repeated key/value heads", "[reference
     CHECK(max_difference(grads.dq, rep_grads.dq) < 1e-14);
     // dK, dV of a shared head are the sums over the heads of its group.
     Vec dk_sums(in.k.size(), 0.0), dv_sums(in.v.size(), 0.0);
-    for (int64_t b = 0; b < grouped.batch; ++b) {
-      for (int64_t h = 0; h < grouped.heads; ++h) {
-        const int64_t to = (b * grouped.heads_kv + h / group) * head_size;
-        const int64_t from = (b * grouped.heads + h) * head_size;
+    for (int64_t b = 0; b < grouped.shape.batch; ++b) {
+      for (int64_t h = 0; h < grouped.shape.heads; ++h) {
+        const int64_t to = (b * grouped.shape.heads_kv + h / group) * head_size;
+        const int64_t from = (b * grouped.shape.heads + h) * head_size;
         for (int64_t e = 0; e < head_size; ++e) {
           dk_sums[to + e] += rep_grads.dk[from + e];
           dv_sums[to + e] += rep_grads.dv[from + e];
@@ -412,8 +424,8 @@ TEST_CASE("grouped-query attention equals repeated key/value heads", "[reference
 }
 
 TEST_CASE("softmax scale", "[reference]") {
-  const ref::Problem defaulted = make_problem(1, 2, 1, 4, 6, 5, Mask::causal_bottom_right);
-  ref::Problem explicit_scale = defaulted;
+  const Problem defaulted = make_problem(1, 2, 1, 4, 6, 5, Mask::causal_bottom_right);
+  Problem explicit_scale = defaulted;
   explicit_scale.scale = 1.0 / std::sqrt(5.0);
   CHECK(defaulted.effective_scale() == explicit_scale.scale);
   const Inputs in = random_inputs(defaulted, 51);
@@ -422,9 +434,9 @@ TEST_CASE("softmax scale", "[reference]") {
 
   // Scale s on Q equals scale 1 on s * Q; then dK agrees and dQ differs by the factor s.
   constexpr double s = 0.37;
-  ref::Problem scaled = defaulted;
+  Problem scaled = defaulted;
   scaled.scale = s;
-  ref::Problem unit = defaulted;
+  Problem unit = defaulted;
   unit.scale = 1.0;
   Vec scaled_q = in.q;
   for (double& x : scaled_q) x *= s;
@@ -441,19 +453,35 @@ TEST_CASE("softmax scale", "[reference]") {
   CHECK(max_difference(ga.dv, gb.dv) < 1e-13);
 }
 
+TEST_CASE("the reference ignores the problem's dtype and layout", "[reference]") {
+  const Problem p = make_problem(1, 4, 2, 9, 7, 8, Mask::causal_bottom_right);
+  Problem other = in_dtype(p, DType::bf16);
+  other.layout = cuflash::Layout::bshd;
+  const Inputs in = random_inputs(p, 55);
+  const ref::ForwardResult a = ref::forward(p, in.q, in.k, in.v);
+  const ref::ForwardResult b = ref::forward(other, in.q, in.k, in.v);
+  CHECK(a.out == b.out);
+  CHECK(a.lse == b.lse);
+  const ref::Gradients ga = ref::backward(p, in.q, in.k, in.v, a, in.dout);
+  const ref::Gradients gb = ref::backward(other, in.q, in.k, in.v, b, in.dout);
+  CHECK(ga.dq == gb.dq);
+  CHECK(ga.dk == gb.dk);
+  CHECK(ga.dv == gb.dv);
+}
+
 TEST_CASE("invalid arguments name the field", "[reference]") {
   using Catch::Matchers::Contains;
-  const ref::Problem p = make_problem(1, 2, 1, 3, 4, 2, Mask::none);
+  const Problem p = make_problem(1, 2, 1, 3, 4, 2, Mask::none);
   const Inputs in = random_inputs(p, 61);
 
-  ref::Problem bad_heads = make_problem(1, 6, 4, 3, 4, 2, Mask::none);
+  Problem bad_heads = make_problem(1, 6, 4, 3, 4, 2, Mask::none);
   CHECK_THROWS_AS(ref::validate(bad_heads), std::invalid_argument);
   CHECK_THROWS_WITH(ref::validate(bad_heads),
                     Contains("heads (6) must be a multiple of heads_kv (4)"));
-  ref::Problem no_keys = p;
-  no_keys.seq_k = 0;
+  Problem no_keys = p;
+  no_keys.shape.seq_k = 0;
   CHECK_THROWS_WITH(ref::forward(no_keys, in.q, {}, {}), Contains("seq_k (0) must be positive"));
-  ref::Problem nan_scale = p;
+  Problem nan_scale = p;
   nan_scale.scale = kNaN;
   CHECK_THROWS_WITH(ref::forward(nan_scale, in.q, in.k, in.v), Contains("scale"));
 
@@ -470,32 +498,32 @@ TEST_CASE("invalid arguments name the field", "[reference]") {
   short_lse.lse.pop_back();
   CHECK_THROWS_WITH(ref::backward(p, in.q, in.k, in.v, short_lse, in.dout),
                     Contains("lse has 5 elements, expected 6 for [B,H,Sq]=[1,2,3]"));
-  CHECK_THROWS_WITH(ref::baseline::forward(bad_heads, DType::fp16, in.q, in.k, in.v),
+  CHECK_THROWS_WITH(ref::baseline::forward(in_dtype(bad_heads, DType::fp16), in.q, in.k, in.v),
                     Contains("heads (6) must be a multiple of heads_kv (4)"));
 }
 
 TEST_CASE("NaN inputs reach only the outputs that depend on them", "[reference]") {
-  const ref::Problem p = make_problem(1, 2, 1, 6, 6, 3, Mask::causal_top_left);
-  const int64_t dim = p.head_dim;
+  const Problem p = make_problem(1, 2, 1, 6, 6, 3, Mask::causal_top_left);
+  const int64_t dim = p.shape.head_dim;
 
   SECTION("NaN in one query row") {
     Inputs in = random_inputs(p, 71);
     const int64_t head = 1, row = 2;
-    in.q[(head * p.seq_q + row) * dim + 1] = kNaN;
+    in.q[(head * p.shape.seq_q + row) * dim + 1] = kNaN;
     const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
     const ref::Gradients grads = ref::backward(p, in.q, in.k, in.v, fwd, in.dout);
-    for (int64_t h = 0; h < p.heads; ++h) {
-      for (int64_t i = 0; i < p.seq_q; ++i) {
+    for (int64_t h = 0; h < p.shape.heads; ++h) {
+      for (int64_t i = 0; i < p.shape.seq_q; ++i) {
         INFO("head " << h << " row " << i);
-        const int64_t first = (h * p.seq_q + i) * dim;
+        const int64_t first = (h * p.shape.seq_q + i) * dim;
         const bool poisoned = h == head && i == row;
         CHECK(row_is(poisoned, fwd.out, first, dim));
-        CHECK(std::isnan(fwd.lse[h * p.seq_q + i]) == poisoned);
+        CHECK(std::isnan(fwd.lse[h * p.shape.seq_q + i]) == poisoned);
         CHECK(row_is(poisoned, grads.dq, first, dim));
       }
     }
     // The poisoned row sees keys 0..2 only: their dK/dV are NaN, later keys' stay finite.
-    for (int64_t j = 0; j < p.seq_k; ++j) {
+    for (int64_t j = 0; j < p.shape.seq_k; ++j) {
       INFO("key " << j);
       CHECK(row_is(j <= row, grads.dk, j * dim, dim));
       CHECK(row_is(j <= row, grads.dv, j * dim, dim));
@@ -506,12 +534,12 @@ TEST_CASE("NaN inputs reach only the outputs that depend on them", "[reference]"
     const int64_t key = 4;
     in.v[key * dim] = kNaN;
     const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
-    for (int64_t h = 0; h < p.heads; ++h) {
-      for (int64_t i = 0; i < p.seq_q; ++i) {
+    for (int64_t h = 0; h < p.shape.heads; ++h) {
+      for (int64_t i = 0; i < p.shape.seq_q; ++i) {
         INFO("head " << h << " row " << i);
-        const int64_t first = (h * p.seq_q + i) * dim;
+        const int64_t first = (h * p.shape.seq_q + i) * dim;
         CHECK(std::isnan(fwd.out[first]) == (i >= key));
-        CHECK(std::isfinite(fwd.lse[h * p.seq_q + i]));
+        CHECK(std::isfinite(fwd.lse[h * p.shape.seq_q + i]));
       }
     }
   }
@@ -598,7 +626,7 @@ TEST_CASE("pass rule and floors", "[compare]") {
 // --- Low-precision baseline --------------------------------------------------------------------
 
 TEST_CASE("baseline error is small, nonzero and grows as the dtype narrows", "[baseline]") {
-  const ref::Problem p = make_problem(1, 4, 2, 64, 80, 32, Mask::causal_bottom_right);
+  const Problem p = make_problem(1, 4, 2, 64, 80, 32, Mask::causal_bottom_right);
   const Inputs raw = random_inputs(p, 81);
   struct Errors {
     double out, lse, dq, dk, dv;
@@ -608,9 +636,9 @@ TEST_CASE("baseline error is small, nonzero and grows as the dtype narrows", "[b
                     rounded_to(dtype, raw.dout)};
     const ref::ForwardResult exact = ref::forward(p, in.q, in.k, in.v);
     const ref::Gradients exact_grads = ref::backward(p, in.q, in.k, in.v, exact, in.dout);
-    const ref::ForwardResult low = ref::baseline::forward(p, dtype, in.q, in.k, in.v);
+    const ref::ForwardResult low = ref::baseline::forward(in_dtype(p, dtype), in.q, in.k, in.v);
     const ref::Gradients low_grads =
-        ref::baseline::backward(p, dtype, in.q, in.k, in.v, low, in.dout);
+        ref::baseline::backward(in_dtype(p, dtype), in.q, in.k, in.v, low, in.dout);
     const ref::ErrorStats out = ref::compare(low.out, exact.out);
     const ref::ErrorStats dq = ref::compare(low_grads.dq, exact_grads.dq);
     CHECK(out.nonfinite == 0);
@@ -649,14 +677,15 @@ TEST_CASE("baseline error is small, nonzero and grows as the dtype narrows", "[b
 
 TEST_CASE("baseline keeps the mask, grouping and empty-row semantics", "[baseline]") {
   for (const Mask mask : kMasks) {
-    const ref::Problem p = make_problem(1, 4, 2, 7, 4, 8, mask);
+    const Problem p = make_problem(1, 4, 2, 7, 4, 8, mask);
     INFO(describe(p));
     const Inputs raw = random_inputs(p, 91);
     const Inputs in{rounded_to(DType::fp32, raw.q), rounded_to(DType::fp32, raw.k),
                     rounded_to(DType::fp32, raw.v), rounded_to(DType::fp32, raw.dout)};
     // In fp32 the baseline is the reference up to float rounding, empty rows included.
     const ref::ForwardResult exact = ref::forward(p, in.q, in.k, in.v);
-    const ref::ForwardResult low = ref::baseline::forward(p, DType::fp32, in.q, in.k, in.v);
+    const ref::ForwardResult low =
+        ref::baseline::forward(in_dtype(p, DType::fp32), in.q, in.k, in.v);
     const ref::ErrorStats out = ref::compare(low.out, exact.out);
     const ref::ErrorStats lse = ref::compare(low.lse, exact.lse);
     CHECK(out.nonfinite == 0);
@@ -665,7 +694,7 @@ TEST_CASE("baseline keeps the mask, grouping and empty-row semantics", "[baselin
     CHECK(lse.max_abs < 1e-5);
     const ref::Gradients exact_grads = ref::backward(p, in.q, in.k, in.v, exact, in.dout);
     const ref::Gradients low_grads =
-        ref::baseline::backward(p, DType::fp32, in.q, in.k, in.v, low, in.dout);
+        ref::baseline::backward(in_dtype(p, DType::fp32), in.q, in.k, in.v, low, in.dout);
     for (const auto& [got, want] : {std::pair{&low_grads.dq, &exact_grads.dq},
                                     std::pair{&low_grads.dk, &exact_grads.dk},
                                     std::pair{&low_grads.dv, &exact_grads.dv}}) {
@@ -675,19 +704,20 @@ TEST_CASE("baseline keeps the mask, grouping and empty-row semantics", "[baselin
     }
   }
   // fp16 with empty rows: exact zeros and +inf, nothing NaN.
-  const ref::Problem p = make_problem(1, 2, 1, 5, 3, 4, Mask::causal_bottom_right);
+  const Problem p = make_problem(1, 2, 1, 5, 3, 4, Mask::causal_bottom_right);
   const Inputs in = random_inputs(p, 92);
   const Inputs half{rounded_to(DType::fp16, in.q), rounded_to(DType::fp16, in.k),
                     rounded_to(DType::fp16, in.v), rounded_to(DType::fp16, in.dout)};
-  const ref::ForwardResult fwd = ref::baseline::forward(p, DType::fp16, half.q, half.k, half.v);
+  const ref::ForwardResult fwd =
+      ref::baseline::forward(in_dtype(p, DType::fp16), half.q, half.k, half.v);
   const ref::Gradients grads =
-      ref::baseline::backward(p, DType::fp16, half.q, half.k, half.v, fwd, half.dout);
+      ref::baseline::backward(in_dtype(p, DType::fp16), half.q, half.k, half.v, fwd, half.dout);
   CHECK(fwd.lse[0] == kInf);
   CHECK(fwd.lse[1] == kInf);
   CHECK(std::isfinite(fwd.lse[2]));
   const auto is_zero = [](double x) { return x == 0.0; };
-  CHECK(std::all_of(fwd.out.begin(), fwd.out.begin() + 2 * p.head_dim, is_zero));
-  CHECK(std::all_of(grads.dq.begin(), grads.dq.begin() + 2 * p.head_dim, is_zero));
+  CHECK(std::all_of(fwd.out.begin(), fwd.out.begin() + 2 * p.shape.head_dim, is_zero));
+  CHECK(std::all_of(grads.dq.begin(), grads.dq.begin() + 2 * p.shape.head_dim, is_zero));
   CHECK(all_finite(fwd.out));
   CHECK(all_finite(grads.dq));
   CHECK(all_finite(grads.dk));

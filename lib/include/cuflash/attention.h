@@ -65,6 +65,53 @@ struct BackwardArgs {
 // out and lse. The caller adds dout, dq, dk, dv and the workspace.
 BackwardArgs backward_args_for(const ForwardArgs& forward);
 
+// Device pointers of densely packed tensors in a Problem's layout: Q, O, dO, dQ with `heads`
+// heads of seq_q rows, K, V, dK, dV with `heads_kv` heads of seq_k rows, LSE [batch, heads,
+// seq_q] fp32. The backward members are read by backward_args() only.
+struct DenseTensors {
+  void* q = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+  void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale as float,
+// and make_tensor_ref() views in problem.layout.
+inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tensors) {
+  const AttentionShape& s = problem.shape;
+  ForwardArgs args;
+  args.shape = s;
+  args.dtype = problem.dtype;
+  args.mask = problem.mask;
+  args.scale = static_cast<float>(problem.scale);
+  args.q = make_tensor_ref(tensors.q, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+  args.k = make_tensor_ref(tensors.k, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  args.v = make_tensor_ref(tensors.v, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  args.out = make_tensor_ref(tensors.out, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+  args.lse = tensors.lse;
+  return args;
+}
+
+// The backward() arguments: those of forward_args() plus dout, dq, dk, dv and the workspace.
+inline BackwardArgs backward_args(const Problem& problem, const DenseTensors& tensors) {
+  const AttentionShape& s = problem.shape;
+  BackwardArgs args = backward_args_for(forward_args(problem, tensors));
+  args.dout = make_tensor_ref(tensors.dout, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+  args.dq = make_tensor_ref(tensors.dq, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
+  args.dk = make_tensor_ref(tensors.dk, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  args.dv = make_tensor_ref(tensors.dv, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  args.workspace = tensors.workspace;
+  args.workspace_bytes = tensors.workspace_bytes;
+  return args;
+}
+
 // Head dimensions with compiled kernels, for every dtype, in increasing order.
 std::vector<int> supported_head_dims();
 bool is_supported_head_dim(int64_t head_dim);

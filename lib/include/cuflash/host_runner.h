@@ -10,16 +10,9 @@
 
 namespace cuflash {
 
-// Host tensors hold raw elements of `dtype` (2 or 4 bytes each) densely packed in `layout`:
-// bhsd = [batch, heads, seq, head_dim], bshd = [batch, seq, heads, head_dim].
-struct HostProblem {
-  AttentionShape shape;
-  DType dtype = DType::fp16;
-  Mask mask = Mask::none;
-  float scale = 0.f;  // 0 means 1/sqrt(head_dim)
-  Layout layout = Layout::bhsd;
-};
-
+// Host tensors hold raw elements of the problem's dtype (2 or 4 bytes each) densely packed in
+// its layout: bhsd = [batch, heads, seq, head_dim], bshd = [batch, seq, heads, head_dim]. The
+// kernels take the problem's scale as float (0 means 1/sqrt(head_dim)).
 using HostBytes = std::vector<unsigned char>;
 
 struct HostForwardResult {
@@ -32,7 +25,7 @@ struct HostBackwardResult {
 };
 
 // Throws cuflash::Error (invalid_argument when a buffer's size does not match the problem).
-HostForwardResult run_forward(const HostProblem& problem, const HostBytes& q, const HostBytes& k,
+HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
                               const HostBytes& v);
 
 // Runs forward (for O and LSE) and then backward.
@@ -40,7 +33,7 @@ struct HostForwardBackwardResult {
   HostForwardResult forward;
   HostBackwardResult backward;
 };
-HostForwardBackwardResult run_forward_backward(const HostProblem& problem, const HostBytes& q,
+HostForwardBackwardResult run_forward_backward(const Problem& problem, const HostBytes& q,
                                                const HostBytes& k, const HostBytes& v,
                                                const HostBytes& dout);
 

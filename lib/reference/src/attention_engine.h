@@ -87,9 +87,11 @@ inline int64_t query_block_rows(int64_t keys) {
 // Index arithmetic and mask of one problem.
 struct Geometry {
   explicit Geometry(const Problem& p)
-      : batch(p.batch), heads(p.heads), heads_kv(p.heads_kv), seq_q(p.seq_q), seq_k(p.seq_k),
-        head_dim(p.head_dim), group(p.heads / p.heads_kv), causal(p.mask != Mask::none),
-        offset(causal_offset(p.mask, p.seq_q, p.seq_k)), scale(p.effective_scale()) {}
+      : batch(p.shape.batch), heads(p.shape.heads), heads_kv(p.shape.heads_kv),
+        seq_q(p.shape.seq_q), seq_k(p.shape.seq_k), head_dim(p.shape.head_dim),
+        group(p.shape.heads / p.shape.heads_kv), causal(p.mask != Mask::none),
+        offset(causal_offset(p.mask, p.shape.seq_q, p.shape.seq_k)),
+        scale(p.effective_scale()) {}
 
   // Query row `row` sees keys [0, visible_end(row)): masks only ever hide a suffix of the keys.
   int64_t visible_end(int64_t row) const {

@@ -36,20 +36,17 @@ void check_size(const char* name, const std::vector<double>& values, int64_t exp
   }
 }
 
-std::string q_dims(const Problem& p) {
-  return bracketed({p.batch, p.heads, p.seq_q, p.head_dim});
+std::string q_dims(const AttentionShape& s) {
+  return bracketed({s.batch, s.heads, s.seq_q, s.head_dim});
 }
-std::string kv_dims(const Problem& p) {
-  return bracketed({p.batch, p.heads_kv, p.seq_k, p.head_dim});
+std::string kv_dims(const AttentionShape& s) {
+  return bracketed({s.batch, s.heads_kv, s.seq_k, s.head_dim});
 }
 
 }  // namespace
 
-double Problem::effective_scale() const {
-  return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : scale;
-}
-
-void validate(const Problem& p) {
+void validate(const Problem& problem) {
+  const AttentionShape& p = problem.shape;
   check_positive("batch", p.batch);
   check_positive("heads", p.heads);
   check_positive("heads_kv", p.heads_kv);
@@ -61,8 +58,8 @@ void validate(const Problem& p) {
                                 ") must be a multiple of heads_kv (" +
                                 std::to_string(p.heads_kv) + ")");
   }
-  if (!std::isfinite(p.scale)) {
-    throw std::invalid_argument("scale (" + std::to_string(p.scale) + ") must be finite");
+  if (!std::isfinite(problem.scale)) {
+    throw std::invalid_argument("scale (" + std::to_string(problem.scale) + ") must be finite");
   }
   // Every element count the reference forms must fit int64 (and the vectors it allocates).
   int64_t q = 1, kv = 1;
@@ -81,19 +78,21 @@ namespace engine {
 void check_forward_inputs(const Problem& p, const std::vector<double>& q,
                           const std::vector<double>& k, const std::vector<double>& v) {
   validate(p);
-  check_size("q", q, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
-  check_size("k", k, p.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(p));
-  check_size("v", v, p.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(p));
+  const AttentionShape& s = p.shape;
+  check_size("q", q, s.q_elements(), "[B,H,Sq,D]", q_dims(s));
+  check_size("k", k, s.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(s));
+  check_size("v", v, s.kv_elements(), "[B,Hkv,Sk,D]", kv_dims(s));
 }
 
 void check_backward_inputs(const Problem& p, const std::vector<double>& q,
                            const std::vector<double>& k, const std::vector<double>& v,
                            const ForwardResult& fwd, const std::vector<double>& dout) {
   check_forward_inputs(p, q, k, v);
-  check_size("out", fwd.out, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
-  check_size("lse", fwd.lse, p.lse_elements(), "[B,H,Sq]",
-             bracketed({p.batch, p.heads, p.seq_q}));
-  check_size("dout", dout, p.q_elements(), "[B,H,Sq,D]", q_dims(p));
+  const AttentionShape& s = p.shape;
+  check_size("out", fwd.out, s.q_elements(), "[B,H,Sq,D]", q_dims(s));
+  check_size("lse", fwd.lse, s.lse_elements(), "[B,H,Sq]",
+             bracketed({s.batch, s.heads, s.seq_q}));
+  check_size("dout", dout, s.q_elements(), "[B,H,Sq,D]", q_dims(s));
 }
 
 }  // namespace engine
@@ -102,8 +101,8 @@ ForwardResult forward(const Problem& p, const std::vector<double>& q, const std:
                       const std::vector<double>& v) {
   engine::check_forward_inputs(p, q, k, v);
   ForwardResult result;
-  result.out.resize(p.q_elements());
-  result.lse.resize(p.lse_elements());
+  result.out.resize(p.shape.q_elements());
+  result.lse.resize(p.shape.lse_elements());
   engine::Inputs<double> inputs;
   inputs.q = q.data();
   inputs.k = k.data();
@@ -117,9 +116,9 @@ Gradients backward(const Problem& p, const std::vector<double>& q, const std::ve
                    const std::vector<double>& dout) {
   engine::check_backward_inputs(p, q, k, v, fwd, dout);
   Gradients grads;
-  grads.dq.resize(p.q_elements());
-  grads.dk.resize(p.kv_elements());
-  grads.dv.resize(p.kv_elements());
+  grads.dq.resize(p.shape.q_elements());
+  grads.dk.resize(p.shape.kv_elements());
+  grads.dv.resize(p.shape.kv_elements());
   const engine::Inputs<double> inputs{q.data(),   k.data(),    v.data(),
                                       fwd.out.data(), dout.data(), fwd.lse.data()};
   engine::run_backward(engine::Exact{}, p, inputs, grads.dq.data(), grads.dk.data(),

@@ -18,10 +18,10 @@ std::vector<float> to_low_precision(const engine::LowPrecision& policy,
 
 }  // namespace
 
-ForwardResult forward(const Problem& p, DType dtype, const std::vector<double>& q,
+ForwardResult forward(const Problem& p, const std::vector<double>& q,
                       const std::vector<double>& k, const std::vector<double>& v) {
   engine::check_forward_inputs(p, q, k, v);
-  const engine::LowPrecision policy{dtype};
+  const engine::LowPrecision policy{p.dtype};
   const std::vector<float> q_low = to_low_precision(policy, q);
   const std::vector<float> k_low = to_low_precision(policy, k);
   const std::vector<float> v_low = to_low_precision(policy, v);
@@ -31,17 +31,17 @@ ForwardResult forward(const Problem& p, DType dtype, const std::vector<double>& 
   inputs.v = v_low.data();
 
   ForwardResult result;
-  result.out.resize(p.q_elements());
-  result.lse.resize(p.lse_elements());
+  result.out.resize(p.shape.q_elements());
+  result.lse.resize(p.shape.lse_elements());
   engine::run_forward(policy, p, inputs, result.out.data(), result.lse.data());
   return result;
 }
 
-Gradients backward(const Problem& p, DType dtype, const std::vector<double>& q,
+Gradients backward(const Problem& p, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
                    const ForwardResult& fwd, const std::vector<double>& dout) {
   engine::check_backward_inputs(p, q, k, v, fwd, dout);
-  const engine::LowPrecision policy{dtype};
+  const engine::LowPrecision policy{p.dtype};
   const std::vector<float> q_low = to_low_precision(policy, q);
   const std::vector<float> k_low = to_low_precision(policy, k);
   const std::vector<float> v_low = to_low_precision(policy, v);
@@ -53,9 +53,9 @@ Gradients backward(const Problem& p, DType dtype, const std::vector<double>& q,
                                      out_low.data(), dout_low.data(), lse_low.data()};
 
   Gradients grads;
-  grads.dq.resize(p.q_elements());
-  grads.dk.resize(p.kv_elements());
-  grads.dv.resize(p.kv_elements());
+  grads.dq.resize(p.shape.q_elements());
+  grads.dk.resize(p.shape.kv_elements());
+  grads.dv.resize(p.shape.kv_elements());
   engine::run_backward(policy, p, inputs, grads.dq.data(), grads.dk.data(), grads.dv.data());
   return grads;
 }

@@ -1,5 +1,7 @@
 // CPU reference attention in float64, the ground truth every GPU result is checked against.
 //
+// The problem is cuflash::Problem (problem.h): its shape, mask and scale; the reference ignores
+// its dtype and layout, since it works on float64 values in [batch, heads, seq, head_dim] order.
 // Tensors are dense row-major double arrays: Q, O, dO, dQ are [batch, heads, seq_q, head_dim];
 // K, V, dK, dV are [batch, heads_kv, seq_k, head_dim]; LSE is [batch, heads, seq_q].
 //
@@ -22,25 +24,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuflash/types.h"
+#include "cuflash/problem.h"
 
 namespace cuflash::reference {
-
-struct Problem {
-  int64_t batch = 1;
-  int64_t heads = 1;
-  int64_t heads_kv = 1;  // divides heads
-  int64_t seq_q = 1;
-  int64_t seq_k = 1;
-  int64_t head_dim = 1;
-  Mask mask = Mask::none;
-  double scale = 0.0;  // 0 means 1/sqrt(head_dim)
-
-  double effective_scale() const;
-  int64_t q_elements() const { return batch * heads * seq_q * head_dim; }
-  int64_t kv_elements() const { return batch * heads_kv * seq_k * head_dim; }
-  int64_t lse_elements() const { return batch * heads * seq_q; }
-};
 
 struct ForwardResult {
   std::vector<double> out;  // [B, H, Sq, D]
@@ -54,7 +40,8 @@ struct Gradients {
 };
 
 // Throws std::invalid_argument (naming the field) for non-positive sizes, heads % heads_kv != 0,
-// a non-finite scale, or input vectors of the wrong length.
+// a non-finite scale, or element counts that overflow int64; forward() and backward() also for
+// input vectors of the wrong length.
 void validate(const Problem& p);
 
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,

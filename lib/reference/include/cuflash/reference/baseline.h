@@ -4,19 +4,19 @@
 //
 // What is emulated (the way a framework's unfused attention runs on a GPU: one GEMM or
 // element-wise step after another, each result written to memory in the tensor dtype):
-//   - inputs: rounded to `dtype` (a no-op when the caller already rounded them, as it should, so
-//     that the reference sees the same values);
+//   - inputs: rounded to the problem's dtype (a no-op when the caller already rounded them, as
+//     it should, so that the reference sees the same values);
 //   - every GEMM accumulates in float32, applies its scalar factor (the softmax scale) in float32
-//     and rounds its result to `dtype`;
-//   - the softmax runs in float32 on the rounded scores and its result P is rounded to `dtype`;
+//     and rounds its result to the dtype;
+//   - the softmax runs in float32 on the rounded scores and its result P is rounded to the dtype;
 //     LSE = max + log(sum) stays float32 (as the GPU's LSE does);
 // Forward:   S = rd(scale * Q K^T),  P = rd(softmax(S)),  O = rd(P V)
 // Backward:  P = rd(exp(S - LSE)) (a non-fused backward would reload the stored P: the same
 //            values up to one float32 rounding before the rd),
 //            dV = rd(P^T dO),  dP = rd(dO V^T),  D = rd(rowsum(dO * O)),
 //            dS = rd(P * (dP - D)),  dQ = rd(scale * dS K),  dK = rd(scale * dS^T Q)
-// where rd() rounds each element to `dtype` (nothing for fp32). With grouped-query attention the
-// dK/dV contributions of the query heads of a group are summed in float32 and rounded once.
+// where rd() rounds each element to the dtype (nothing for fp32). With grouped-query attention
+// the dK/dV contributions of the query heads of a group are summed in float32 and rounded once.
 //
 // Masks, grouped-query attention, empty rows (O = 0, LSE = +inf, zero gradients) and the result
 // structs are those of the float64 reference (attention_ref.h), as are the bounded memory use
@@ -31,13 +31,15 @@
 
 namespace cuflash::reference::baseline {
 
-// Throws std::invalid_argument like reference::forward().
-ForwardResult forward(const Problem& p, DType dtype, const std::vector<double>& q,
+// The problem's dtype is the precision emulated; its layout is ignored (float64 values in
+// [batch, heads, seq, head_dim] order, as for the reference). Throws std::invalid_argument like
+// reference::forward().
+ForwardResult forward(const Problem& p, const std::vector<double>& q,
                       const std::vector<double>& k, const std::vector<double>& v);
 
 // `fwd` should be this baseline's own forward result (a non-fused implementation backpropagates
 // through its own O and softmax statistics). Throws like reference::backward().
-Gradients backward(const Problem& p, DType dtype, const std::vector<double>& q,
+Gradients backward(const Problem& p, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
                    const ForwardResult& fwd, const std::vector<double>& dout);
 

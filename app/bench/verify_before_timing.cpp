@@ -1,10 +1,10 @@
-#include "bench/case_check.h"
+#include "bench/verify_before_timing.h"
 
 #include <cstdio>
 #include <vector>
 
 #include "bench/stats.h"
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 
 namespace cuflash::bench {
 
@@ -19,18 +19,18 @@ std::string describe(const char* name, const reference::ErrorStats& e, double to
 
 }  // namespace
 
-bool verify_fits(const cli::AttentionCase& c) {
-  const reference::Problem& p = c.problem;
-  return double(p.batch) * double(p.heads) * visible_pairs(p) * double(p.head_dim) <=
+bool verify_fits(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  return double(s.batch) * double(s.heads) * visible_pairs(p) * double(s.head_dim) <=
          kVerifyMaxWork;
 }
 
-CheckResult check_against_reference(const cli::AttentionCase& c, uint64_t seed, bool backward) {
-  const cli::CaseInputs in = cli::generate_inputs(c, seed, backward);
-  const double floor = reference::default_floor(c.dtype);
+CheckResult check_against_reference(const Problem& p, uint64_t seed, bool backward) {
+  const cli::CaseInputs in = cli::generate_inputs(p, seed, backward);
+  const double floor = reference::default_floor(p.dtype);
   CheckResult result;
   double worst_ratio = -1;
-  for (const cli::TensorVerdict& v : cli::check_case(c, in, backward, floor)) {
+  for (const cli::TensorVerdict& v : cli::check_accuracy(p, in, backward, floor)) {
     // The failing tensor, or the one closest to its tolerance when all pass.
     const double ratio = v.ours.nonfinite > 0 ? 1e300 : v.ours.max_abs / v.tolerance;
     if ((!v.pass && result.pass) || (v.pass == result.pass && ratio > worst_ratio)) {

@@ -1,4 +1,4 @@
-#include "cli/case_check.h"
+#include "cli/accuracy_check.h"
 
 #include "cli/backends.h"
 #include "cuflash/reference/baseline.h"
@@ -8,12 +8,11 @@ namespace cuflash::cli {
 namespace {
 
 // The baseline's outputs in the same form as a backend's.
-AttentionResult compute_baseline(const AttentionCase& c, const CaseInputs& in, bool backward) {
+AttentionResult compute_baseline(const Problem& p, const CaseInputs& in, bool backward) {
   AttentionResult r;
-  reference::ForwardResult fwd = reference::baseline::forward(c.problem, c.dtype, in.q, in.k, in.v);
+  reference::ForwardResult fwd = reference::baseline::forward(p, in.q, in.k, in.v);
   if (backward) {
-    reference::Gradients g =
-        reference::baseline::backward(c.problem, c.dtype, in.q, in.k, in.v, fwd, in.dout);
+    reference::Gradients g = reference::baseline::backward(p, in.q, in.k, in.v, fwd, in.dout);
     r.dq = std::move(g.dq);
     r.dk = std::move(g.dk);
     r.dv = std::move(g.dv);
@@ -37,11 +36,11 @@ TensorVerdict judge(const char* tensor, const std::vector<double>& ours,
 
 }  // namespace
 
-std::vector<TensorVerdict> check_case(const AttentionCase& c, const CaseInputs& in, bool backward,
+std::vector<TensorVerdict> check_accuracy(const Problem& p, const CaseInputs& in, bool backward,
                                       double floor) {
-  const AttentionResult ours = compute(Backend::cuda, c, in, backward);
-  const AttentionResult ref = compute_reference(c, in, backward);
-  const AttentionResult base = compute_baseline(c, in, backward);
+  const AttentionResult ours = compute(Backend::cuda, p, in, backward);
+  const AttentionResult ref = compute_reference(p, in, backward);
+  const AttentionResult base = compute_baseline(p, in, backward);
   std::vector<TensorVerdict> verdicts{judge("o", ours.out, base.out, ref.out, floor),
                                       judge("lse", ours.lse, base.lse, ref.lse, floor)};
   if (backward) {

@@ -1,0 +1,192 @@
+#include "cuflash/io/random_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "cuflash/numeric.h"
+
+namespace cuflash::io {
+
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586;
+constexpr double kInv2Pow24 = 1.0 / 16777216.0;
+constexpr size_t kElementsPerThreadMin = size_t{1} << 20;  // below this, threads cost more
+constexpr size_t kFlatRowLength = size_t{1} << 16;         // rows of a flat fill (even)
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t stream_key(uint64_t seed, uint64_t stream) {
+  return splitmix64(splitmix64(seed) ^ (stream * 0xD1B54A32D192ED03ull));
+}
+
+// The two normals of pair `pair`: Box-Muller with u1 in (0, 1] (so log(u1) is finite) and
+// u2 in [0, 1).
+void normal_pair(uint64_t key, uint64_t pair, float& first, float& second) {
+  const uint64_t bits = splitmix64(key + pair);
+  const double u1 = double((bits >> 40) + 1) * kInv2Pow24;
+  const double u2 = double(bits & 0xFFFFFF) * kInv2Pow24;
+  const double radius = std::sqrt(-2.0 * std::log(u1));
+  first = static_cast<float>(radius * std::cos(kTwoPi * u2));
+  second = static_cast<float>(radius * std::sin(kTwoPi * u2));
+}
+
+// Element i of a tensor is the element of index i; rows of consecutive indices go to
+// consecutive memory positions: index `row * row_length + j` (j < row_length, and the index
+// below `count`) is stored at position `row_start(row) + j`. `store(position, value)` writes one
+// value; rows [first, end) are filled.
+template <class RowStart, class Store>
+void fill_rows(size_t first, size_t end, size_t row_length, size_t count, uint64_t key,
+               const RowStart& row_start, const Store& store) {
+  float a = 0, b = 0;
+  for (size_t row = first; row < end; ++row) {
+    const size_t begin = row * row_length;
+    const size_t length = std::min(row_length, count - begin);
+    const size_t at = row_start(row);
+    size_t j = 0;
+    if (begin % 2 == 1 && length > 0) {  // the row starts with the second value of a pair
+      normal_pair(key, begin / 2, a, b);
+      store(at, b);
+      j = 1;
+    }
+    for (; j + 1 < length; j += 2) {
+      normal_pair(key, (begin + j) / 2, a, b);
+      store(at + j, a);
+      store(at + j + 1, b);
+    }
+    if (j < length) {
+      normal_pair(key, (begin + j) / 2, a, b);
+      store(at + j, a);
+    }
+  }
+}
+
+// Runs fill_rows over all rows, split over the CPU cores when there is enough work.
+template <class RowStart, class Store>
+void fill(size_t count, size_t row_length, uint64_t key, const RowStart& row_start,
+          const Store& store) {
+  if (count == 0) return;
+  const size_t rows = (count + row_length - 1) / row_length;
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads =
+      std::min(rows, std::clamp<size_t>(count / kElementsPerThreadMin, 1, cores));
+  const size_t chunk = (rows + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) {
+    const size_t first = std::min(rows, t * chunk), end = std::min(rows, first + chunk);
+    workers.emplace_back([=, &row_start, &store] {
+      fill_rows(first, end, row_length, count, key, row_start, store);
+    });
+  }
+  fill_rows(0, std::min(rows, chunk), row_length, count, key, row_start, store);
+  for (std::thread& w : workers) w.join();
+}
+
+// Stores values as raw elements of `dtype` at `out`.
+struct ByteStore {
+  unsigned char* out;
+  DType dtype;
+  void operator()(size_t position, float value) const {
+    switch (dtype) {
+      case DType::fp32:
+        std::memcpy(out + 4 * position, &value, 4);
+        return;
+      case DType::fp16: {
+        const uint16_t h = numeric::float_to_half_bits(value);
+        std::memcpy(out + 2 * position, &h, 2);
+        return;
+      }
+      case DType::bf16: {
+        const uint16_t b = numeric::float_to_bf16_bits(value);
+        std::memcpy(out + 2 * position, &b, 2);
+        return;
+      }
+    }
+  }
+};
+
+// Stores values rounded to `dtype` as doubles at `out`.
+struct DoubleStore {
+  double* out;
+  DType dtype;
+  void operator()(size_t position, float value) const {
+    out[position] = dtype == DType::fp16   ? numeric::round_to_half(value)
+                    : dtype == DType::bf16 ? numeric::round_to_bf16(value)
+                                           : value;
+  }
+};
+
+// [batch, heads, seq, head_dim] of one input tensor.
+struct TensorDims {
+  size_t batch, heads, seq, head_dim;
+  size_t rows() const { return batch * heads * seq; }
+};
+
+TensorDims dims_of(const Problem& problem, InputTensor tensor) {
+  const AttentionShape& s = problem.shape;
+  const bool q_side = tensor == InputTensor::q || tensor == InputTensor::dout;
+  const int64_t heads = q_side ? s.heads : s.heads_kv;
+  const int64_t seq = q_side ? s.seq_q : s.seq_k;
+  for (const int64_t dim : {s.batch, heads, seq, s.head_dim}) {
+    if (dim <= 0) {
+      throw std::invalid_argument("random inputs: the problem's sizes must be positive");
+    }
+  }
+  return {size_t(s.batch), size_t(heads), size_t(seq), size_t(s.head_dim)};
+}
+
+// Fills the tensor with rows of head_dim values, each placed where `layout` keeps it.
+template <class Store>
+void fill_tensor(const TensorDims& d, Layout layout, uint64_t key, const Store& store) {
+  const auto row_start = [&d, layout](size_t row) {  // row = (b * heads + h) * seq + s
+    if (layout == Layout::bhsd) return row * d.head_dim;
+    const size_t s = row % d.seq, bh = row / d.seq;
+    const size_t h = bh % d.heads, b = bh / d.heads;
+    return ((b * d.seq + s) * d.heads + h) * d.head_dim;
+  };
+  fill(d.rows() * d.head_dim, d.head_dim, key, row_start, store);
+}
+
+}  // namespace
+
+std::vector<unsigned char> random_input_bytes(const Problem& problem, InputTensor tensor,
+                                              uint64_t seed) {
+  const TensorDims d = dims_of(problem, tensor);
+  std::vector<unsigned char> bytes(d.rows() * d.head_dim * size_t(dtype_size(problem.dtype)));
+  fill_tensor(d, problem.layout, stream_key(seed, uint64_t(tensor)),
+              ByteStore{bytes.data(), problem.dtype});
+  return bytes;
+}
+
+std::vector<double> random_input_values(const Problem& problem, InputTensor tensor,
+                                        uint64_t seed) {
+  const TensorDims d = dims_of(problem, tensor);
+  std::vector<double> values(d.rows() * d.head_dim);
+  fill_tensor(d, Layout::bhsd, stream_key(seed, uint64_t(tensor)),
+              DoubleStore{values.data(), problem.dtype});
+  return values;
+}
+
+std::vector<unsigned char> standard_normal_bytes(size_t count, DType dtype, uint64_t seed,
+                                                 uint64_t stream) {
+  std::vector<unsigned char> bytes(count * size_t(dtype_size(dtype)));
+  fill(count, kFlatRowLength, stream_key(seed, stream),
+       [](size_t row) { return row * kFlatRowLength; }, ByteStore{bytes.data(), dtype});
+  return bytes;
+}
+
+float standard_normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  float first = 0, second = 0;
+  normal_pair(stream_key(seed, stream), index / 2, first, second);
+  return index % 2 ? second : first;
+}
+
+}  // namespace cuflash::io
