@@ -302,11 +302,10 @@ void key_gradient_block(const Policy& policy, const Geometry& g, const Inputs<Sc
   Eigen::Map<Matrix<double>>(dv + offset, keys, d) = dv_acc.template cast<double>();
 }
 
-// The whole forward; `out` and `lse` are preallocated to the problem's sizes.
-template <class Policy, class Scalar = typename Policy::Scalar>
-void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* out,
-                 double* lse) {
-  const Geometry g(p);
+// Calls work(tile) for every block of query rows of every (batch, head), spread over the cores;
+// each tile spans the keys its last row can see.
+template <class Work>
+void for_each_query_block(const Geometry& g, Work&& work) {
   const int64_t block_rows = query_block_rows(g.seq_k);
   const int64_t blocks = ceil_div(g.seq_q, block_rows);
   const int64_t tasks = g.batch * g.heads * blocks;
@@ -315,10 +314,17 @@ void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& i
     const int64_t batch_head = task / blocks;
     const int64_t row_begin = (task % blocks) * block_rows;
     const int64_t row_end = std::min(row_begin + block_rows, g.seq_q);
-    const Tile t{batch_head / g.heads, batch_head % g.heads, row_begin, row_end,
-                 0, g.visible_end(row_end - 1)};
-    forward_block(policy, g, in, t, out, lse);
+    work(Tile{batch_head / g.heads, batch_head % g.heads, row_begin, row_end, 0,
+              g.visible_end(row_end - 1)});
   }
+}
+
+// The whole forward; `out` and `lse` are preallocated to the problem's sizes.
+template <class Policy, class Scalar = typename Policy::Scalar>
+void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* out,
+                 double* lse) {
+  const Geometry g(p);
+  for_each_query_block(g, [&](const Tile& t) { forward_block(policy, g, in, t, out, lse); });
 }
 
 // The whole backward; `dq`, `dk`, `dv` are preallocated to the problem's sizes.
@@ -326,18 +332,7 @@ template <class Policy, class Scalar = typename Policy::Scalar>
 void run_backward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* dq,
                   double* dk, double* dv) {
   const Geometry g(p);
-  const int64_t block_rows = query_block_rows(g.seq_k);
-  const int64_t row_blocks = ceil_div(g.seq_q, block_rows);
-  const int64_t query_tasks = g.batch * g.heads * row_blocks;
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t task = 0; task < query_tasks; ++task) {
-    const int64_t batch_head = task / row_blocks;
-    const int64_t row_begin = (task % row_blocks) * block_rows;
-    const int64_t row_end = std::min(row_begin + block_rows, g.seq_q);
-    const Tile t{batch_head / g.heads, batch_head % g.heads, row_begin, row_end,
-                 0, g.visible_end(row_end - 1)};
-    query_gradient_block(policy, g, in, t, dq);
-  }
+  for_each_query_block(g, [&](const Tile& t) { query_gradient_block(policy, g, in, t, dq); });
 
   const int64_t key_blocks = ceil_div(g.seq_k, kKeyBlockColumns);
   const int64_t key_tasks = g.batch * g.heads_kv * key_blocks;
