@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bench/compare.h"
 #include "bench/metadata.h"
 #include "cli/exit_codes.h"
 #include "bench/package.h"
@@ -74,8 +75,67 @@ void check_output_writable(const std::string& output) {
   }
 }
 
+namespace {
+
+RunIdentity identity_of(const Json& metadata) {
+  RunIdentity identity;
+  if (const Json* device = find_member(metadata, "device")) {
+    if (const Json* name = find_member(*device, "name"); name && name->is_string()) {
+      identity.device_name = name->get<std::string>();
+    }
+    if (const Json* kernels = find_member(*device, "fp16_bf16_kernels");
+        kernels && kernels->is_string()) {
+      identity.kernels = kernels->get<std::string>();
+    }
+  }
+  return identity;
+}
+
+// The results in plan.format, followed by the comparison when there is one.
+std::string final_text(const SessionPlan& plan, const std::vector<CaseRecord>& records,
+                       const Json& metadata, const std::vector<Comparison>* comparisons) {
+  if (comparisons == nullptr) {
+    return format_results(plan.format, records, plan.settings, metadata);
+  }
+  const std::string title = "Comparison with " + plan.compare;
+  switch (plan.format) {
+    case Format::json: {
+      Json document = benchmark_json(records, plan.settings, metadata);
+      document["comparisons"] = comparison_json(*comparisons);
+      return json_text(document, 2) + "\n";
+    }
+    case Format::csv:
+      return format_results(plan.format, records, plan.settings, metadata) + "\n" +
+             format_comparison_csv(*comparisons);
+    case Format::markdown:
+      return format_results(plan.format, records, plan.settings, metadata) +
+             format_comparison(*comparisons, title, true);
+    case Format::table:
+      return format_results(plan.format, records, plan.settings, metadata) +
+             format_comparison(*comparisons, title, false);
+  }
+  return "";
+}
+
+void log_comparison(const std::vector<Comparison>& comparisons) {
+  int faster = 0, slower = 0, within = 0, undecided = 0;
+  for (const Comparison& c : comparisons) {
+    faster += c.verdict == Verdict::faster;
+    slower += c.verdict == Verdict::slower;
+    within += c.verdict == Verdict::within_noise;
+    undecided += c.verdict == Verdict::too_few_samples;
+  }
+  spdlog::info("against the baseline: {} faster, {} slower, {} within noise{}", faster, slower,
+               within, undecided ? fmt::format(", {} with too few samples", undecided) : "");
+}
+
+}  // namespace
+
 int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   check_output_writable(plan.output);
+  // Read the baseline first: a bad file must not cost a sweep.
+  std::optional<Baseline> baseline;
+  if (!plan.compare.empty()) baseline = load_baseline(plan.compare);
   const size_t total = plan.cases.size();
   Json metadata = run_metadata(plan.device, plan.protocol);
   record_progress(metadata, {}, total, "running");
@@ -97,8 +157,27 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   record_progress(metadata, outcome.records, total, final_status(outcome));
   metadata["finished_utc"] = utc_now_iso8601();
   if (package) package->write(outcome.records, plan.settings, metadata);
-  emit(format_results(plan.format, outcome.records, plan.settings, metadata), plan.output);
+  std::optional<std::vector<Comparison>> comparisons;
+  if (baseline) {
+    comparisons = compare_runs(*baseline, outcome.records, identity_of(metadata),
+                               plan.compare_across);
+    if (package) {
+      const std::filesystem::path dir(plan.out_dir);
+      write_file_atomically((dir / "comparison.json").string(),
+                            json_text(Json{{"baseline", plan.compare},
+                                           {"alpha", kAlpha},
+                                           {"comparisons", comparison_json(*comparisons)}},
+                                      2) +
+                                "\n");
+      write_file_atomically((dir / "comparison.md").string(),
+                            format_comparison(*comparisons, "Comparison with " + plan.compare,
+                                              true));
+    }
+  }
+  emit(final_text(plan, outcome.records, metadata, comparisons ? &*comparisons : nullptr),
+       plan.output);
   log_summary(outcome, total, plan.out_dir);
+  if (comparisons) log_comparison(*comparisons);
   return sweep_exit_code(outcome);
 }
 

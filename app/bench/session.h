@@ -22,12 +22,17 @@ struct SessionPlan {
   bool samples = false;  // the package's results.json keeps every sample (JsonRows::all)
   bool show_progress = true;
   int device = 0;
+  std::string compare;          // baseline results document for --compare; empty: none
+  bool compare_across = false;  // compare with a baseline of another GPU or kernel family
 };
 
 // Writes the package as the sweep goes (when out_dir is set), then the results in plan.format
 // to stdout or plan.output, and logs a summary on stderr. Returns sweep_exit_code().
-// Throws cli::UsageError for an out_dir that already holds a package, cli::RuntimeFailure when
-// a file cannot be written.
+// With plan.compare, the comparison with that baseline (compare.h) follows the results in the
+// same format (JSON: a "comparisons" member) and goes into the package as comparison.md and
+// comparison.json.
+// Throws cli::UsageError for an out_dir that already holds a package or an unusable baseline,
+// cli::RuntimeFailure when a file cannot be written.
 int run_session(const SessionPlan& plan, const CaseRunner& runner);
 
 }  // namespace cuflash::bench

@@ -6,6 +6,7 @@
 // share/docs/bench.md documents the protocol and every field.
 #include <cstdio>
 
+#include "bench/compare.h"
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
 #include "bench/session.h"
@@ -37,6 +38,8 @@ struct BenchOptions {
   std::string output;
   std::string out_dir;
   bool samples = false;  // results.json of the package keeps every sample
+  std::string compare;   // baseline results document
+  bool compare_across = false;
 };
 
 // The cases to run and where they came from.
@@ -109,6 +112,8 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
     for (const Problem& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
     return kExitOk;
   }
+  // A baseline that cannot serve is a usage error, found before the GPU is asked for.
+  if (!o.compare.empty()) load_baseline(o.compare);
   if (device_count() == 0) {
     throw RuntimeFailure("bench times the CUDA kernels and needs a CUDA GPU; none was found");
   }
@@ -117,6 +122,8 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.output = o.output;
   plan.out_dir = o.out_dir;
   plan.samples = o.samples;
+  plan.compare = o.compare;
+  plan.compare_across = o.compare_across;
   plan.show_progress = !global.quiet;
   GpuCaseRunner runner(case_settings(o));
   return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
@@ -160,6 +167,16 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")
       ->needs(out_dir);
+  CLI::Option* compare = cmd.add_option(
+      "--compare", o.compare,
+      "Compare with an earlier run: a results.json of a package, or Google Benchmark JSON with "
+      "repetitions. Per case: the change of the median, the noise of both runs and a verdict "
+      "(faster / slower / within noise) from a Mann-Whitney U test on the samples (Welch's t "
+      "test when the baseline holds aggregates only), p < 0.05");
+  cmd.add_flag("--compare-across", o.compare_across,
+               "With --compare: compare with a baseline of another GPU model or kernel family "
+               "(refused otherwise)")
+      ->needs(compare);
 }
 
 }  // namespace
