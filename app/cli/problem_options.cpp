@@ -85,10 +85,15 @@ Layout parse_layout(const std::string& text) {
 
 std::string case_label(const Problem& p) {
   const AttentionShape& s = p.shape;
+  const char* causal = p.mask == Mask::none                  ? "0"
+                       : p.mask == Mask::causal_bottom_right ? "1"
+                       : s.seq_q == s.seq_k                  ? "1"   // top-left, square: the same
+                                                             : "tl";
   std::ostringstream out;
-  out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads << "/hkv:" << s.heads_kv
-      << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim
-      << "/mask:" << to_string(p.mask) << "/" << to_string(p.layout);
+  out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads;
+  if (s.heads_kv != s.heads) out << "/hkv:" << s.heads_kv;
+  out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
+  if (p.layout == Layout::bshd) out << "/bshd";
   return out.str();
 }
 

@@ -32,9 +32,11 @@ struct ProblemOptions {
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
 
-// How `run` and `verify` name a problem in their outputs and messages, every field spelled out,
-// e.g. "fp16/b:1/h:8/hkv:8/sq:1024/sk:1024/d:64/mask:causal/bhsd". (`bench` names its cases in
-// a shorter form shared with the PyTorch script: bench::case_name in bench/sweep.h.)
+// The one name of a case in the outputs and messages of `run`, `verify` and `bench` (and of
+// share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
+// heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
+// (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
+// (top-left with sq != sk), and "/bshd" only for that layout. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.

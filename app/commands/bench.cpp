@@ -80,7 +80,7 @@ CaseSettings case_settings(const BenchOptions& o) {
 
 Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
   std::vector<std::string> names;
-  for (const Problem& c : s.cases) names.push_back(bench::case_name(c));
+  for (const Problem& c : s.cases) names.push_back(case_label(c));
   return Json{{"backend", settings.backend},
               {"sweep", s.sweep},
               {"sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file)},
@@ -106,7 +106,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
   if (o.list) {
-    for (const Problem& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
+    for (const Problem& c : selection.cases) std::printf("%s\n", case_label(c).c_str());
     return kExitOk;
   }
   if (device_count() == 0) {
