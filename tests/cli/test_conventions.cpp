@@ -28,6 +28,27 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Runs a Python script (numpy available) with `args`; returns its outcome.
+Outcome python(const TempDir& tmp, const std::string& script, const std::string& args = "") {
+  const fs::path path = tmp.path / "script.py";
+  std::ofstream(path) << script;
+  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + path.string() + " " + args, tmp);
+}
+
+// Writes q.npy (1, 2, 5, 8), k.npy and v.npy (1, 1, 7, 8) as float32, and k16.npy as float16.
+void write_inputs(const TempDir& tmp) {
+  const Outcome made = python(tmp, R"PY(
+import numpy as np, sys
+d = sys.argv[1]
+np.save(f"{d}/q.npy", np.ones((1, 2, 5, 8), np.float32))
+np.save(f"{d}/k.npy", np.ones((1, 1, 7, 8), np.float32))
+np.save(f"{d}/v.npy", np.ones((1, 1, 7, 8), np.float32))
+np.save(f"{d}/k16.npy", np.ones((1, 1, 7, 8), np.float16))
+)PY", tmp.path.string());
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+}
+
 }  // namespace
 
 TEST_CASE("run, verify and bench name a case the same way", "[cli]") {
@@ -43,4 +64,17 @@ TEST_CASE("run, verify and bench name a case the same way", "[cli]") {
   // verify's records use the same function; without a GPU it stops before naming a case.
   const Outcome filtered = cuflash("bench --list -s 5,7 --filter 'sq:7/sk:7/d:64/causal:0$'", tmp);
   CHECK(filtered.out == "fp16/b:1/h:8/sq:7/sk:7/d:64/causal:0\n");
+}
+
+TEST_CASE("input files that disagree on the dtype: the message shows the dtypes", "[cli]") {
+  TempDir tmp;
+  write_inputs(tmp);
+  const auto path = [&](const char* name) { return (tmp.path / name).string(); };
+  const Outcome o = cuflash("run --backend cpu --q " + path("q.npy") + " --k " + path("k16.npy") +
+                                " --v " + path("v.npy"), tmp);
+  CHECK(o.exit_code == 2);
+  CHECK(contains(o.err, "dtype disagrees"));
+  CHECK(contains(o.err, "(float16 vs float32)"));
+  CHECK_FALSE(contains(o.err, "[1,1,7,8]"));  // the shapes, shown before
+  CHECK(count_lines(o.err) == 1);
 }
