@@ -119,7 +119,12 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
   if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
     throw UsageError("--q, --k and --v must be given together");
   }
-  require_single_values(options, "input files");
+  if (!options.shape_options_given.empty()) {
+    const std::string& name = options.shape_options_given.front();
+    throw UsageError(name + " cannot be used with --q/--k/--v: shape and dtype come from the "
+                     "files (drop " + name + ")");
+  }
+  require_single_values(options, "run");
   const Layout layout = parse_layout(options.layout.front());
   const LoadedTensor q = load_tensor(options.q_file, "--q");
   const LoadedTensor k = load_tensor(options.k_file, "--k");

@@ -28,6 +28,9 @@ struct ProblemOptions {
   uint64_t seed = 0;
   // Input files; when given, shape and dtype come from them.
   std::string q_file, k_file, v_file, dout_file;
+  // The shape and dtype options given on the command line (e.g. "--seq"), in the order seen:
+  // with input files they are refused rather than ignored.
+  std::vector<std::string> shape_options_given;
 
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
@@ -50,8 +53,13 @@ std::vector<Problem> expand_cases(const ProblemOptions& options);
 // address (products that overflow int64, or above 2^40 elements).
 void check_case_size(const Problem& p);
 
-// For commands that compute one case: throws UsageError when an option holds several values.
+// For commands that compute one case: throws UsageError when an option was given more than once
+// (there, each occurrence is one value).
 void require_single_values(const ProblemOptions& options, const std::string& command);
+
+// Non-empty text; `kind` ("DIR" or "FILE") shows in --help and tells the shell completion what
+// to offer.
+CLI::Validator non_empty_path(const std::string& kind);
 
 DType parse_dtype(const std::string& text);
 Mask parse_mask(const std::string& text);

@@ -151,11 +151,13 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "multiply-adds per product)");
   cmd.add_option("--format", o.format, "table (default), markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
-  cmd.add_option("--output", o.output, "Write the results to this file instead of stdout");
+  cmd.add_option("--output", o.output, "Write the results to this file instead of stdout")
+      ->check(non_empty_path("FILE"));
   CLI::Option* out_dir = cmd.add_option(
       "--out-dir", o.out_dir,
       "Write a result package here (a new folder): metadata.json, results.json (one row per "
-      "pass with its statistics), results.md, failures.json");
+      "pass with its statistics), results.md, failures.json")
+      ->check(non_empty_path("DIR"));
   cmd.add_flag("--samples", o.samples,
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")

@@ -78,3 +78,62 @@ TEST_CASE("input files that disagree on the dtype: the message shows the dtypes"
   CHECK_FALSE(contains(o.err, "[1,1,7,8]"));  // the shapes, shown before
   CHECK(count_lines(o.err) == 1);
 }
+
+TEST_CASE("options that were misread or silently ignored are refused", "[cli]") {
+  TempDir tmp;
+  SECTION("a negative --seed") {
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --seed -1", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "--seed"));
+    CHECK(contains(o.err, "'-1'"));
+    CHECK(count_lines(o.err) == 1);
+    CHECK(cuflash("run --backend cpu -s 8 -d 8 -q --seed 18446744073709551615", tmp).exit_code ==
+          0);
+  }
+  SECTION("a shape option given twice to run") {
+    const Outcome o = cuflash("run --backend cpu -s 64 -s 128 -d 8", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "--seq given 2 times"));
+    CHECK(contains(o.err, "comma list"));
+    CHECK(contains(o.err, "--seq 64,128"));
+    CHECK_FALSE(contains(o.err, "At Most"));
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("an empty --out-dir or --output") {
+    const Outcome run = cuflash("run --backend cpu -s 8 -d 8 --out-dir ''", tmp);
+    CHECK(run.exit_code == 2);
+    CHECK(contains(run.err, "--out-dir"));
+    CHECK(run.out.empty());
+    const Outcome bench = cuflash("bench --list --out-dir ''", tmp);
+    CHECK(bench.exit_code == 2);
+    CHECK(contains(bench.err, "--out-dir"));
+    const Outcome output = cuflash("bench --list --output ''", tmp);
+    CHECK(output.exit_code == 2);
+    CHECK(contains(output.err, "--output"));
+  }
+}
+
+TEST_CASE("input files: shape and dtype options are refused, others apply", "[cli]") {
+  TempDir tmp;
+  write_inputs(tmp);
+  const auto path = [&](const char* name) { return (tmp.path / name).string(); };
+  const std::string files =
+      " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+  for (const auto& [option, name] :
+       std::vector<std::pair<std::string, std::string>>{{"-s 64", "--seq"},
+                                                        {"--dtype bf16", "--dtype"},
+                                                        {"-d 8", "--head-dim"},
+                                                        {"--heads 2", "--heads"},
+                                                        {"-b 1", "--batch"}}) {
+    INFO(option);
+    const Outcome o = cuflash("run --backend cpu" + files + " " + option, tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, name));
+    CHECK(contains(o.err, "shape and dtype come from the files"));
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.out.empty());
+  }
+  // Options the files do not decide still apply.
+  CHECK(cuflash("run --backend cpu -q --causal --scale 0.5 --layout bhsd" + files, tmp).exit_code ==
+        0);
+}
