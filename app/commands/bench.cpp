@@ -105,8 +105,16 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   SessionPlan plan;
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
-  if (o.list) {
-    for (const Problem& c : selection.cases) std::printf("%s\n", case_label(c).c_str());
+  if (o.list) {  // names alone, or with --format json one {"case": NAME} object a line
+    if (plan.format == Format::json) {
+      std::vector<Record> records;
+      for (const Problem& c : selection.cases) {
+        records.push_back(Record().add("case", case_label(c)));
+      }
+      print_records(records, OutputFormat::json);
+    } else {
+      for (const Problem& c : selection.cases) std::printf("%s\n", case_label(c).c_str());
+    }
     return kExitOk;
   }
   if (device_count() == 0) {
@@ -132,7 +140,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   }
   cmd.add_option("--filter", o.filter,
                  "Only cases whose name matches this regular expression (e.g. 'bf16/.*d:128')");
-  cmd.add_flag("--list", o.list, "Print the names of the selected cases and exit (no GPU needed)");
+  cmd.add_flag("--list", o.list,
+               "Print the names of the selected cases and exit (no GPU needed); with --format "
+               "json, one {\"case\": NAME} object a line");
   cmd.add_option("--warmup", o.warmup, "Untimed calls before sampling")
       ->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd.add_option("--iters", o.iters, "Timed samples")

@@ -163,7 +163,7 @@ Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
   const TensorStats s = stats_of(*t.values, t.is_lse);
   Record r;
   r.add("tensor", t.name)
-      .add("shape", format_shape(stored_shape(p, t)))
+      .add("shape", stored_shape(p, t))
       .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(p.dtype)))
       .add("backend", to_string(backend))
       .add("mean", s.mean)

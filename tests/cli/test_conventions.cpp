@@ -137,3 +137,32 @@ TEST_CASE("input files: shape and dtype options are refused, others apply", "[cl
   CHECK(cuflash("run --backend cpu -q --causal --scale 0.5 --layout bhsd" + files, tmp).exit_code ==
         0);
 }
+
+TEST_CASE("JSON: bench --list one object a line, run's shapes as arrays", "[cli]") {
+  TempDir tmp;
+  SECTION("bench --list --format json") {
+    const Outcome o = cuflash("bench --sweep seed --list --format json", tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(count_lines(o.out) == 48);
+    CHECK(o.out.rfind("{\"case\": \"fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0\"}\n", 0) == 0);
+    const Outcome global = cuflash("--format json bench --sweep seed --list", tmp);
+    CHECK(global.out == o.out);
+    std::ofstream(tmp.path / "list.json") << o.out;
+    const Outcome parsed = python(tmp, R"PY(
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert all(list(r) == ["case"] and isinstance(r["case"], str) for r in rows), rows
+print(len(rows))
+)PY", (tmp.path / "list.json").string());
+    INFO(parsed.err);
+    CHECK(parsed.out == "48\n");
+  }
+  SECTION("run --format json: shape is an array of integers") {
+    const Outcome o = cuflash("run --backend cpu -s 17 -d 8 --layout bshd --format json", tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(contains(o.out, "{\"tensor\": \"o\", \"shape\": [1, 17, 8, 8], "));
+    CHECK(contains(o.out, "{\"tensor\": \"lse\", \"shape\": [1, 8, 17], "));
+    const Outcome table = cuflash("run --backend cpu -s 17 -d 8", tmp);
+    CHECK(contains(table.out, "[1,8,17,8]"));
+  }
+}
