@@ -22,9 +22,11 @@ namespace {
 
 using namespace cuflash::cli;
 
-// Logs go to stderr (stdout carries results only), colored only on a terminal without NO_COLOR.
+// Logs go to stderr (stdout carries results only), coloured only on a terminal, and not when
+// NO_COLOR is set to a non-empty value (no-color.org: an empty one does not count).
 void create_logger() {
-  const bool color = std::getenv("NO_COLOR") == nullptr && isatty(fileno(stderr));
+  const char* no_color = std::getenv("NO_COLOR");
+  const bool color = (no_color == nullptr || *no_color == '\0') && isatty(fileno(stderr));
   auto logger = spdlog::stderr_color_mt(
       "cuflash", color ? spdlog::color_mode::automatic : spdlog::color_mode::never);
   logger->set_pattern("%^%l%$: %v");

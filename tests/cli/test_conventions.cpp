@@ -166,3 +166,18 @@ print(len(rows))
     CHECK(contains(table.out, "[1,8,17,8]"));
   }
 }
+
+TEST_CASE("NO_COLOR turns colour off only when it is not empty", "[cli]") {
+  TempDir tmp;
+  // A terminal for stderr, through script(1): colour is only ever used on one.
+  const auto on_terminal = [&](const std::string& environment) {
+    const std::string command = std::string(CUFLASH_BINARY) + " run --backend cpu -s 8 -d 8";
+    return run_shell("env -u NO_COLOR " + environment + " script -qec '" + command + "' /dev/null",
+                     tmp);
+  };
+  const Outcome unset = on_terminal("");
+  REQUIRE(unset.exit_code == 0);
+  CHECK(contains(unset.out, "\033["));  // the test sees colour when there should be some
+  CHECK(contains(on_terminal("NO_COLOR=").out, "\033["));
+  CHECK_FALSE(contains(on_terminal("NO_COLOR=1").out, "\033["));
+}
