@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/exit_codes.h"
+#include "cli/usage_errors.h"
 #include "commands/commands.h"
 #include "cuflash/error.h"
 #include "cuflash/io/npy.h"
@@ -39,7 +40,7 @@ void set_log_level(const GlobalOptions& global) {
                                          : spdlog::level::info);
 }
 
-int report_error(const char* what, int code) {
+int report_error(const std::string& what, int code) {
   spdlog::error("{}", what);
   return code;
 }
@@ -52,12 +53,9 @@ int main(int argc, char** argv) {
                "Run it, check it against a float64 CPU reference, and time it.",
                "cuflash"};
   app.footer(kExitCodeHelp);
-  app.set_version_flag("--version", "cuflash " CUFLASH_VERSION);
+  app.set_version_flag("-V,--version", "cuflash " CUFLASH_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + std::string(e.what()) + " (see --help)\n";  // one line, like our logs
-  });
 
   GlobalOptions global;
   app.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
@@ -71,13 +69,14 @@ int main(int argc, char** argv) {
   setup_verify(app, global, result);
   setup_bench(app, global, result);
   setup_info(app, global, result);
+  setup_help(app);
   app.parse_complete_callback([&] { set_log_level(global); });
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help/version, or the usage error
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // prints the help or the version
+    return report_error(explain_parse_error(app, {argv + 1, argv + argc}, e), kExitBadInput);
   } catch (const UsageError& e) {
     return report_error(e.what(), kExitBadInput);
   } catch (const cuflash::io::NpyError& e) {

@@ -29,4 +29,7 @@ void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& res
 void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 
+// `help [SUBCOMMAND]`; call after the other subcommands are set up.
+void setup_help(CLI::App& app);
+
 }  // namespace cuflash::cli

@@ -181,3 +181,67 @@ TEST_CASE("NO_COLOR turns colour off only when it is not empty", "[cli]") {
   CHECK(contains(on_terminal("NO_COLOR=").out, "\033["));
   CHECK_FALSE(contains(on_terminal("NO_COLOR=1").out, "\033["));
 }
+
+TEST_CASE("mistyped subcommands and options say what is wrong", "[cli]") {
+  TempDir tmp;
+  SECTION("an unknown subcommand, with the closest name") {
+    const Outcome o = cuflash("rnu", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "unknown subcommand 'rnu'"));
+    CHECK(contains(o.err, "did you mean 'run'?"));
+    CHECK_FALSE(contains(o.err, "A subcommand is required"));
+    CHECK(count_lines(o.err) == 1);
+    const Outcome far = cuflash("frobnicate", tmp);
+    CHECK(far.exit_code == 2);
+    CHECK(contains(far.err, "unknown subcommand 'frobnicate'"));
+    CHECK(contains(far.err, "run, verify, bench, info or help"));
+  }
+  SECTION("an unknown option") {
+    const Outcome o = cuflash("--bogus", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "unknown option '--bogus'"));
+    CHECK_FALSE(contains(o.err, "A subcommand is required"));
+    CHECK(count_lines(o.err) == 1);
+    const Outcome typo = cuflash("run --backend cpu --seqk 8", tmp);
+    CHECK(typo.exit_code == 2);
+    CHECK(contains(typo.err, "run: unknown option '--seqk' (did you mean '--seq-k'?)"));
+  }
+  SECTION("a subcommand's option before the subcommand") {
+    const Outcome o = cuflash("--seq 64 run", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "unknown option '--seq'"));
+    CHECK(contains(o.err, "run, verify and bench"));
+  }
+  SECTION("no subcommand lists them") {
+    const Outcome o = cuflash("", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "a subcommand is required: run, verify, bench, info or help"));
+  }
+  SECTION("help prints the help, help SUBCOMMAND that subcommand's") {
+    const Outcome o = cuflash("help", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.out == cuflash("--help", tmp).out);
+    const Outcome run = cuflash("help run", tmp);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out == cuflash("run --help", tmp).out);
+    CHECK(contains(run.out, "--backend"));
+    const Outcome bad = cuflash("help rnu", tmp);
+    CHECK(bad.exit_code == 2);
+    CHECK(contains(bad.err, "rnu"));
+  }
+  SECTION("-V is --version") {
+    const Outcome o = cuflash("-V", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.out == cuflash("--version", tmp).out);
+    CHECK(o.out.rfind("cuflash ", 0) == 0);
+  }
+  SECTION("verify --backend: verify has no backend to choose") {
+    const Outcome o = cuflash("verify --backend cpu -s 8 -d 8", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "verify: unknown option '--backend'"));
+    CHECK(contains(o.err, "CPU reference"));
+    CHECK(contains(o.err, "run --backend cpu"));
+    CHECK_FALSE(contains(o.err, "not expected"));
+    CHECK(count_lines(o.err) == 1);
+  }
+}
