@@ -45,6 +45,20 @@ int report_error(const std::string& what, int code) {
   return code;
 }
 
+// The global options again in each subcommand (under their own heading), so that its --help
+// lists them; they set the same variables as the top-level ones. `bench` has its own --format.
+void add_global_options(CLI::App& sub, GlobalOptions& global) {
+  if (sub.get_option_no_throw("--format") == nullptr) {
+    sub.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str()
+        ->group(kGlobalOptionsGroup);
+  }
+  sub.add_flag("-q,--quiet", global.quiet, "Only warnings and errors on stderr")
+      ->group(kGlobalOptionsGroup);
+  sub.add_flag("-v,--verbose", global.verbose, "More detail on stderr")->group(kGlobalOptionsGroup);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +83,7 @@ int main(int argc, char** argv) {
   setup_verify(app, global, result);
   setup_bench(app, global, result);
   setup_info(app, global, result);
+  for (CLI::App* sub : app.get_subcommands({})) add_global_options(*sub, global);
   setup_help(app);
   app.parse_complete_callback([&] { set_log_level(global); });
 

@@ -189,10 +189,8 @@ void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& resu
       "carries every statistic, unless --samples is given.\n"
       "Examples:\n"
       "  cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal\n"
-      "  cuflash bench --sweep seed --out-dir results/seed-h200\n"
-      "Exit codes: 0 every case ran, 1 --verify found a wrong result, 2 bad usage or an "
-      "unsupported case, 3 CUDA error, out of memory or no GPU, 130 interrupted (Ctrl-C; the "
-      "finished cases are kept).");
+      "  cuflash bench --sweep seed --out-dir results/seed-h200\n" +
+      std::string(kBenchExitCodeHelp));
   add_bench_options(*cmd, *options);
   cmd->callback(
       [options, &global, &result] { result.exit_code = bench_command(*options, global); });

@@ -19,6 +19,9 @@ struct GlobalOptions {
   }
 };
 
+// The heading under which every subcommand's --help lists the global options (--format, -q, -v).
+inline constexpr const char* kGlobalOptionsGroup = "Global options";
+
 // Each callback writes the command's exit code here (0 unless it has something to report).
 struct CommandResult {
   int exit_code = 0;

@@ -22,6 +22,7 @@ void setup_help(CLI::App& app) {
   for (const CLI::App* sub : visible_subcommands(app)) topics.push_back(sub->get_name());
   auto topic = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("help", "This help, or a subcommand's: cuflash help run");
+  cmd->footer(kHelpExitCodeHelp);
   std::string choices;  // "{run,verify,...}": how --help and the completion show choices
   for (const std::string& t : topics) choices += (choices.empty() ? "{" : ",") + t;
   cmd->add_option("subcommand", *topic, "The subcommand to describe")

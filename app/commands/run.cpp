@@ -224,7 +224,7 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
   CLI::App* cmd = app.add_subcommand(
       "run", "Compute attention for one case (generated or from .npy files) and summarise it");
   cmd->footer(std::string("Example: cuflash run -b 2 --heads 4 -s 257 -d 64 --dtype bf16 --causal "
-                          "--backward --out-dir out\n") + kExitCodeHelp);
+                          "--backward --out-dir out\n") + kRunExitCodeHelp);
   add_problem_options(*cmd, options->problem, /*allow_lists=*/false);
   cmd->add_option("--backend", options->backend,
                   "auto (GPU when present, else CPU), cuda, or cpu (float64 reference)")

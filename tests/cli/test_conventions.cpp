@@ -245,3 +245,37 @@ TEST_CASE("mistyped subcommands and options say what is wrong", "[cli]") {
     CHECK(count_lines(o.err) == 1);
   }
 }
+
+TEST_CASE("each subcommand's help shows the global options and its own exit codes", "[cli]") {
+  TempDir tmp;
+  for (const char* sub : {"run", "verify", "bench", "info"}) {
+    INFO(sub);
+    const Outcome o = cuflash(std::string(sub) + " --help", tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(contains(o.out, "Global options"));
+    CHECK(contains(o.out, "--format"));
+    CHECK(contains(o.out, "-q,--quiet"));
+    CHECK(contains(o.out, "-v,--verbose"));
+    CHECK(contains(o.out, "Exit codes: 0"));
+  }
+  const auto exit_codes = [&](const char* sub) {
+    const std::string help = cuflash(std::string(sub) + " --help", tmp).out;
+    return help.substr(help.find("Exit codes:"));
+  };
+  for (const char* sub : {"run", "info"}) {
+    INFO(sub);
+    CHECK_FALSE(contains(exit_codes(sub), " 1 "));
+    CHECK_FALSE(contains(exit_codes(sub), "130"));
+  }
+  CHECK(contains(exit_codes("run"), "3 "));
+  CHECK_FALSE(contains(exit_codes("info"), "3 "));
+  CHECK(contains(exit_codes("verify"), "1 "));
+  CHECK_FALSE(contains(exit_codes("verify"), "130"));
+  CHECK(contains(exit_codes("bench"), "130"));
+  SECTION("global options work after the subcommand") {
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --format json -q", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.empty());
+    CHECK(o.out.rfind("{\"tensor\": \"o\"", 0) == 0);
+  }
+}
