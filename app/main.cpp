@@ -12,6 +12,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/app_docs.h"
 #include "cli/exit_codes.h"
 #include "cli/usage_errors.h"
 #include "commands/commands.h"
@@ -66,7 +67,9 @@ int main(int argc, char** argv) {
   CLI::App app{"cuflash " CUFLASH_VERSION ": FlashAttention forward and backward in CUDA.\n"
                "Run it, check it against a float64 CPU reference, and time it.",
                "cuflash"};
-  app.footer(kExitCodeHelp);
+  app.footer(std::string(kExitCodeHelp) + "\nEnvironment: " + environment_help() +
+             "\nFiles: " + kFilesHelp +
+             "\nMore: cuflash help SUBCOMMAND (or cuflash SUBCOMMAND --help), man cuflash.");
   app.set_version_flag("-V,--version", "cuflash " CUFLASH_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   setup_info(app, global, result);
   for (CLI::App* sub : app.get_subcommands({})) add_global_options(*sub, global);
   setup_help(app);
+  setup_docs(app);
   app.parse_complete_callback([&] { set_log_level(global); });
 
   try {

@@ -34,6 +34,23 @@ constexpr const char* kBenchExitCodeHelp =
 constexpr const char* kInfoExitCodeHelp = "Exit codes: 0 ok, 2 bad usage.";
 constexpr const char* kHelpExitCodeHelp = "Exit codes: 0 ok, 2 bad usage (an unknown subcommand).";
 
+// The exit codes with their meaning, for the manual page.
+struct ExitCodeDoc {
+  int code;
+  const char* meaning;
+};
+constexpr ExitCodeDoc kExitCodeDocs[] = {
+    {kExitOk, "Success."},
+    {kExitVerificationFailed,
+     "Verification failed: verify, or bench --verify, found a result outside the tolerance."},
+    {kExitBadInput,
+     "Bad usage or bad input: an unknown subcommand or option, a bad value, an unreadable or "
+     "malformed .npy file, an unsupported case."},
+    {kExitRuntimeFailure,
+     "Runtime failure: no GPU, a CUDA error, out of memory, results that cannot be written."},
+    {kExitInterrupted, "Interrupted by Ctrl-C (bench keeps the finished cases)."},
+};
+
 // A cuflash::Error the caller can fix (a bad or unsupported request) rather than one of the
 // machine (CUDA error, out of memory, no device).
 constexpr bool is_caller_error(Error::Kind kind) {

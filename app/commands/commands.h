@@ -34,5 +34,7 @@ void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& resul
 
 // `help [SUBCOMMAND]`; call after the other subcommands are set up.
 void setup_help(CLI::App& app);
+// The hidden `man` and `completion bash`, which print documents generated from `app`.
+void setup_docs(CLI::App& app);
 
 }  // namespace cuflash::cli

@@ -1,10 +1,12 @@
-// `cuflash help [SUBCOMMAND]`: the help of cuflash or of one subcommand, as --help prints it.
+// `cuflash help [SUBCOMMAND]`, and two hidden subcommands that print documents generated from the
+// command line's definition: `cuflash man` (the manual page) and `cuflash completion bash`.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cli/app_docs.h"
 #include "cli/exit_codes.h"
 #include "cli/usage_errors.h"
 #include "commands/commands.h"
@@ -39,6 +41,21 @@ void setup_help(CLI::App& app) {
     const std::string name = topic->empty() ? "cuflash" : "cuflash " + *topic;
     print(target->get_formatter()->make_help(target, name, CLI::AppFormatMode::Normal));
   });
+}
+
+void setup_docs(CLI::App& app) {
+  CLI::App* man = app.add_subcommand("man", "Print the manual page (roff) and exit");
+  man->group("");  // hidden: for packaging (the build installs its output as cuflash.1)
+  man->callback([&app] { print(man_page(app)); });
+
+  auto shell = std::make_shared<std::string>();
+  CLI::App* completion =
+      app.add_subcommand("completion", "Print a shell completion script and exit");
+  completion->group("");  // hidden: the build installs the bash script
+  completion->add_option("shell", *shell, "The shell (bash)")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
+  completion->callback([&app] { print(bash_completion(app)); });
 }
 
 }  // namespace cuflash::cli

@@ -279,3 +279,91 @@ TEST_CASE("each subcommand's help shows the global options and its own exit code
     CHECK(o.out.rfind("{\"tensor\": \"o\"", 0) == 0);
   }
 }
+
+TEST_CASE("the manual page and --help: subcommands, exit codes, environment, files", "[cli]") {
+  TempDir tmp;
+  const Outcome man = cuflash("man", tmp);
+  REQUIRE(man.exit_code == 0);
+  CHECK(man.out.rfind(".TH CUFLASH 1", 0) == 0);
+  for (const char* sub : {"run", "verify", "bench", "info", "help"}) {
+    CHECK(contains(man.out, ".SS \"" + std::string(sub) + "\"\n"));
+  }
+  for (const char* code : {"0", "1", "2", "3", "130"}) {
+    CHECK(contains(man.out, ".TP\n.B " + std::string(code) + "\n"));
+  }
+  for (const char* section : {".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES"}) {
+    CHECK(contains(man.out, section));
+  }
+  CHECK(contains(man.out, "NO_COLOR"));
+  CHECK(contains(man.out, "CUFLASH_DISABLE_WGMMA"));
+  CHECK(contains(man.out, "\\-\\-backend"));  // run's options
+  CHECK(contains(man.out, "\\-\\-sweep"));    // bench's
+  // groff reads it without a warning.
+  std::ofstream(tmp.path / "cuflash.1") << man.out;
+  const Outcome groff =
+      run_shell("groff -man -Tutf8 -ww -z " + (tmp.path / "cuflash.1").string(), tmp);
+  CHECK(groff.exit_code == 0);
+  CHECK(groff.err.empty());
+
+  const Outcome help = cuflash("--help", tmp);
+  for (const char* line : {"  run", "  verify", "  bench", "  info", "  help"}) {
+    CHECK(contains(help.out, line));
+  }
+  for (const char* word : {"Exit codes: 0", "130", "Environment:", "NO_COLOR",
+                           "CUFLASH_DISABLE_WGMMA", "Files:", "share/cuflash/sweeps"}) {
+    CHECK(contains(help.out, word));
+  }
+}
+
+TEST_CASE("bash completion from the command line's definition", "[cli]") {
+  TempDir tmp;
+  const fs::path script = tmp.path / "cuflash.bash";
+  const Outcome made = cuflash("completion bash", tmp);
+  REQUIRE(made.exit_code == 0);
+  std::ofstream(script) << made.out;
+  const Outcome syntax = run_shell("bash -n " + script.string(), tmp);
+  CHECK(syntax.exit_code == 0);
+  CHECK(syntax.err.empty());
+  // Completes the command line `words` (shell words; the last one is being completed) as bash
+  // would: COMP_WORDS and COMP_CWORD set, the completion function called.
+  std::ofstream(tmp.path / "complete.sh") << R"SH(
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_cuflash
+if ((${#COMPREPLY[@]})); then printf '%s\n' "${COMPREPLY[@]}"; fi
+)SH";
+  const auto complete = [&](const std::string& words) {
+    const Outcome o = run_shell("bash " + (tmp.path / "complete.sh").string() + " " +
+                                    script.string() + " " + words, tmp);
+    INFO(o.err);
+    CHECK(o.exit_code == 0);
+    return o.out;
+  };
+  CHECK(complete("cuflash ru") == "run\n");
+  CHECK(complete("cuflash ''") == "run\nverify\nbench\ninfo\nhelp\n");
+  CHECK(complete("cuflash run --dtype b") == "bf16\n");
+  CHECK(complete("cuflash verify --dtype fp16,b") == "fp16,bf16\n");
+  CHECK(complete("cuflash run --mask causal-") == "causal-top-left\n");
+  CHECK(complete("cuflash --format j") == "json\n");
+  CHECK(complete("cuflash bench --format m") == "markdown\n");
+  CHECK(complete("cuflash -q verify --backw") == "--backward\n");
+  CHECK(complete("cuflash run --backend c") == "cuda\ncpu\n");
+  CHECK(complete("cuflash help v") == "verify\n");
+  CHECK(complete("cuflash run --seq ''").empty());
+  CHECK_FALSE(contains(complete("cuflash ''"), "completion"));  // hidden subcommands stay so
+}
+
+TEST_CASE("the build installs the manual page and the bash completion", "[cli]") {
+  TempDir tmp;
+  const Outcome o = run_shell(std::string(CUFLASH_CMAKE) + " --install " + CUFLASH_BUILD_DIR +
+                                  " --component cli-docs --prefix " + tmp.path.string(),
+                              tmp);
+  INFO(o.out + o.err);
+  REQUIRE(o.exit_code == 0);
+  const fs::path man = tmp.path / "share/man/man1/cuflash.1";
+  const fs::path completion = tmp.path / "share/bash-completion/completions/cuflash";
+  REQUIRE(fs::exists(man));
+  REQUIRE(fs::exists(completion));
+  CHECK(slurp(man) == cuflash("man", tmp).out);
+  CHECK(slurp(completion) == cuflash("completion bash", tmp).out);
+}
