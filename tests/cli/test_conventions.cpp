@@ -367,3 +367,36 @@ TEST_CASE("the build installs the manual page and the bash completion", "[cli]")
   CHECK(slurp(man) == cuflash("man", tmp).out);
   CHECK(slurp(completion) == cuflash("completion bash", tmp).out);
 }
+
+TEST_CASE("test presets: release, debug and ci leave the gpu label out; *-gpu run it", "[cli]") {
+  // The project's CMakePresets.json over stand-in build folders, each with a test that passes and
+  // a test labelled gpu that fails, as the GPU tests do on a machine without a GPU.
+  TempDir tmp;
+  fs::copy_file(fs::path(CUFLASH_SOURCE_DIR) / "CMakePresets.json", tmp.path / "CMakePresets.json");
+  for (const char* build : {"release", "debug", "ci", "gpu"}) {
+    fs::create_directories(tmp.path / "build" / build);
+    std::ofstream(tmp.path / "build" / build / "CTestTestfile.cmake")
+        << "add_test(host_test /bin/sh -c \"exit 0\")\n"
+           "set_tests_properties(host_test PROPERTIES LABELS cli)\n"
+           "add_test(gpu_test /bin/sh -c \"exit 1\")\n"
+           "set_tests_properties(gpu_test PROPERTIES LABELS gpu)\n";
+  }
+  const auto ctest = [&](const std::string& preset) {
+    return run_shell("cd " + tmp.path.string() + " && " + CUFLASH_CTEST + " --preset " + preset,
+                     tmp);
+  };
+  for (const char* preset : {"release", "debug", "ci"}) {
+    INFO(preset);
+    const Outcome o = ctest(preset);
+    CHECK(o.exit_code == 0);
+    CHECK(contains(o.out, "host_test"));
+    CHECK_FALSE(contains(o.out, "gpu_test"));
+  }
+  for (const char* preset : {"release-gpu", "debug-gpu", "gpu"}) {
+    INFO(preset);
+    const Outcome o = ctest(preset);
+    CHECK(o.exit_code != 0);  // the GPU test ran, and failed
+    CHECK(contains(o.out, "host_test"));
+    CHECK(contains(o.out, "gpu_test"));
+  }
+}
