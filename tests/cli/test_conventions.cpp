@@ -400,3 +400,54 @@ TEST_CASE("test presets: release, debug and ci leave the gpu label out; *-gpu ru
     CHECK(contains(o.out, "gpu_test"));
   }
 }
+
+TEST_CASE("the README's NumPy-only bf16 recipes read and write cuflash's files", "[cli]") {
+  TempDir tmp;
+  // The recipe lines, found by their comments in the README's code block.
+  const std::string readme = slurp(fs::path(CUFLASH_SOURCE_DIR) / "README.md");
+  const auto line_with = [&](const std::string& marker) {
+    const auto at = readme.find(marker);
+    REQUIRE(at != std::string::npos);
+    const auto begin = readme.rfind('\n', at) + 1;
+    return readme.substr(begin, readme.find('\n', at) - begin);
+  };
+  const std::string save = line_with("# bf16 from NumPy alone");
+  const std::string load = line_with("# bf16, NumPy alone");
+  std::ofstream(tmp.path / "recipes.txt") << save << "\n" << load << "\n";
+  // Save Q=K=V with the save recipe, let cuflash compute (bf16 on the CPU reference) and write
+  // its inputs and outputs, then read them with the load recipe: the inputs come back exactly,
+  // the output matches numpy's attention within bf16 rounding.
+  const Outcome saved = python(tmp, R"PY(
+import numpy as np, os, sys
+os.chdir(sys.argv[1])
+save, load = open("recipes.txt").read().splitlines()
+q = (np.arange(-16, 16, dtype=np.float32) / 8).reshape(1, 1, 4, 8)
+exec(save)
+)PY", tmp.path.string());
+  INFO(saved.err);
+  REQUIRE(saved.exit_code == 0);
+  const std::string q = (tmp.path / "q.npy").string();
+  const Outcome run = cuflash("run --backend cpu -q --save-inputs --out-dir " +
+                                  (tmp.path / "out").string() + " --q " + q + " --k " + q +
+                                  " --v " + q,
+                              tmp);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.out, "bf16"));
+  const Outcome loaded = python(tmp, R"PY(
+import numpy as np, os, sys
+os.chdir(sys.argv[1])
+save, load = open("recipes.txt").read().splitlines()
+q = (np.arange(-16, 16, dtype=np.float32) / 8).reshape(1, 1, 4, 8)
+exec(load)
+assert o.dtype == np.float32 and o.shape == q.shape, (o.dtype, o.shape)
+s = q[0, 0].astype(np.float64) @ q[0, 0].T.astype(np.float64) / np.sqrt(8)
+p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+assert np.abs(o[0, 0] - p @ q[0, 0]).max() <= 2 ** -7, np.abs(o[0, 0] - p @ q[0, 0]).max()
+exec(load.replace("out/o.npy", "out/q.npy"))
+assert (o == q).all()
+print("ok")
+)PY", tmp.path.string());
+  INFO(loaded.err);
+  CHECK(loaded.out == "ok\n");
+}
