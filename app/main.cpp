@@ -12,7 +12,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/app_docs.h"
 #include "cli/exit_codes.h"
+#include "cli/usage_errors.h"
 #include "commands/commands.h"
 #include "cuflash/error.h"
 #include "cuflash/io/npy.h"
@@ -22,9 +24,11 @@ namespace {
 
 using namespace cuflash::cli;
 
-// Logs go to stderr (stdout carries results only), colored only on a terminal without NO_COLOR.
+// Logs go to stderr (stdout carries results only), coloured only on a terminal, and not when
+// NO_COLOR is set to a non-empty value (no-color.org: an empty one does not count).
 void create_logger() {
-  const bool color = std::getenv("NO_COLOR") == nullptr && isatty(fileno(stderr));
+  const char* no_color = std::getenv("NO_COLOR");
+  const bool color = (no_color == nullptr || *no_color == '\0') && isatty(fileno(stderr));
   auto logger = spdlog::stderr_color_mt(
       "cuflash", color ? spdlog::color_mode::automatic : spdlog::color_mode::never);
   logger->set_pattern("%^%l%$: %v");
@@ -37,9 +41,23 @@ void set_log_level(const GlobalOptions& global) {
                                          : spdlog::level::info);
 }
 
-int report_error(const char* what, int code) {
+int report_error(const std::string& what, int code) {
   spdlog::error("{}", what);
   return code;
+}
+
+// The global options again in each subcommand (under their own heading), so that its --help
+// lists them; they set the same variables as the top-level ones. `bench` has its own --format.
+void add_global_options(CLI::App& sub, GlobalOptions& global) {
+  if (sub.get_option_no_throw("--format") == nullptr) {
+    sub.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str()
+        ->group(kGlobalOptionsGroup);
+  }
+  sub.add_flag("-q,--quiet", global.quiet, "Only warnings and errors on stderr")
+      ->group(kGlobalOptionsGroup);
+  sub.add_flag("-v,--verbose", global.verbose, "More detail on stderr")->group(kGlobalOptionsGroup);
 }
 
 }  // namespace
@@ -49,13 +67,12 @@ int main(int argc, char** argv) {
   CLI::App app{"cuflash " CUFLASH_VERSION ": FlashAttention forward and backward in CUDA.\n"
                "Run it, check it against a float64 CPU reference, and time it.",
                "cuflash"};
-  app.footer(kExitCodeHelp);
-  app.set_version_flag("--version", "cuflash " CUFLASH_VERSION);
+  app.footer(std::string(kExitCodeHelp) + "\nEnvironment: " + environment_help() +
+             "\nFiles: " + kFilesHelp +
+             "\nMore: cuflash help SUBCOMMAND (or cuflash SUBCOMMAND --help), man cuflash.");
+  app.set_version_flag("-V,--version", "cuflash " CUFLASH_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + std::string(e.what()) + " (see --help)\n";  // one line, like our logs
-  });
 
   GlobalOptions global;
   app.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
@@ -69,13 +86,16 @@ int main(int argc, char** argv) {
   setup_verify(app, global, result);
   setup_bench(app, global, result);
   setup_info(app, global, result);
+  for (CLI::App* sub : app.get_subcommands({})) add_global_options(*sub, global);
+  setup_help(app);
+  setup_docs(app);
   app.parse_complete_callback([&] { set_log_level(global); });
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help/version, or the usage error
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // prints the help or the version
+    return report_error(explain_parse_error(app, {argv + 1, argv + argc}, e), kExitBadInput);
   } catch (const UsageError& e) {
     return report_error(e.what(), kExitBadInput);
   } catch (const cuflash::io::NpyError& e) {

@@ -50,7 +50,7 @@ Cells pass_cells(const CaseRecord& record, const PassResult& p, const RunSetting
                  bool with_peak) {
   const SampleStats s = summarize(p.samples_ms);
   const double tf = tflops(p.flops, s.median);
-  Cells c{p.pass, case_name(record.spec), printf_text("%.4g", s.median),
+  Cells c{p.pass, cli::case_label(record.spec), printf_text("%.4g", s.median),
           printf_text("%.4g", s.min), printf_text("%.4g", s.max),
           printf_text("%.1f%%", 100 * s.noise), printf_text("%.1f", tf)};
   if (with_peak) {
@@ -70,7 +70,7 @@ Cells pass_cells(const CaseRecord& record, const PassResult& p, const RunSetting
 Cells failure_cells(const CaseRecord& record, size_t columns) {
   Cells c(columns, "-");
   c[0] = record.failure->pass;
-  c[1] = case_name(record.spec);
+  c[1] = cli::case_label(record.spec);
   c.back() = failure_status(*record.failure);
   return c;
 }

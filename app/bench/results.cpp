@@ -67,7 +67,7 @@ const Json* find_member(const Json& object, const std::string& key) {
 
 Json failure_json(const CaseRecord& record) {
   Json j = Json::object();
-  j["name"] = case_name(record.spec);
+  j["name"] = cli::case_label(record.spec);
   j["pass"] = record.failure ? record.failure->pass : "";
   j["kind"] = record.failure ? to_string(record.failure->kind) : "";
   j["reason"] = record.failure ? record.failure->reason : "";

@@ -31,7 +31,7 @@ void record_progress(Json& metadata, const std::vector<CaseRecord>& records, siz
 
 void log_failure(const CaseRecord& r) {
   if (!r.failure) return;
-  spdlog::warn("{} {}: {} ({})", case_name(r.spec), r.failure->pass, r.failure->reason,
+  spdlog::warn("{} {}: {} ({})", cli::case_label(r.spec), r.failure->pass, r.failure->reason,
                to_string(r.failure->kind));
 }
 

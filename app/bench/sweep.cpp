@@ -236,37 +236,13 @@ std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
   }
   std::vector<Problem> kept;
   for (const Problem& c : cases) {
-    if (std::regex_search(case_name(c), re)) kept.push_back(c);
+    if (std::regex_search(cli::case_label(c), re)) kept.push_back(c);
   }
   return kept;
 }
 
-namespace {
-
-std::string mask_text(const Problem& p) {
-  switch (p.mask) {
-    case Mask::none: return "0";
-    case Mask::causal_bottom_right: return "1";
-    case Mask::causal_top_left: return p.shape.seq_q == p.shape.seq_k ? "1" : "tl";
-  }
-  return "?";
-}
-
-}  // namespace
-
-std::string case_name(const Problem& p) {
-  const AttentionShape& shape = p.shape;
-  std::ostringstream s;
-  s << cuflash::to_string(p.dtype) << "/b:" << shape.batch << "/h:" << shape.heads;
-  if (shape.heads_kv != shape.heads) s << "/hkv:" << shape.heads_kv;
-  s << "/sq:" << shape.seq_q << "/sk:" << shape.seq_k << "/d:" << shape.head_dim
-    << "/causal:" << mask_text(p);
-  if (p.layout == Layout::bshd) s << "/bshd";
-  return s.str();
-}
-
 std::string run_name(const std::string& pass, const Problem& p) {
-  return pass + "/" + case_name(p);
+  return pass + "/" + cli::case_label(p);
 }
 
 }  // namespace cuflash::bench

@@ -37,19 +37,14 @@ std::string resolve_sweep(const std::string& name_or_path,
 // Reads and expands a sweep file; errors name the file.
 std::vector<Problem> load_sweep(const std::string& path);
 
-// Keeps the cases whose case_name() matches the ECMAScript regular expression `pattern`
-// (a search, not a full match). Throws cli::UsageError naming --filter for a bad pattern.
+// Keeps the cases whose name (cli::case_label) matches the ECMAScript regular expression
+// `pattern` (a search, not a full match). Throws cli::UsageError naming --filter for a bad
+// pattern.
 std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
                                   const std::string& pattern);
 
-// The name of a case in every output, e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1":
-// hkv:N appears only when it differs from h, "/bshd" only for that layout; the mask is
-// causal:0 (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
-// (top-left with sq != sk). PyTorch comparisons use the same names. (`run` and `verify`
-// label cases in a longer form: cli::case_label in cli/problem_options.h.)
-std::string case_name(const Problem& p);
-
-// A benchmark's name: the pass and the case, e.g. "fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1".
+// A benchmark's name: the pass and the case's name (cli::case_label, the name `run` and `verify`
+// use too), e.g. "fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1".
 std::string run_name(const std::string& pass, const Problem& p);
 
 }  // namespace cuflash::bench

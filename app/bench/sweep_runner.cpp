@@ -56,7 +56,7 @@ SweepOutcome run_sweep(const std::vector<Problem>& cases, const CaseRunner& run,
   const InterruptGuard guard;
   cli::Progress progress(cases.size(), show_progress);
   for (size_t i = 0; i < cases.size(); ++i) {
-    progress.step(i, case_name(cases[i]));
+    progress.step(i, cli::case_label(cases[i]));
     outcome.records.push_back(run(cases[i], i));
     finished(outcome.records);
     const CaseRecord& last = outcome.records.back();

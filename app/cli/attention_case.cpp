@@ -63,11 +63,30 @@ DType dtype_of(const LoadedTensor& t) {
                    ": float64 arrays are not accepted; save as float16, bfloat16 or float32");
 }
 
+std::string type_text(const io::NpyArray& a) {
+  switch (a.type) {
+    case io::ElementType::f16: return "float16";
+    case io::ElementType::bf16: return "bfloat16";
+    case io::ElementType::f32: return "float32";
+    case io::ElementType::f64: return "float64";
+  }
+  return "?";
+}
+
+// Throws when b's `what` (part of its shape) differs from a's, showing both shapes.
 void require_same(const LoadedTensor& a, const LoadedTensor& b, bool same_value, const char* what) {
   if (!same_value) {
     throw UsageError(b.option + " " + b.path + ": " + what + " disagrees with " + a.option + " " +
                      a.path + " (" + shape_text(b.array.shape) + " vs " +
                      shape_text(a.array.shape) + ")");
+  }
+}
+
+// Throws when b's element type differs from a's, showing both.
+void require_same_dtype(const LoadedTensor& a, const LoadedTensor& b) {
+  if (b.array.type != a.array.type) {
+    throw UsageError(b.option + " " + b.path + ": dtype disagrees with " + a.option + " " +
+                     a.path + " (" + type_text(b.array) + " vs " + type_text(a.array) + ")");
   }
 }
 
@@ -100,14 +119,19 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
   if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
     throw UsageError("--q, --k and --v must be given together");
   }
-  require_single_values(options, "input files");
+  if (!options.shape_options_given.empty()) {
+    const std::string& name = options.shape_options_given.front();
+    throw UsageError(name + " cannot be used with --q/--k/--v: shape and dtype come from the "
+                     "files (drop " + name + ")");
+  }
+  require_single_values(options, "run");
   const Layout layout = parse_layout(options.layout.front());
   const LoadedTensor q = load_tensor(options.q_file, "--q");
   const LoadedTensor k = load_tensor(options.k_file, "--k");
   const LoadedTensor v = load_tensor(options.v_file, "--v");
   const Dims dq = dims_of(q.array, layout), dk = dims_of(k.array, layout);
-  require_same(q, k, k.array.type == q.array.type, "dtype");
-  require_same(q, v, v.array.type == q.array.type, "dtype");
+  require_same_dtype(q, k);
+  require_same_dtype(q, v);
   require_same(q, k, dk.batch == dq.batch, "batch size");
   require_same(q, k, dk.head_dim == dq.head_dim, "head_dim");
   require_same(k, v, v.array.shape == k.array.shape, "shape");
@@ -134,7 +158,7 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
     } else {
       const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
       require_same(q, dout, dout.array.shape == q.array.shape, "shape");
-      require_same(q, dout, dout.array.type == q.array.type, "dtype");
+      require_same_dtype(q, dout);
       inputs.dout = values_bhsd(dout, layout);
     }
   }

@@ -25,7 +25,8 @@ CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout);
 
 // Reads --q/--k/--v (and --dout when given) and returns the problem they describe; shape and
 // dtype come from the files, mask/scale/layout from `options`. Throws UsageError naming the file
-// when a file is unreadable, malformed, of the wrong rank, or disagrees with the others.
+// when a file is unreadable, malformed, of the wrong rank, or disagrees with the others, and
+// naming the option when a shape or dtype option was given too (the files decide those).
 Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs);
 
 // A 4-D tensor of `heads` heads between bhsd order and the given layout.

@@ -15,9 +15,41 @@ enum ExitCode : int {
   kExitInterrupted = 130,       // Ctrl-C: bench keeps the cases that finished (128 + SIGINT)
 };
 
+// The exit codes in --help: all of them at the top, each subcommand's own in its help.
 constexpr const char* kExitCodeHelp =
-    "Exit codes: 0 ok, 1 verification failed, 2 bad usage or bad input, "
-    "3 runtime failure (CUDA error, out of memory, no device), 130 interrupted (Ctrl-C).";
+    "Exit codes: 0 ok, 1 verification failed (verify, bench --verify), 2 bad usage or bad input, "
+    "3 runtime failure (CUDA error, out of memory, no device, results that cannot be written), "
+    "130 interrupted (bench, Ctrl-C).";
+constexpr const char* kRunExitCodeHelp =
+    "Exit codes: 0 ok, 2 bad usage or bad input, 3 runtime failure (CUDA error, out of memory, "
+    "no GPU for --backend cuda, results that cannot be written).";
+constexpr const char* kVerifyExitCodeHelp =
+    "Exit codes: 0 every case passed, 1 a case failed verification, 2 bad usage or bad input, or "
+    "a case is not supported (and none failed), 3 runtime failure (CUDA error, out of memory, "
+    "no GPU).";
+constexpr const char* kBenchExitCodeHelp =
+    "Exit codes: 0 every case ran, 1 --verify found a wrong result, 2 bad usage or an "
+    "unsupported case, 3 CUDA error, out of memory or no GPU, 130 interrupted (Ctrl-C; the "
+    "finished cases are kept).";
+constexpr const char* kInfoExitCodeHelp = "Exit codes: 0 ok, 2 bad usage.";
+constexpr const char* kHelpExitCodeHelp = "Exit codes: 0 ok, 2 bad usage (an unknown subcommand).";
+
+// The exit codes with their meaning, for the manual page.
+struct ExitCodeDoc {
+  int code;
+  const char* meaning;
+};
+constexpr ExitCodeDoc kExitCodeDocs[] = {
+    {kExitOk, "Success."},
+    {kExitVerificationFailed,
+     "Verification failed: verify, or bench --verify, found a result outside the tolerance."},
+    {kExitBadInput,
+     "Bad usage or bad input: an unknown subcommand or option, a bad value, an unreadable or "
+     "malformed .npy file, an unsupported case."},
+    {kExitRuntimeFailure,
+     "Runtime failure: no GPU, a CUDA error, out of memory, results that cannot be written."},
+    {kExitInterrupted, "Interrupted by Ctrl-C (bench keeps the finished cases)."},
+};
 
 // A cuflash::Error the caller can fix (a bad or unsupported request) rather than one of the
 // machine (CUDA error, out of memory, no device).

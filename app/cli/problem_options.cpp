@@ -1,5 +1,6 @@
 #include "cli/problem_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -40,6 +41,22 @@ const CLI::Validator kPositiveFinite(
     },
     "POSITIVE");
 
+// A whole number >= 0 that fits in 64 bits: CLI11 reads "-1" into a uint64_t as 2^64 - 1.
+const CLI::Validator kNonNegativeInteger(
+    [](std::string& text) -> std::string {
+      const bool digits =
+          !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+      try {
+        if (digits) {
+          (void)std::stoull(text);
+          return {};
+        }
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a non-negative integer below 2^64";
+    },
+    "");  // no name of its own: --help shows the type, UINT
+
 template <typename T>
 std::string join(const std::vector<T>& values) {
   std::ostringstream s;
@@ -47,15 +64,27 @@ std::string join(const std::vector<T>& values) {
   return s.str();
 }
 
+// A shape option: with `allow_lists` a comma list (repeats add to it), else one value per
+// occurrence, every occurrence kept so that require_single_values() can name a repeat. When
+// `given` is not null, the option's long name is recorded there once it is given.
 template <typename T>
 CLI::Option* add_list(CLI::App& command, const std::string& name, std::vector<T>& values,
-                      const std::string& help, bool allow_lists) {
+                      const std::string& help, bool allow_lists,
+                      std::vector<std::string>* given = nullptr) {
   CLI::Option* option = command.add_option(name, values, help);
   if (!values.empty()) option->default_str(join(values));
   if (allow_lists) {
     option->delimiter(',');
   } else {
-    option->expected(1);
+    option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  if (given != nullptr) {
+    const std::string long_name = "--" + option->get_lnames().front();
+    option->each([given, long_name](const std::string&) {
+      if (std::find(given->begin(), given->end(), long_name) == given->end()) {
+        given->push_back(long_name);
+      }
+    });
   }
   return option;
 }
@@ -85,31 +114,45 @@ Layout parse_layout(const std::string& text) {
 
 std::string case_label(const Problem& p) {
   const AttentionShape& s = p.shape;
+  const char* causal = p.mask == Mask::none                  ? "0"
+                       : p.mask == Mask::causal_bottom_right ? "1"
+                       : s.seq_q == s.seq_k                  ? "1"   // top-left, square: the same
+                                                             : "tl";
   std::ostringstream out;
-  out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads << "/hkv:" << s.heads_kv
-      << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim
-      << "/mask:" << to_string(p.mask) << "/" << to_string(p.layout);
+  out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads;
+  if (s.heads_kv != s.heads) out << "/hkv:" << s.heads_kv;
+  out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
+  if (p.layout == Layout::bshd) out << "/bshd";
   return out.str();
+}
+
+CLI::Validator non_empty_path(const std::string& kind) {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "an empty path is not accepted" : std::string();
+      },
+      kind);
 }
 
 void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists) {
   const std::string list = allow_lists ? " (comma list allowed)" : "";
   const CLI::Validator& positive = kPositiveInteger;
-  add_list(command, "-b,--batch", o.batch, "Batch size" + list, allow_lists)
+  std::vector<std::string>* shape = &o.shape_options_given;  // refused with input files
+  add_list(command, "-b,--batch", o.batch, "Batch size" + list, allow_lists, shape)
       ->check(positive);
-  add_list(command, "--heads", o.heads, "Query heads" + list, allow_lists)
+  add_list(command, "--heads", o.heads, "Query heads" + list, allow_lists, shape)
       ->check(positive);
   add_list(command, "--heads-kv", o.heads_kv,
-           "Key/value heads, dividing --heads (default: = heads)" + list, allow_lists)
+           "Key/value heads, dividing --heads (default: = heads)" + list, allow_lists, shape)
       ->check(positive);
-  add_list(command, "-s,--seq", o.seq, "Query sequence length" + list, allow_lists)
+  add_list(command, "-s,--seq", o.seq, "Query sequence length" + list, allow_lists, shape)
       ->check(positive);
   add_list(command, "--seq-k", o.seq_k, "Key/value sequence length (default: = seq)" + list,
-           allow_lists)->check(positive);
-  add_list(command, "-d,--head-dim", o.head_dim, "Head dimension" + list, allow_lists)
+           allow_lists, shape)->check(positive);
+  add_list(command, "-d,--head-dim", o.head_dim, "Head dimension" + list, allow_lists, shape)
       ->check(positive);
-  add_list(command, "--dtype", o.dtype, "Element type: fp16, bf16, fp32" + list, allow_lists)
-      ->check(CLI::IsMember(kDtypeNames));
+  add_list(command, "--dtype", o.dtype, "Element type: fp16, bf16, fp32" + list, allow_lists,
+           shape)->check(CLI::IsMember(kDtypeNames));
   CLI::Option* mask = add_list(command, "--mask", o.mask,
       "Mask: none, causal (bottom-right aligned, as FlashAttention), causal-top-left (as "
       "PyTorch is_causal)" + list, allow_lists);
@@ -118,6 +161,7 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   command.add_option("--scale", o.scale, "Softmax scale (default: 1/sqrt(head_dim))")
       ->check(kPositiveFinite);
   command.add_option("--seed", o.seed, "Seed of the generated standard-normal inputs")
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
   add_list(command, "--layout", o.layout,
            "Memory layout of tensors and files: bhsd = [batch, heads, seq, head_dim], "
@@ -150,21 +194,22 @@ void check_case_size(const Problem& p) {
 }
 
 void require_single_values(const ProblemOptions& o, const std::string& command) {
-  const auto check = [&](size_t count, const char* name) {
-    if (count > 1) {
-      throw UsageError(std::string(name) + " takes one value in `" + command +
-                       "`; use `cuflash verify` or `cuflash bench` for sweeps");
+  const auto check = [&](const auto& values, const char* name) {
+    if (values.size() > 1) {
+      throw UsageError(std::string(name) + " given " + std::to_string(values.size()) +
+                       " times; " + command + " takes one value (for several, use a comma list " +
+                       "with verify or bench: " + name + " " + join(values) + ")");
     }
   };
-  check(o.batch.size(), "--batch");
-  check(o.heads.size(), "--heads");
-  check(o.heads_kv.size(), "--heads-kv");
-  check(o.seq.size(), "--seq");
-  check(o.seq_k.size(), "--seq-k");
-  check(o.head_dim.size(), "--head-dim");
-  check(o.dtype.size(), "--dtype");
-  check(o.mask.size(), "--mask");
-  check(o.layout.size(), "--layout");
+  check(o.batch, "--batch");
+  check(o.heads, "--heads");
+  check(o.heads_kv, "--heads-kv");
+  check(o.seq, "--seq");
+  check(o.seq_k, "--seq-k");
+  check(o.head_dim, "--head-dim");
+  check(o.dtype, "--dtype");
+  check(o.mask, "--mask");
+  check(o.layout, "--layout");
 }
 
 std::vector<Problem> expand_cases(const ProblemOptions& o) {

@@ -28,13 +28,18 @@ struct ProblemOptions {
   uint64_t seed = 0;
   // Input files; when given, shape and dtype come from them.
   std::string q_file, k_file, v_file, dout_file;
+  // The shape and dtype options given on the command line (e.g. "--seq"), in the order seen:
+  // with input files they are refused rather than ignored.
+  std::vector<std::string> shape_options_given;
 
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
 
-// How `run` and `verify` name a problem in their outputs and messages, every field spelled out,
-// e.g. "fp16/b:1/h:8/hkv:8/sq:1024/sk:1024/d:64/mask:causal/bhsd". (`bench` names its cases in
-// a shorter form shared with the PyTorch script: bench::case_name in bench/sweep.h.)
+// The one name of a case in the outputs and messages of `run`, `verify` and `bench` (and of
+// share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
+// heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
+// (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
+// (top-left with sq != sk), and "/bshd" only for that layout. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -48,8 +53,13 @@ std::vector<Problem> expand_cases(const ProblemOptions& options);
 // address (products that overflow int64, or above 2^40 elements).
 void check_case_size(const Problem& p);
 
-// For commands that compute one case: throws UsageError when an option holds several values.
+// For commands that compute one case: throws UsageError when an option was given more than once
+// (there, each occurrence is one value).
 void require_single_values(const ProblemOptions& options, const std::string& command);
+
+// Non-empty text; `kind` ("DIR" or "FILE") shows in --help and tells the shell completion what
+// to offer.
+CLI::Validator non_empty_path(const std::string& kind);
 
 DType parse_dtype(const std::string& text);
 Mask parse_mask(const std::string& text);

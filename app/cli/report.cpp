@@ -85,6 +85,14 @@ Record& Record::add(const std::string& key, bool value) {
   return *this;
 }
 
+Record& Record::add(const std::string& key, const std::vector<int64_t>& values) {
+  text_.emplace_back(key, format_shape(values));
+  std::string json = "[";
+  for (size_t i = 0; i < values.size(); ++i) json += (i ? ", " : "") + std::to_string(values[i]);
+  json_.push_back(json + "]");
+  return *this;
+}
+
 std::string Record::to_json() const {
   std::string s = "{";
   for (size_t i = 0; i < text_.size(); ++i) {

@@ -21,6 +21,8 @@ class Record {
   Record& add(const std::string& key, int64_t value);
   Record& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
   Record& add(const std::string& key, bool value);
+  // A shape: "[1,8,17,8]" in the table, an array of integers in JSON.
+  Record& add(const std::string& key, const std::vector<int64_t>& values);
 
   // One-line JSON object; non-finite numbers become null.
   std::string to_json() const;

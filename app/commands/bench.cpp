@@ -83,7 +83,7 @@ CaseSettings case_settings(const BenchOptions& o) {
 
 Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings& settings) {
   std::vector<std::string> names;
-  for (const Problem& c : s.cases) names.push_back(bench::case_name(c));
+  for (const Problem& c : s.cases) names.push_back(case_label(c));
   return Json{{"backend", settings.backend},
               {"sweep", s.sweep},
               {"sweep_file", s.sweep_file.empty() ? Json() : Json(s.sweep_file)},
@@ -108,8 +108,16 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   SessionPlan plan;
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
-  if (o.list) {
-    for (const Problem& c : selection.cases) std::printf("%s\n", case_name(c).c_str());
+  if (o.list) {  // names alone, or with --format json one {"case": NAME} object a line
+    if (plan.format == Format::json) {
+      std::vector<Record> records;
+      for (const Problem& c : selection.cases) {
+        records.push_back(Record().add("case", case_label(c)));
+      }
+      print_records(records, OutputFormat::json);
+    } else {
+      for (const Problem& c : selection.cases) std::printf("%s\n", case_label(c).c_str());
+    }
     return kExitOk;
   }
   // A baseline that cannot serve is a usage error, found before the GPU is asked for.
@@ -139,7 +147,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   }
   cmd.add_option("--filter", o.filter,
                  "Only cases whose name matches this regular expression (e.g. 'bf16/.*d:128')");
-  cmd.add_flag("--list", o.list, "Print the names of the selected cases and exit (no GPU needed)");
+  cmd.add_flag("--list", o.list,
+               "Print the names of the selected cases and exit (no GPU needed); with --format "
+               "json, one {\"case\": NAME} object a line");
   cmd.add_option("--warmup", o.warmup, "Untimed calls before sampling")
       ->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd.add_option("--iters", o.iters, "Timed samples")
@@ -158,11 +168,13 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "multiply-adds per product)");
   cmd.add_option("--format", o.format, "table (default), markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
-  cmd.add_option("--output", o.output, "Write the results to this file instead of stdout");
+  cmd.add_option("--output", o.output, "Write the results to this file instead of stdout")
+      ->check(non_empty_path("FILE"));
   CLI::Option* out_dir = cmd.add_option(
       "--out-dir", o.out_dir,
       "Write a result package here (a new folder): metadata.json, results.json (one row per "
-      "pass with its statistics), results.md, failures.json");
+      "pass with its statistics), results.md, failures.json")
+      ->check(non_empty_path("DIR"));
   cmd.add_flag("--samples", o.samples,
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")
@@ -194,10 +206,8 @@ void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& resu
       "carries every statistic, unless --samples is given.\n"
       "Examples:\n"
       "  cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal\n"
-      "  cuflash bench --sweep seed --out-dir results/seed-h200\n"
-      "Exit codes: 0 every case ran, 1 --verify found a wrong result, 2 bad usage or an "
-      "unsupported case, 3 CUDA error, out of memory or no GPU, 130 interrupted (Ctrl-C; the "
-      "finished cases are kept).");
+      "  cuflash bench --sweep seed --out-dir results/seed-h200\n" +
+      std::string(kBenchExitCodeHelp));
   add_bench_options(*cmd, *options);
   cmd->callback(
       [options, &global, &result] { result.exit_code = bench_command(*options, global); });

@@ -19,6 +19,9 @@ struct GlobalOptions {
   }
 };
 
+// The heading under which every subcommand's --help lists the global options (--format, -q, -v).
+inline constexpr const char* kGlobalOptionsGroup = "Global options";
+
 // Each callback writes the command's exit code here (0 unless it has something to report).
 struct CommandResult {
   int exit_code = 0;
@@ -28,5 +31,10 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
 void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+
+// `help [SUBCOMMAND]`; call after the other subcommands are set up.
+void setup_help(CLI::App& app);
+// The hidden `man` and `completion bash`, which print documents generated from `app`.
+void setup_docs(CLI::App& app);
 
 }  // namespace cuflash::cli

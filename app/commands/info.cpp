@@ -1,6 +1,7 @@
 // `cuflash info`: version, how this binary was built, and the CUDA devices it can see.
 #include <cuda_runtime_api.h>
 
+#include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
 #include "cuflash/version.h"
@@ -51,6 +52,7 @@ Record device_record(int index) {
 
 void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("info", "Version, build settings and visible CUDA devices");
+  cmd->footer(kInfoExitCodeHelp);
   cmd->callback([&global, &result] {
     // Build facts first, then one record per device; different keys, so print separately.
     print_records({build_record()}, global.output_format());

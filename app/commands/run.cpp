@@ -163,7 +163,7 @@ Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
   const TensorStats s = stats_of(*t.values, t.is_lse);
   Record r;
   r.add("tensor", t.name)
-      .add("shape", format_shape(stored_shape(p, t)))
+      .add("shape", stored_shape(p, t))
       .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(p.dtype)))
       .add("backend", to_string(backend))
       .add("mean", s.mean)
@@ -224,7 +224,7 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
   CLI::App* cmd = app.add_subcommand(
       "run", "Compute attention for one case (generated or from .npy files) and summarise it");
   cmd->footer(std::string("Example: cuflash run -b 2 --heads 4 -s 257 -d 64 --dtype bf16 --causal "
-                          "--backward --out-dir out\n") + kExitCodeHelp);
+                          "--backward --out-dir out\n") + kRunExitCodeHelp);
   add_problem_options(*cmd, options->problem, /*allow_lists=*/false);
   cmd->add_option("--backend", options->backend,
                   "auto (GPU when present, else CPU), cuda, or cpu (float64 reference)")
@@ -232,7 +232,8 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
       ->capture_default_str();
   cmd->add_flag("--backward", options->backward, "Also compute dQ, dK, dV");
   cmd->add_option("--out-dir", options->out_dir,
-                  "Write o.npy, lse.npy (and dq/dk/dv.npy) into this folder");
+                  "Write o.npy, lse.npy (and dq/dk/dv.npy) into this folder")
+      ->check(non_empty_path("DIR"));
   cmd->add_flag("--save-inputs", options->save_inputs,
                 "With --out-dir: also write q.npy, k.npy, v.npy (and dout.npy)");
   cmd->callback([options, &global, &result] { result.exit_code = run_command(*options, global); });

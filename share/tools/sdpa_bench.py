@@ -778,7 +778,11 @@ def parse_args(argv):
     )
     p.add_argument("--sweep", help="a sweep of share/sweeps (seed, fa) or a sweep file path")
     p.add_argument("--filter", help="only cases whose name matches this regular expression")
-    p.add_argument("--list", action="store_true", help="print the case names and exit")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help='print the case names and exit (with --format json, one {"case": NAME} a line)',
+    )
     p.add_argument("-b", "--batch")
     p.add_argument("--heads")
     p.add_argument("--heads-kv")
@@ -860,8 +864,11 @@ def main(argv):
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.list:
-        print("\n".join(case_name(c) for c in cases))
+    if args.list:  # as `cuflash bench --list`: names, or one {"case": NAME} object a line
+        if args.format == "json":
+            print("\n".join(json.dumps({"case": case_name(c)}) for c in cases))
+        else:
+            print("\n".join(case_name(c) for c in cases))
         return 0
     backends = [b for b in args.backends.split(",") if b]
     unknown = [b for b in backends if b not in BACKEND_NAMES]

@@ -30,6 +30,7 @@
 namespace fs = std::filesystem;
 using namespace cuflash;
 using namespace cuflash::bench;
+using cuflash::cli::case_label;
 using spawn_test::count_lines;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
@@ -154,16 +155,16 @@ TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
 // --- Sweeps and names ----------------------------------------------------------------------------
 
 TEST_CASE("sweep: case names", "[bench]") {
-  CHECK(case_name(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_bottom_right)) ==
+  CHECK(case_label(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_bottom_right)) ==
         "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");
-  CHECK(case_name(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_top_left)) ==
+  CHECK(case_label(make_case(1, 8, 4096, 4096, 64, DType::bf16, Mask::causal_top_left)) ==
         "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1");  // the same mask when square
-  CHECK(case_name(make_case(2, 8, 100, 300, 32, DType::fp32, Mask::causal_top_left, 2)) ==
+  CHECK(case_label(make_case(2, 8, 100, 300, 32, DType::fp32, Mask::causal_top_left, 2)) ==
         "fp32/b:2/h:8/hkv:2/sq:100/sk:300/d:32/causal:tl");
   Problem bshd = make_case(1, 4, 8, 8, 64, DType::fp16, Mask::none);
   bshd.layout = Layout::bshd;
-  CHECK(case_name(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
-  CHECK(run_name("bwd", bshd) == "bwd/" + case_name(bshd));
+  CHECK(case_label(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
+  CHECK(run_name("bwd", bshd) == "bwd/" + case_label(bshd));
 }
 
 TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order", "[bench]") {
@@ -172,12 +173,12 @@ TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order",
       "sq=5\n",
       "t.txt");
   REQUIRE(cases.size() == 9);
-  CHECK(case_name(cases[0]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:0");
-  CHECK(case_name(cases[1]) == "bf16/b:2/h:4/sq:16/sk:64/d:64/causal:0");
-  CHECK(case_name(cases[2]) == "bf16/b:2/h:8/sq:16/sk:32/d:64/causal:0");
-  CHECK(case_name(cases[4]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:1");
+  CHECK(case_label(cases[0]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:0");
+  CHECK(case_label(cases[1]) == "bf16/b:2/h:4/sq:16/sk:64/d:64/causal:0");
+  CHECK(case_label(cases[2]) == "bf16/b:2/h:8/sq:16/sk:32/d:64/causal:0");
+  CHECK(case_label(cases[4]) == "bf16/b:2/h:4/sq:16/sk:32/d:64/causal:1");
   // Defaults: the command line's (b=1 h=8 hkv=h sk=sq d=64 dtype=fp16 mask=none layout=bhsd).
-  CHECK(case_name(cases[8]) == "fp16/b:1/h:8/sq:5/sk:5/d:64/causal:0");
+  CHECK(case_label(cases[8]) == "fp16/b:1/h:8/sq:5/sk:5/d:64/causal:0");
   CHECK(cases[8].layout == Layout::bhsd);
   CHECK(cases[8].scale == 0.0);
 }
@@ -207,13 +208,13 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
 TEST_CASE("sweep: the seed and fa files", "[bench]") {
   const auto seed = load_sweep((kSweepDir / "seed.txt").string());
   REQUIRE(seed.size() == 48);
-  CHECK(case_name(seed.front()) == "fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0");
-  CHECK(case_name(seed.back()) == "fp32/b:1/h:8/sq:16384/sk:16384/d:128/causal:1");
+  CHECK(case_label(seed.front()) == "fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0");
+  CHECK(case_label(seed.back()) == "fp32/b:1/h:8/sq:16384/sk:16384/d:128/causal:1");
   const auto fa = load_sweep((kSweepDir / "fa.txt").string());
   REQUIRE(fa.size() == 48);
   int causal = 0, bf16 = 0;
   for (const Problem& c : fa) {
-    INFO(case_name(c));
+    INFO(case_label(c));
     CHECK(c.shape.batch * c.shape.seq_q == 16384);
     CHECK(c.shape.heads * c.shape.head_dim == 2048);
     CHECK(c.shape.seq_k == c.shape.seq_q);
@@ -776,7 +777,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
        {"--sweep seed --list", "--sweep fa --list",
-        "--sweep seed --list --filter 'bf16/.*causal:1'",
+        "--sweep seed --list --filter 'bf16/.*causal:1'", "--sweep fa --list --format json",
         "-s 100,200 --seq-k 300 -d 32,64 --dtype bf16,fp32 --mask none,causal,causal-top-left "
         "--heads 8 --heads-kv 2,8 --layout bhsd,bshd --list"}) {
     INFO(args);
