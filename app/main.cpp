@@ -2,8 +2,11 @@
 //
 // Results go to stdout (table or JSON), logs to stderr through spdlog. Every error ends in one
 // line on stderr and a documented exit code (cli/exit_codes.h).
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <new>
 
 #include <unistd.h>
@@ -42,6 +45,17 @@ int report_error(const char* what, int code) {
   return code;
 }
 
+// Results that never reached stdout (a full disk, /dev/full) are a failure: exit 3 instead of 0.
+int check_stdout(int code) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout) && !std::cout.fail()) return code;
+  spdlog::error("cannot write the results to stdout{}",
+                !flushed && error != 0 ? std::string(": ") + std::strerror(error) : std::string());
+  return code == kExitOk ? kExitRuntimeFailure : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,7 +89,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version, or the usage error
-    return code == 0 ? kExitOk : kExitBadInput;
+    return check_stdout(code == 0 ? kExitOk : kExitBadInput);
   } catch (const UsageError& e) {
     return report_error(e.what(), kExitBadInput);
   } catch (const cuflash::io::NpyError& e) {
@@ -89,5 +103,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return report_error(e.what(), kExitRuntimeFailure);
   }
-  return result.exit_code;
+  return check_stdout(result.exit_code);
 }

@@ -281,6 +281,24 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
   CHECK(info.out.find("devices") != std::string::npos);
 }
 
+TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
+  TempDir tmp;
+  if (!fs::exists("/dev/full")) {
+    WARN("skipped: this system has no /dev/full");
+    return;
+  }
+  for (const char* args : {"-q run --backend cpu -s 8 -d 8", "-q run --backend cpu -s 8 -d 8 "
+                           "--format json", "info", "bench --list -s 8 -d 8", "--help"}) {
+    INFO(args);
+    const Outcome o = run_shell(std::string("(NO_COLOR=1 ") + CUFLASH_BINARY + " " + args +
+                                    " >/dev/full)",
+                                tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+}
+
 // Tagged [gpu]: registered under the ctest label `gpu` (tests/CMakeLists.txt), not run in CI.
 TEST_CASE("run on the GPU writes what the CPU backend writes", "[gpu]") {
   TempDir tmp;
