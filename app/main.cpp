@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version, or the usage error
     return check_stdout(code == 0 ? kExitOk : kExitBadInput);
+  } catch (const Interrupted& e) {
+    return report_error(e.what(), kExitInterrupted);
   } catch (const UsageError& e) {
     return report_error(e.what(), kExitBadInput);
   } catch (const cuflash::io::NpyError& e) {

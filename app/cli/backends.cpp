@@ -75,19 +75,27 @@ Backend resolve_backend(const std::string& name) {
 
 const char* to_string(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
 
-AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward) {
+AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward,
+                                  const StageProgress& progress) {
   AttentionResult r;
   const Clock::time_point start = Clock::now();
+  const auto stage = [&](const char* name) -> reference::ProgressCallback {
+    if (!progress) return {};
+    return [&progress, name](int64_t done, int64_t total) { return progress(name, done, total); };
+  };
   try {
-    reference::ForwardResult fwd = reference::forward(p, in.q, in.k, in.v);
+    reference::ForwardResult fwd = reference::forward(p, in.q, in.k, in.v, stage("forward"));
     if (backward) {
-      reference::Gradients g = reference::backward(p, in.q, in.k, in.v, fwd, in.dout);
+      reference::Gradients g =
+          reference::backward(p, in.q, in.k, in.v, fwd, in.dout, stage("backward"));
       r.dq = std::move(g.dq);
       r.dk = std::move(g.dk);
       r.dv = std::move(g.dv);
     }
     r.out = std::move(fwd.out);
     r.lse = std::move(fwd.lse);
+  } catch (const reference::Cancelled&) {
+    throw Interrupted("interrupted while computing on the CPU reference");
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   } catch (const std::bad_alloc&) {
@@ -98,10 +106,10 @@ AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool b
 }
 
 AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inputs,
-                        bool backward) {
+                        bool backward, const StageProgress& progress) {
   if (backend == Backend::cuda) return compute_cuda(p, inputs, backward);
   // The CPU backend stores its outputs in the problem's dtype, as the GPU does.
-  AttentionResult r = compute_reference(p, inputs, backward);
+  AttentionResult r = compute_reference(p, inputs, backward, progress);
   for (std::vector<double>* t : {&r.out, &r.dq, &r.dk, &r.dv}) round_to_dtype(*t, p.dtype);
   round_to_dtype(r.lse, DType::fp32);
   return r;

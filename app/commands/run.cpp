@@ -8,7 +8,9 @@
 
 #include "cli/attention_case.h"
 #include "cli/backends.h"
+#include "cli/compute_progress.h"
 #include "cli/exit_codes.h"
+#include "cli/interrupt.h"
 #include "commands/commands.h"
 #include "cuflash/io/convert.h"
 
@@ -176,7 +178,7 @@ Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
   return r;
 }
 
-int run_command(const RunOptions& o, const GlobalOptions& global) {
+int run_steps(const RunOptions& o, const GlobalOptions& global) {
   if (o.save_inputs && o.out_dir.empty()) throw UsageError("--save-inputs needs --out-dir");
   if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
   OutputDir out_dir(o.out_dir);
@@ -190,6 +192,7 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
     p = expand_cases(o.problem).front();
     inputs = generate_inputs(p, o.problem.seed, o.backward);
   }
+  throw_if_interrupted("while preparing the inputs");
 
   const Backend backend = resolve_backend(o.backend);
   if (o.backend == "auto" && backend == Backend::cpu) {
@@ -197,7 +200,12 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
   }
   spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", case_label(p),
                to_string(backend));
-  const AttentionResult result = compute(backend, p, inputs, o.backward);
+  AttentionResult result;
+  {
+    ComputeProgress progress(!global.quiet);
+    result = compute(backend, p, inputs, o.backward, progress.callback());
+  }
+  throw_if_interrupted("while computing");
   spdlog::info("computed in {:.3f} s", result.seconds);
 
   std::vector<NamedTensor> tensors = outputs_of(p, result);
@@ -215,6 +223,16 @@ int run_command(const RunOptions& o, const GlobalOptions& global) {
   for (const NamedTensor& t : tensors) records.push_back(tensor_record(p, backend, t, o.out_dir));
   print_records(records, global.output_format());
   return kExitOk;
+}
+
+int run_command(const RunOptions& o, const GlobalOptions& global) {
+  const InterruptScope interrupts;  // Ctrl-C and SIGTERM only set a flag the steps poll
+  try {
+    return run_steps(o, global);
+  } catch (const Interrupted& e) {  // nothing was written; a folder this run made is removed
+    if (o.out_dir.empty()) throw;
+    throw Interrupted(std::string(e.what()) + "; --out-dir " + o.out_dir + " is left as it was");
+  }
 }
 
 }  // namespace

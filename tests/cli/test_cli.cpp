@@ -3,10 +3,14 @@
 // test asks `cuflash info` how many devices there are and expects the matching behaviour.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "spawn_util.h"
 
@@ -15,6 +19,7 @@ using spawn_test::count_lines;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
 using spawn_test::slurp;
+using spawn_test::snapshot;
 using spawn_test::TempDir;
 
 namespace {
@@ -38,6 +43,9 @@ void numpy_save(const TempDir& tmp, const fs::path& path, const std::string& exp
   INFO(o.err);
   REQUIRE(o.exit_code == 0);
 }
+
+// A shell word for a path (the tests' paths hold no quotes).
+std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
 
 }  // namespace
 
@@ -281,6 +289,44 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
   CHECK(info.out.find("devices") != std::string::npos);
 }
 
+TEST_CASE("run: Ctrl-C or SIGTERM stops it with exit 130 and writes nothing", "[cli][out-dir]") {
+  TempDir tmp;
+  // Some 100 GFLOP on the CPU reference: many seconds anywhere, in blocks of milliseconds.
+  const std::string args = "run --backend cpu --heads 8 -s 8192 -d 64 --backward --out-dir ";
+  for (const int sig : {SIGINT, SIGTERM}) {
+    for (const bool existing : {false, true}) {
+      const fs::path dir = tmp.path / ("out-" + std::to_string(sig) + (existing ? "-old" : "-new"));
+      if (existing) {
+        const std::string earlier = "run --backend cpu -s 16 -d 8 -q --out-dir " + quoted(dir);
+        REQUIRE(cuflash(earlier, tmp).exit_code == 0);
+      }
+      const auto before = snapshot(dir);
+      const fs::path err = tmp.path / "bg-stderr.txt";
+      const pid_t pid = spawn_test::spawn_background(
+          "env NO_COLOR=1 " + std::string(CUFLASH_BINARY) + " " + args + quoted(dir),
+          tmp.path / "bg-stdout.txt", err);
+      REQUIRE(pid > 0);
+      // "forward+backward ... on cpu" is logged right before the computation starts.
+      const bool computing = spawn_test::wait_for_text(err, "on cpu", 60);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      kill(pid, sig);
+      const auto sent = std::chrono::steady_clock::now();
+      const int code = spawn_test::wait_exit_code(pid);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+      INFO("signal " << sig << (existing ? ", folder of an earlier run" : ", new folder") << "\n"
+                     << slurp(err));
+      REQUIRE(computing);
+      CHECK(code == 130);
+      CHECK(seconds < 10);
+      CHECK(slurp(err).find("interrupted") != std::string::npos);
+      CHECK(fs::exists(dir) == existing);
+      CHECK(snapshot(dir) == before);
+      CHECK(slurp(tmp.path / "bg-stdout.txt").empty());
+    }
+  }
+}
+
 TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
   TempDir tmp;
   if (!fs::exists("/dev/full")) {
@@ -296,6 +342,48 @@ TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
     CHECK(o.exit_code == 3);
     CHECK(o.err.find("stdout") != std::string::npos);
     CHECK(count_lines(o.err) == 1);
+  }
+}
+
+TEST_CASE("run on the CPU shows its progress on a terminal, and only there", "[cli]") {
+  TempDir tmp;
+  // A few seconds of CPU reference: long enough for the first redraw after half a second.
+  const std::string args = "run --backend cpu --heads 8 -s 4096 -d 64";
+  SECTION("stderr piped: no progress line") {
+    const Outcome o = cuflash(args, tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.find('\r') == std::string::npos);
+    CHECK(o.err.find("CPU reference,") == std::string::npos);
+  }
+  SECTION("stderr a terminal: a progress line with a percentage") {
+    const std::string script = R"PY(
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=slave, env=dict(os.environ, NO_COLOR="1"))
+os.close(slave)
+data = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+code = child.wait()
+sys.stdout.write(data.decode("utf-8", "replace"))
+sys.exit(code)
+)PY";
+    std::ofstream(tmp.path / "on_terminal.py") << script;
+    const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " +
+                                    quoted(tmp.path / "on_terminal.py") + " " + CUFLASH_BINARY + " " + args,
+                                tmp);
+    INFO(o.out << o.err);
+    CHECK(o.exit_code == 0);
+    CHECK(o.out.find("CPU reference, forward: ") != std::string::npos);
+    CHECK(o.out.find("% (") != std::string::npos);
+    CHECK(o.out.find("left") != std::string::npos);
   }
 }
 
