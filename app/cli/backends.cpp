@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/io/convert.h"
@@ -74,6 +75,19 @@ Backend resolve_backend(const std::string& name) {
 }
 
 const char* to_string(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
+
+void require_gpu_support(const Problem& p) {
+  if (is_supported_head_dim(p.shape.head_dim)) return;
+  std::string dims;
+  const std::vector<int> supported = supported_head_dims();
+  for (size_t i = 0; i < supported.size(); ++i) {
+    dims += (i == 0 ? "" : i + 1 == supported.size() ? " or " : ", ") +
+            std::to_string(supported[i]);
+  }
+  throw UsageError("-d/--head-dim " + std::to_string(p.shape.head_dim) +
+                   ": the CUDA kernels take head_dim " + dims +
+                   "; the CPU backend (--backend cpu) takes any head_dim");
+}
 
 AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward,
                                   const StageProgress& progress) {

@@ -24,6 +24,10 @@ struct AttentionResult {
 Backend resolve_backend(const std::string& name);
 const char* to_string(Backend backend);
 
+// Throws UsageError when the CUDA kernels cannot compute the problem (a head_dim without
+// kernels), saying that the CPU backend can. Needs no GPU.
+void require_gpu_support(const Problem& p);
+
 // Progress of the CPU reference, per stage ("forward", "backward"), as
 // reference::ProgressCallback: thread-safe, never throwing; false stops the computation.
 using StageProgress = std::function<bool(const char* stage, int64_t done, int64_t total)>;

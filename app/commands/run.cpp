@@ -11,6 +11,7 @@
 #include "cli/compute_progress.h"
 #include "cli/exit_codes.h"
 #include "cli/interrupt.h"
+#include "cli/memory_check.h"
 #include "commands/commands.h"
 #include "cuflash/io/convert.h"
 
@@ -178,26 +179,40 @@ Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
   return r;
 }
 
+// The steps of `run`, cheapest checks first: what needs no GPU (options, shape, the headers of
+// input files), the output folder, the device, the memory, and only then the inputs, the
+// computation and the files.
 int run_steps(const RunOptions& o, const GlobalOptions& global) {
+  // 1. The options and the shape, files' headers included: exit 2 before anything else.
   if (o.save_inputs && o.out_dir.empty()) throw UsageError("--save-inputs needs --out-dir");
   if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
-  OutputDir out_dir(o.out_dir);
-  CaseInputs inputs;
   Problem p;
   if (o.problem.has_input_files()) {
-    p = load_inputs(o.problem, o.backward, inputs);
+    p = describe_inputs(o.problem, o.backward);
   } else {
     if (!o.problem.dout_file.empty()) throw UsageError("--dout needs --q, --k and --v");
     require_single_values(o.problem, "run");
     p = expand_cases(o.problem).front();
-    inputs = generate_inputs(p, o.problem.seed, o.backward);
   }
-  throw_if_interrupted("while preparing the inputs");
+  if (o.backend == "cuda") require_gpu_support(p);
 
+  // 2. The output folder.
+  OutputDir out_dir(o.out_dir);
+
+  // 3. The device, 4. the memory the case needs.
   const Backend backend = resolve_backend(o.backend);
+  if (backend == Backend::cuda) require_gpu_support(p);
   if (o.backend == "auto" && backend == Backend::cpu) {
     spdlog::warn("no CUDA device found: computing on the CPU reference (float64) instead");
   }
+  check_run_memory(p, o.backward, backend);
+
+  // 5. The inputs, 6. the computation; Ctrl-C stops either.
+  const auto stop_if_interrupted = [] { throw_if_interrupted("while preparing the inputs"); };
+  const CaseInputs inputs =
+      o.problem.has_input_files()
+          ? load_inputs(o.problem, p, o.backward, stop_if_interrupted)
+          : generate_inputs(p, o.problem.seed, o.backward, stop_if_interrupted);
   spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", case_label(p),
                to_string(backend));
   AttentionResult result;

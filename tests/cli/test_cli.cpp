@@ -276,7 +276,8 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
     SUCCEED("a GPU is present: covered by the gpu-labelled tests");
     return;
   }
-  for (const char* args : {"run --backend cuda -s 8 -d 8", "verify -s 8 -d 8", "bench -s 8 -d 8"}) {
+  for (const char* args :
+       {"run --backend cuda -s 8 -d 64", "verify -s 8 -d 8", "bench -s 8 -d 8"}) {
     const Outcome o = cuflash(args, tmp);
     INFO(args);
     CHECK(o.exit_code == 3);
@@ -341,6 +342,36 @@ TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
                                 tmp);
     CHECK(o.exit_code == 3);
     CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+}
+
+TEST_CASE("run checks what needs no GPU first, and memory before allocating", "[cli]") {
+  TempDir tmp;
+  SECTION("-d 96 on --backend cuda: exit 2 naming the CPU backend, with or without a GPU") {
+    const Outcome o = cuflash("run --backend cuda -s 8 -d 96", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("head_dim") != std::string::npos);
+    CHECK(o.err.find("--backend cpu") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("no GPU is found before any input is made") {
+    if (device_count() > 0) {
+      SUCCEED("a GPU is present");
+      return;
+    }
+    // 10^12 elements a tensor: making the inputs would fail long before saying there is no GPU.
+    const Outcome o = cuflash("run --backend cuda --heads 16 -s 1000000000 -d 64", tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("GPU") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("a case larger than the host's memory: exit 3 naming both sizes, nothing allocated") {
+    const Outcome o = cuflash("run --backend cpu --heads 16 -s 1000000000 -d 64", tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("host memory") != std::string::npos);
+    CHECK(o.err.find("available") != std::string::npos);
+    CHECK(o.err.find("-s 1000000000") != std::string::npos);
     CHECK(count_lines(o.err) == 1);
   }
 }
