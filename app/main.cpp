@@ -2,8 +2,11 @@
 //
 // Results go to stdout (table or JSON), logs to stderr through spdlog. Every error ends in one
 // line on stderr and a documented exit code (cli/exit_codes.h).
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <new>
 
 #include <unistd.h>
@@ -60,6 +63,17 @@ void add_global_options(CLI::App& sub, GlobalOptions& global) {
   sub.add_flag("-v,--verbose", global.verbose, "More detail on stderr")->group(kGlobalOptionsGroup);
 }
 
+// Results that never reached stdout (a full disk, /dev/full) are a failure: exit 3 instead of 0.
+int check_stdout(int code) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout) && !std::cout.fail()) return code;
+  spdlog::error("cannot write the results to stdout{}",
+                !flushed && error != 0 ? std::string(": ") + std::strerror(error) : std::string());
+  return code == kExitOk ? kExitRuntimeFailure : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,8 +108,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // prints the help or the version
+    if (e.get_exit_code() == 0) return check_stdout(app.exit(e));  // help or version
     return report_error(explain_parse_error(app, {argv + 1, argv + argc}, e), kExitBadInput);
+  } catch (const Interrupted& e) {
+    return report_error(e.what(), kExitInterrupted);
   } catch (const UsageError& e) {
     return report_error(e.what(), kExitBadInput);
   } catch (const cuflash::io::NpyError& e) {
@@ -109,5 +125,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return report_error(e.what(), kExitRuntimeFailure);
   }
-  return result.exit_code;
+  return check_stdout(result.exit_code);
 }

@@ -37,7 +37,7 @@ double number_member(const Json& object, const std::string& key, double fallback
 }
 
 // The row's name without the aggregate suffix ("..._median" -> "...").
-std::string run_name(const Json& row) {
+std::string row_run_name(const Json& row) {
   std::string name = text_member(row, "run_name");
   if (!name.empty()) return name;
   name = text_member(row, "name");
@@ -125,7 +125,7 @@ Baseline load_baseline(const std::string& path) {
     if (!row.is_object()) continue;
     const double to_ms = unit_to_ms(text_member(row, "time_unit"));
     const double real_time = number_member(row, "real_time", NAN);
-    const std::string name = run_name(row);
+    const std::string name = row_run_name(row);
     if (name.empty() || to_ms == 0 || std::isnan(real_time)) continue;
     const std::string aggregate = text_member(row, "aggregate_name");
     BaselineRow& entry = baseline.rows[name];
@@ -253,7 +253,7 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
   for (const CaseRecord& record : records) {
     for (const PassResult& pass : record.passes) {
       if (pass.samples_ms.empty()) continue;
-      const std::string name = pass.pass + "/" + case_name(record.spec);
+      const std::string name = run_name(pass.pass, record.spec);
       const auto row = baseline.rows.find(name);
       if (row == baseline.rows.end()) continue;
       comparisons.push_back(compare_pass(name, row->second, pass.samples_ms));

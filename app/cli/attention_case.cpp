@@ -9,8 +9,9 @@ namespace cuflash::cli {
 
 namespace {
 
-struct LoadedTensor {
-  io::NpyArray array;
+// A --q/--k/--v/--dout file as its header describes it.
+struct TensorFile {
+  io::NpyInfo info;
   std::string path;
   std::string option;  // e.g. "--q"
 };
@@ -21,18 +22,18 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-LoadedTensor load_tensor(const std::string& path, const std::string& option) {
+TensorFile inspect_tensor(const std::string& path, const std::string& option) {
   try {
-    LoadedTensor t{io::read_npy(path), path, option};
-    if (t.array.shape.size() != 4) {
+    TensorFile t{io::read_npy_info(path), path, option};
+    if (t.info.shape.size() != 4) {
       throw UsageError(option + " " + path + ": expected a 4-D array [batch, heads, seq, " +
                        "head_dim] (or [batch, seq, heads, head_dim] with --layout bshd), got " +
-                       std::to_string(t.array.shape.size()) + "-D");
+                       std::to_string(t.info.shape.size()) + "-D");
     }
-    for (const int64_t dim : t.array.shape) {
+    for (const int64_t dim : t.info.shape) {
       if (dim <= 0) {
         throw UsageError(option + " " + path + ": every dimension must be positive, got " +
-                         shape_text(t.array.shape));
+                         shape_text(t.info.shape));
       }
     }
     return t;
@@ -41,19 +42,17 @@ LoadedTensor load_tensor(const std::string& path, const std::string& option) {
   }
 }
 
-
-// [batch, heads, seq, head_dim] of a loaded tensor, whatever its layout.
+// [batch, heads, seq, head_dim] of a tensor, whatever its layout.
 struct Dims {
   int64_t batch, heads, seq, head_dim;
 };
 
-Dims dims_of(const io::NpyArray& a, Layout layout) {
-  const auto& s = a.shape;
+Dims dims_of(const std::vector<int64_t>& s, Layout layout) {
   return layout == Layout::bhsd ? Dims{s[0], s[1], s[2], s[3]} : Dims{s[0], s[2], s[1], s[3]};
 }
 
-DType dtype_of(const LoadedTensor& t) {
-  switch (t.array.type) {
+DType dtype_of(const TensorFile& t) {
+  switch (t.info.type) {
     case io::ElementType::f16: return DType::fp16;
     case io::ElementType::bf16: return DType::bf16;
     case io::ElementType::f32: return DType::fp32;
@@ -63,8 +62,8 @@ DType dtype_of(const LoadedTensor& t) {
                    ": float64 arrays are not accepted; save as float16, bfloat16 or float32");
 }
 
-std::string type_text(const io::NpyArray& a) {
-  switch (a.type) {
+std::string type_text(io::ElementType type) {
+  switch (type) {
     case io::ElementType::f16: return "float16";
     case io::ElementType::bf16: return "bfloat16";
     case io::ElementType::f32: return "float32";
@@ -74,25 +73,38 @@ std::string type_text(const io::NpyArray& a) {
 }
 
 // Throws when b's `what` (part of its shape) differs from a's, showing both shapes.
-void require_same(const LoadedTensor& a, const LoadedTensor& b, bool same_value, const char* what) {
+void require_same(const TensorFile& a, const TensorFile& b, bool same_value, const char* what) {
   if (!same_value) {
     throw UsageError(b.option + " " + b.path + ": " + what + " disagrees with " + a.option + " " +
-                     a.path + " (" + shape_text(b.array.shape) + " vs " +
-                     shape_text(a.array.shape) + ")");
+                     a.path + " (" + shape_text(b.info.shape) + " vs " +
+                     shape_text(a.info.shape) + ")");
   }
 }
 
 // Throws when b's element type differs from a's, showing both.
-void require_same_dtype(const LoadedTensor& a, const LoadedTensor& b) {
-  if (b.array.type != a.array.type) {
+void require_same_dtype(const TensorFile& a, const TensorFile& b) {
+  if (b.info.type != a.info.type) {
     throw UsageError(b.option + " " + b.path + ": dtype disagrees with " + a.option + " " +
-                     a.path + " (" + type_text(b.array) + " vs " + type_text(a.array) + ")");
+                     a.path + " (" + type_text(b.info.type) + " vs " + type_text(a.info.type) +
+                     ")");
   }
 }
 
-std::vector<double> values_bhsd(const LoadedTensor& t, Layout layout) {
-  const Dims d = dims_of(t.array, layout);
-  return layout_to_bhsd(io::to_double(t.array), d.batch, d.heads, d.seq, d.head_dim, layout);
+// The values of a file, which must still hold an array of `type` and `shape`.
+std::vector<double> read_values_bhsd(const std::string& path, const std::string& option,
+                                     io::ElementType type, const std::vector<int64_t>& shape,
+                                     Layout layout) {
+  io::NpyArray array;
+  try {
+    array = io::read_npy(path);
+  } catch (const io::NpyError& e) {
+    throw UsageError(option + " " + std::string(e.what()));
+  }
+  if (array.type != type || array.shape != shape) {
+    throw UsageError(option + " " + path + ": the file changed while cuflash was reading it");
+  }
+  const Dims d = dims_of(array.shape, layout);
+  return layout_to_bhsd(io::to_double(array), d.batch, d.heads, d.seq, d.head_dim, layout);
 }
 
 }  // namespace
@@ -106,16 +118,21 @@ void round_to_dtype(std::vector<double>& values, DType dtype) {
   }
 }
 
-CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout) {
+CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout,
+                           const BeforeTensor& before) {
+  const auto generate = [&](io::InputTensor tensor) {
+    if (before) before();
+    return io::random_input_values(p, tensor, seed);
+  };
   CaseInputs in;
-  in.q = io::random_input_values(p, io::InputTensor::q, seed);
-  in.k = io::random_input_values(p, io::InputTensor::k, seed);
-  in.v = io::random_input_values(p, io::InputTensor::v, seed);
-  if (with_dout) in.dout = io::random_input_values(p, io::InputTensor::dout, seed);
+  in.q = generate(io::InputTensor::q);
+  in.k = generate(io::InputTensor::k);
+  in.v = generate(io::InputTensor::v);
+  if (with_dout) in.dout = generate(io::InputTensor::dout);
   return in;
 }
 
-Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs) {
+Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   if (options.q_file.empty() || options.k_file.empty() || options.v_file.empty()) {
     throw UsageError("--q, --k and --v must be given together");
   }
@@ -126,15 +143,15 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
   }
   require_single_values(options, "run");
   const Layout layout = parse_layout(options.layout.front());
-  const LoadedTensor q = load_tensor(options.q_file, "--q");
-  const LoadedTensor k = load_tensor(options.k_file, "--k");
-  const LoadedTensor v = load_tensor(options.v_file, "--v");
-  const Dims dq = dims_of(q.array, layout), dk = dims_of(k.array, layout);
+  const TensorFile q = inspect_tensor(options.q_file, "--q");
+  const TensorFile k = inspect_tensor(options.k_file, "--k");
+  const TensorFile v = inspect_tensor(options.v_file, "--v");
+  const Dims dq = dims_of(q.info.shape, layout), dk = dims_of(k.info.shape, layout);
   require_same_dtype(q, k);
   require_same_dtype(q, v);
   require_same(q, k, dk.batch == dq.batch, "batch size");
   require_same(q, k, dk.head_dim == dq.head_dim, "head_dim");
-  require_same(k, v, v.array.shape == k.array.shape, "shape");
+  require_same(k, v, v.info.shape == k.info.shape, "shape");
   if (dq.heads % dk.heads != 0) {
     throw UsageError("--k " + k.path + ": " + std::to_string(dk.heads) +
                      " key/value heads do not divide the " + std::to_string(dq.heads) +
@@ -149,20 +166,36 @@ Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& i
   p.layout = layout;
   check_case_size(p);
 
-  inputs.q = values_bhsd(q, layout);
-  inputs.k = values_bhsd(k, layout);
-  inputs.v = values_bhsd(v, layout);
-  if (with_dout) {
-    if (options.dout_file.empty()) {
-      inputs.dout = io::random_input_values(p, io::InputTensor::dout, options.seed);
-    } else {
-      const LoadedTensor dout = load_tensor(options.dout_file, "--dout");
-      require_same(q, dout, dout.array.shape == q.array.shape, "shape");
-      require_same_dtype(q, dout);
-      inputs.dout = values_bhsd(dout, layout);
-    }
+  if (with_dout && !options.dout_file.empty()) {
+    const TensorFile dout = inspect_tensor(options.dout_file, "--dout");
+    require_same(q, dout, dout.info.shape == q.info.shape, "shape");
+    require_same_dtype(q, dout);
   }
   return p;
+}
+
+CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool with_dout,
+                       const BeforeTensor& before) {
+  const AttentionShape& s = p.shape;
+  const io::ElementType type = io::element_type(p.dtype);
+  const auto read = [&](const std::string& path, const char* option, int64_t heads, int64_t seq) {
+    if (before) before();
+    return read_values_bhsd(path, option, type,
+                            layout_shape(s.batch, heads, seq, s.head_dim, p.layout), p.layout);
+  };
+  CaseInputs inputs;
+  inputs.q = read(options.q_file, "--q", s.heads, s.seq_q);
+  inputs.k = read(options.k_file, "--k", s.heads_kv, s.seq_k);
+  inputs.v = read(options.v_file, "--v", s.heads_kv, s.seq_k);
+  if (with_dout) {
+    if (options.dout_file.empty()) {
+      if (before) before();
+      inputs.dout = io::random_input_values(p, io::InputTensor::dout, options.seed);
+    } else {
+      inputs.dout = read(options.dout_file, "--dout", s.heads, s.seq_q);
+    }
+  }
+  return inputs;
 }
 
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,16 +19,26 @@ struct CaseInputs {
   std::vector<double> dout;  // empty unless the backward pass needs it
 };
 
+// Called before each tensor is generated or read, e.g. to stop on Ctrl-C by throwing.
+using BeforeTensor = std::function<void()>;
+
 // Seeded standard-normal inputs (never zeros), rounded to the dtype: io::random_input_values(),
 // the generator `bench` and the tests use too. Each tensor draws from its own stream, so Q is the
 // same with and without --backward.
-CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout);
+CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout,
+                           const BeforeTensor& before = {});
 
-// Reads --q/--k/--v (and --dout when given) and returns the problem they describe; shape and
-// dtype come from the files, mask/scale/layout from `options`. Throws UsageError naming the file
-// when a file is unreadable, malformed, of the wrong rank, or disagrees with the others, and
-// naming the option when a shape or dtype option was given too (the files decide those).
-Problem load_inputs(const ProblemOptions& options, bool with_dout, CaseInputs& inputs);
+// The problem --q/--k/--v (and --dout when given) describe, from their headers alone (no data is
+// read): shape and dtype come from the files, mask/scale/layout from `options`. Throws
+// UsageError naming the file when a file is unreadable, malformed, of the wrong rank, or
+// disagrees with the others, and naming the option when a shape or dtype option was given too
+// (the files decide those).
+Problem describe_inputs(const ProblemOptions& options, bool with_dout);
+
+// Reads the files describe_inputs() described (dO generated from --seed when --dout is not
+// given); throws UsageError when a file no longer matches that description.
+CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool with_dout,
+                       const BeforeTensor& before = {});
 
 // A 4-D tensor of `heads` heads between bhsd order and the given layout.
 std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/io/convert.h"
@@ -75,19 +76,40 @@ Backend resolve_backend(const std::string& name) {
 
 const char* to_string(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
 
-AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward) {
+void require_gpu_support(const Problem& p) {
+  if (is_supported_head_dim(p.shape.head_dim)) return;
+  std::string dims;
+  const std::vector<int> supported = supported_head_dims();
+  for (size_t i = 0; i < supported.size(); ++i) {
+    dims += (i == 0 ? "" : i + 1 == supported.size() ? " or " : ", ") +
+            std::to_string(supported[i]);
+  }
+  throw UsageError("-d/--head-dim " + std::to_string(p.shape.head_dim) +
+                   ": the CUDA kernels take head_dim " + dims +
+                   "; the CPU backend (--backend cpu) takes any head_dim");
+}
+
+AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward,
+                                  const StageProgress& progress) {
   AttentionResult r;
   const Clock::time_point start = Clock::now();
+  const auto stage = [&](const char* name) -> reference::ProgressCallback {
+    if (!progress) return {};
+    return [&progress, name](int64_t done, int64_t total) { return progress(name, done, total); };
+  };
   try {
-    reference::ForwardResult fwd = reference::forward(p, in.q, in.k, in.v);
+    reference::ForwardResult fwd = reference::forward(p, in.q, in.k, in.v, stage("forward"));
     if (backward) {
-      reference::Gradients g = reference::backward(p, in.q, in.k, in.v, fwd, in.dout);
+      reference::Gradients g =
+          reference::backward(p, in.q, in.k, in.v, fwd, in.dout, stage("backward"));
       r.dq = std::move(g.dq);
       r.dk = std::move(g.dk);
       r.dv = std::move(g.dv);
     }
     r.out = std::move(fwd.out);
     r.lse = std::move(fwd.lse);
+  } catch (const reference::Cancelled&) {
+    throw Interrupted("interrupted while computing on the CPU reference");
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   } catch (const std::bad_alloc&) {
@@ -98,10 +120,10 @@ AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool b
 }
 
 AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inputs,
-                        bool backward) {
+                        bool backward, const StageProgress& progress) {
   if (backend == Backend::cuda) return compute_cuda(p, inputs, backward);
   // The CPU backend stores its outputs in the problem's dtype, as the GPU does.
-  AttentionResult r = compute_reference(p, inputs, backward);
+  AttentionResult r = compute_reference(p, inputs, backward, progress);
   for (std::vector<double>* t : {&r.out, &r.dq, &r.dk, &r.dv}) round_to_dtype(*t, p.dtype);
   round_to_dtype(r.lse, DType::fp32);
   return r;

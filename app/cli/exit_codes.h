@@ -74,4 +74,10 @@ class RuntimeFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown when Ctrl-C (SIGINT) or SIGTERM stopped a command (cli/interrupt.h); exit 130.
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace cuflash::cli

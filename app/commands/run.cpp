@@ -1,14 +1,22 @@
 // `cuflash run`: compute forward (and with --backward, dQ/dK/dV) for one case, on the GPU or the
 // CPU reference; print a summary of each output tensor and optionally write them as .npy files.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/attention_case.h"
 #include "cli/backends.h"
+#include "cli/compute_progress.h"
 #include "cli/exit_codes.h"
+#include "cli/interrupt.h"
+#include "cli/memory_check.h"
+#include "cli/output_folder.h"
 #include "commands/commands.h"
 #include "cuflash/io/convert.h"
 
@@ -71,55 +79,6 @@ io::NpyArray to_npy(const Problem& p, const NamedTensor& t) {
       shape, io::element_type(p.dtype));
 }
 
-// The output folder, made before the (possibly long) computation so that an unusable --out-dir
-// fails at once; the folders made here are removed again if the run fails before writing.
-class OutputDir {
- public:
-  explicit OutputDir(const std::string& dir) {
-    if (dir.empty()) return;
-    // Remember which folders of the path do not exist yet, deepest first.
-    for (std::filesystem::path p = std::filesystem::absolute(dir); !p.empty() && p != p.root_path();
-         p = p.parent_path()) {
-      if (std::filesystem::exists(p)) break;
-      created_.push_back(p);
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec || !std::filesystem::is_directory(dir)) {
-      throw RuntimeFailure("--out-dir " + dir + ": cannot create directory" +
-                           (ec ? ": " + ec.message() : std::string()));
-    }
-  }
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
-  ~OutputDir() {
-    if (kept_) return;
-    std::error_code ec;
-    for (const auto& p : created_) std::filesystem::remove(p, ec);  // removes empty folders only
-  }
-  void keep() { kept_ = true; }
-
- private:
-  std::vector<std::filesystem::path> created_;
-  bool kept_ = false;
-};
-
-// Writes every tensor or none: on a failure the files written so far are removed again.
-void write_all(const std::string& dir, const Problem& p, const std::vector<NamedTensor>& ts) {
-  std::error_code ec;
-  std::vector<std::string> written;
-  try {
-    for (const NamedTensor& t : ts) {
-      const std::string path = (std::filesystem::path(dir) / (t.name + ".npy")).string();
-      io::write_npy(path, to_npy(p, t));
-      written.push_back(path);
-    }
-  } catch (const std::exception& e) {
-    for (const std::string& path : written) std::filesystem::remove(path, ec);
-    throw RuntimeFailure(std::string("--out-dir: ") + e.what());
-  }
-}
-
 std::vector<NamedTensor> outputs_of(const Problem& p, const AttentionResult& r) {
   const AttentionShape& s = p.shape;
   std::vector<NamedTensor> ts{{"o", &r.out, s.heads, s.seq_q, false},
@@ -130,23 +89,6 @@ std::vector<NamedTensor> outputs_of(const Problem& p, const AttentionResult& r) 
     ts.push_back({"dv", &r.dv, s.heads_kv, s.seq_k, false});
   }
   return ts;
-}
-
-// Gradients an earlier `run --backward` may have left in the folder: this run does not touch
-// them, so say so rather than let them pass for this run's results. (Input names are left out:
-// the folder may hold the very files this run read.)
-void warn_of_stale_gradients(const std::string& dir, const std::vector<NamedTensor>& written) {
-  for (const char* name : {"dq", "dk", "dv"}) {
-    const bool wrote = std::any_of(written.begin(), written.end(),
-                                   [&](const NamedTensor& t) { return t.name == name; });
-    const std::filesystem::path path = std::filesystem::path(dir) / (std::string(name) + ".npy");
-    std::error_code ec;
-    if (!wrote && std::filesystem::exists(path, ec)) {
-      spdlog::warn("{} is from an earlier run (this one has no backward pass); delete it or use "
-                   "another --out-dir",
-                   path.string());
-    }
-  }
 }
 
 std::vector<NamedTensor> inputs_of(const Problem& p, const CaseInputs& in) {
@@ -176,45 +118,230 @@ Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
   return r;
 }
 
-int run_command(const RunOptions& o, const GlobalOptions& global) {
+namespace fs = std::filesystem;
+
+// What `run --out-dir` does with each file name it knows (the rules of the README's "Output
+// folders"):
+//   - o, lse (and dq, dk, dv with --backward), and with --save-inputs q, k, v (and dout): written,
+//     replacing an earlier file of that name, all or nothing (OutputFolder);
+//   - a name whose file is one of this run's input files (--q/--k/--v/--dout, the same file
+//     through any path or link) is never written: with --save-inputs its own input (q.npy given
+//     as --q) is left as it is, since it already holds those values; any other use is refused;
+//   - q, k, v (and dout with --backward) in the folder that are not this run's inputs and would
+//     not be replaced (no --save-inputs): refused, since they would sit beside outputs they did
+//     not produce;
+//   - dq, dk, dv and dout in the folder on a forward-only run: kept, with a warning.
+struct FolderPlan {
+  std::vector<std::string> write;        // names without ".npy", in writing order
+  std::vector<std::string> kept_inputs;  // --save-inputs names that are this run's own inputs
+  std::vector<std::string> stale;        // files of a backward run, warned about on success
+};
+
+// This run's input files by role ("q", "k", "v", "dout").
+std::vector<std::pair<std::string, std::string>> input_files(const RunOptions& o) {
+  std::vector<std::pair<std::string, std::string>> files;
+  const ProblemOptions& p = o.problem;
+  for (const auto& [role, path] : {std::pair<const char*, const std::string&>{"q", p.q_file},
+                                   {"k", p.k_file}, {"v", p.v_file}, {"dout", p.dout_file}}) {
+    if (!path.empty()) files.emplace_back(role, path);
+  }
+  return files;
+}
+
+bool entry_exists(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+// The role ("q", ...) of the input file that `path` is (the same file: device and inode), or "".
+std::string input_role(const fs::path& path,
+                       const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [role, file] : inputs) {
+    std::error_code ec;
+    if (fs::equivalent(path, file, ec)) return role;
+  }
+  return {};
+}
+
+std::string npy(const std::string& name) { return name + ".npy"; }
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + npy(names[i]);
+  }
+  return text;
+}
+
+FolderPlan plan_folder(const RunOptions& o) {
+  const fs::path dir(o.out_dir);
+  const auto inputs = input_files(o);
+  FolderPlan plan;
+  std::vector<std::string> outputs{"o", "lse"}, saved{"q", "k", "v"};
+  if (o.backward) {
+    outputs.insert(outputs.end(), {"dq", "dk", "dv"});
+    saved.push_back("dout");
+  }
+  for (const std::string& name : outputs) {
+    const std::string role = input_role(dir / npy(name), inputs);
+    if (!role.empty()) {
+      throw UsageError("--out-dir " + o.out_dir + ": writing " + npy(name) + " would replace --" +
+                       role + " " + (dir / npy(name)).string() +
+                       ", an input of this run; choose another --out-dir");
+    }
+    plan.write.push_back(name);
+  }
+  std::vector<std::string> foreign;  // inputs of some other run, not replaced by this one
+  for (const std::string& name : saved) {
+    const std::string role = input_role(dir / npy(name), inputs);
+    if (o.save_inputs) {
+      if (role == name) {
+        plan.kept_inputs.push_back(name);
+      } else if (!role.empty()) {
+        throw UsageError("--save-inputs would replace " + (dir / npy(name)).string() +
+                         ", this run's --" + role + " input; choose another --out-dir");
+      } else {
+        plan.write.push_back(name);
+      }
+    } else if (role.empty() && entry_exists(dir / npy(name))) {
+      foreign.push_back(name);
+    }
+  }
+  if (!foreign.empty()) {
+    throw UsageError("--out-dir " + o.out_dir + " holds " + joined(foreign) +
+                     (foreign.size() == 1 ? ", which is not an input" : ", which are not inputs") +
+                     " of this run and would sit beside its outputs; add --save-inputs to "
+                     "replace them, give them as --q/--k/--v" +
+                     (o.backward ? std::string("/--dout") : std::string()) +
+                     ", remove them, or choose another --out-dir");
+  }
+  if (!o.backward) {
+    for (const std::string name : {"dq", "dk", "dv", "dout"}) {
+      if (input_role(dir / npy(name), inputs).empty() && entry_exists(dir / npy(name))) {
+        plan.stale.push_back(name);
+      }
+    }
+  }
+  return plan;
+}
+
+// Bytes of the files, a little above their exact size (headers of up to 4 KiB).
+uint64_t planned_bytes(const Problem& p, const std::vector<std::string>& names) {
+  const AttentionShape& s = p.shape;
+  const uint64_t element = io::element_size(io::element_type(p.dtype));
+  uint64_t total = 0;
+  for (const std::string& name : names) {
+    const bool kv = name == "k" || name == "v" || name == "dk" || name == "dv";
+    const uint64_t rows = uint64_t(s.batch) * uint64_t(kv ? s.heads_kv : s.heads) *
+                          uint64_t(kv ? s.seq_k : s.seq_q);
+    total += 4096 + (name == "lse" ? 4 * rows : element * rows * uint64_t(s.head_dim));
+  }
+  return total;
+}
+
+// Throws when stdout could not take the results (a full disk): then the output files are not
+// moved in either.
+void require_stdout_written() {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout)) return;
+  throw RuntimeFailure("cannot write the results to stdout" +
+                       (!flushed && error != 0 ? ": " + std::string(std::strerror(error))
+                                               : std::string()) +
+                       "; --out-dir is left as it was");
+}
+
+// The steps of `run`, cheapest checks first: what needs no GPU (options, shape, the headers of
+// input files), the output folder, the device, the memory, and only then the inputs, the
+// computation and the files.
+int run_steps(const RunOptions& o, const GlobalOptions& global) {
+  // 1. The options and the shape, files' headers included: exit 2 before anything else.
   if (o.save_inputs && o.out_dir.empty()) throw UsageError("--save-inputs needs --out-dir");
   if (!o.problem.dout_file.empty() && !o.backward) throw UsageError("--dout needs --backward");
-  OutputDir out_dir(o.out_dir);
-  CaseInputs inputs;
   Problem p;
   if (o.problem.has_input_files()) {
-    p = load_inputs(o.problem, o.backward, inputs);
+    p = describe_inputs(o.problem, o.backward);
   } else {
     if (!o.problem.dout_file.empty()) throw UsageError("--dout needs --q, --k and --v");
     require_single_values(o.problem, "run");
     p = expand_cases(o.problem).front();
-    inputs = generate_inputs(p, o.problem.seed, o.backward);
+  }
+  if (o.backend == "cuda") require_gpu_support(p);
+
+  // 2. The output folder: its rules, then created and proven writable, with room for the files.
+  FolderPlan plan;
+  std::optional<OutputFolder> folder;
+  if (!o.out_dir.empty()) {
+    plan = plan_folder(o);
+    std::vector<std::string> files;
+    for (const std::string& name : plan.write) files.push_back(npy(name));
+    folder.emplace(o.out_dir, files, planned_bytes(p, plan.write));
   }
 
+  // 3. The device, 4. the memory the case needs.
   const Backend backend = resolve_backend(o.backend);
+  if (backend == Backend::cuda) require_gpu_support(p);
   if (o.backend == "auto" && backend == Backend::cpu) {
     spdlog::warn("no CUDA device found: computing on the CPU reference (float64) instead");
   }
+  check_run_memory(p, o.backward, backend);
+
+  // 5. The inputs, 6. the computation; Ctrl-C stops either.
+  const auto stop_if_interrupted = [] { throw_if_interrupted("while preparing the inputs"); };
+  const CaseInputs inputs =
+      o.problem.has_input_files()
+          ? load_inputs(o.problem, p, o.backward, stop_if_interrupted)
+          : generate_inputs(p, o.problem.seed, o.backward, stop_if_interrupted);
   spdlog::info("{} {} on {}", o.backward ? "forward+backward" : "forward", case_label(p),
                to_string(backend));
-  const AttentionResult result = compute(backend, p, inputs, o.backward);
+  AttentionResult result;
+  {
+    ComputeProgress progress(!global.quiet);
+    result = compute(backend, p, inputs, o.backward, progress.callback());
+  }
+  throw_if_interrupted("while computing");
   spdlog::info("computed in {:.3f} s", result.seconds);
 
+  // 7. The files into the staging folder, 8. the summary on stdout, 9. the files moved in: exit
+  // 0 means both the files and the summary arrived; any failure leaves the folder as it was.
   std::vector<NamedTensor> tensors = outputs_of(p, result);
-  if (!o.out_dir.empty()) {
-    std::vector<NamedTensor> to_write = tensors;
-    if (o.save_inputs) {
-      for (const NamedTensor& t : inputs_of(p, inputs)) to_write.push_back(t);
+  if (folder) {
+    std::vector<NamedTensor> all = tensors;
+    for (const NamedTensor& t : inputs_of(p, inputs)) all.push_back(t);
+    for (const std::string& name : plan.write) {
+      for (const NamedTensor& t : all) {
+        if (t.name == name) folder->write(npy(name), to_npy(p, t));
+      }
     }
-    write_all(o.out_dir, p, to_write);
-    out_dir.keep();
-    spdlog::info("wrote {} files to {}", to_write.size(), o.out_dir);
-    warn_of_stale_gradients(o.out_dir, to_write);
   }
   std::vector<Record> records;
   for (const NamedTensor& t : tensors) records.push_back(tensor_record(p, backend, t, o.out_dir));
   print_records(records, global.output_format());
+  if (folder) {
+    require_stdout_written();
+    folder->commit();
+    spdlog::info("wrote {} files to {}", plan.write.size(), o.out_dir);
+    if (!plan.kept_inputs.empty()) {
+      spdlog::info("not rewritten, being this run's input files: {}", joined(plan.kept_inputs));
+    }
+    for (const std::string& name : plan.stale) {
+      spdlog::warn("{} is from an earlier run (this one has no backward pass); delete it or use "
+                   "another --out-dir",
+                   (fs::path(o.out_dir) / npy(name)).string());
+    }
+  }
   return kExitOk;
+}
+
+int run_command(const RunOptions& o, const GlobalOptions& global) {
+  const InterruptScope interrupts;  // Ctrl-C and SIGTERM only set a flag the steps poll
+  try {
+    return run_steps(o, global);
+  } catch (const Interrupted& e) {  // the output folder has been restored by now
+    if (o.out_dir.empty()) throw;
+    throw Interrupted(std::string(e.what()) + "; --out-dir " + o.out_dir + " is left as it was");
+  }
 }
 
 }  // namespace

@@ -2,14 +2,20 @@
 // exit code, stdout and stderr come back as strings.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace spawn_test {
 
@@ -51,6 +57,77 @@ inline Outcome run_shell(const std::string& command, const TempDir& tmp) {
   const std::string full = command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
   const int status = std::system(full.c_str());
   return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Starts `command` in a shell (which execs it, so the pid is the command's) with stdout and
+// stderr into `out` and `err`, and returns at once.
+inline pid_t spawn_background(const std::string& command, const fs::path& out,
+                              const fs::path& err) {
+  const std::string full =
+      "exec " + command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code of a child, or 1000 + the signal that killed it (never confused with an exit
+// code such as 130).
+inline int wait_exit_code(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
+// Waits until `file` contains `text`; false after `timeout_s`.
+inline bool wait_for_text(const fs::path& file, const std::string& text, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (slurp(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// FNV-1a of a file's bytes: a short, printable stand-in for its content in a snapshot.
+inline std::string content_hash(const std::string& bytes) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  std::ostringstream text;
+  text << std::hex << hash;
+  return text.str();
+}
+
+// Every entry under `root`, hidden ones included: relative path -> "dir", "link -> target" or
+// "file inode <inode> size <bytes> fnv1a <hash>". Two equal snapshots mean the same names
+// holding the same files with the same content.
+inline std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> entries;
+  if (!fs::exists(root)) return entries;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string name = fs::relative(entry.path(), root).string();
+    if (entry.is_symlink()) {
+      entries[name] = "link -> " + fs::read_symlink(entry.path()).string();
+    } else if (entry.is_directory()) {
+      entries[name] = "dir";
+    } else {
+      struct stat info {};
+      stat(entry.path().c_str(), &info);
+      const std::string bytes = slurp(entry.path());
+      entries[name] = "file inode " + std::to_string(info.st_ino) + " size " +
+                      std::to_string(bytes.size()) + " fnv1a " + content_hash(bytes);
+    }
+  }
+  return entries;
+}
+
+// The names of a snapshot, for messages.
+inline std::string names_of(const std::map<std::string, std::string>& entries) {
+  std::string names;
+  for (const auto& [name, value] : entries) names += name + " ";
+  return names;
 }
 
 inline int count_lines(const std::string& text) {

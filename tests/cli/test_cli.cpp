@@ -3,18 +3,25 @@
 // test asks `cuflash info` how many devices there are and expects the matching behaviour.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "spawn_util.h"
 
 namespace fs = std::filesystem;
 using spawn_test::count_lines;
+using spawn_test::names_of;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
 using spawn_test::slurp;
+using spawn_test::snapshot;
 using spawn_test::TempDir;
 
 namespace {
@@ -38,6 +45,11 @@ void numpy_save(const TempDir& tmp, const fs::path& path, const std::string& exp
   INFO(o.err);
   REQUIRE(o.exit_code == 0);
 }
+
+// A shell word for a path (the tests' paths hold no quotes).
+std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+
+bool is_root() { return geteuid() == 0; }
 
 }  // namespace
 
@@ -268,7 +280,8 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
     SUCCEED("a GPU is present: covered by the gpu-labelled tests");
     return;
   }
-  for (const char* args : {"run --backend cuda -s 8 -d 8", "verify -s 8 -d 8", "bench -s 8 -d 8"}) {
+  for (const char* args :
+       {"run --backend cuda -s 8 -d 64", "verify -s 8 -d 8", "bench -s 8 -d 8"}) {
     const Outcome o = cuflash(args, tmp);
     INFO(args);
     CHECK(o.exit_code == 3);
@@ -279,6 +292,328 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
   const Outcome info = cuflash("info", tmp);
   CHECK(info.exit_code == 0);
   CHECK(info.out.find("devices") != std::string::npos);
+}
+
+TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "[cli][out-dir]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "d";
+  SECTION("inputs read from the folder survive a --save-inputs run that cannot write dout.npy") {
+    fs::create_directories(dir);
+    for (const char* name : {"q", "k", "v"}) {
+      numpy_save(tmp, dir / (std::string(name) + ".npy"),
+                 "np.random.default_rng(" + std::to_string(name[0]) +
+                     ").standard_normal((1,2,16,8)).astype(np.float32)");
+    }
+    fs::create_directory(dir / "dout.npy");  // a name that cannot be written
+    const auto before = snapshot(dir);
+    const Outcome o = cuflash("run --backend cpu --q " + quoted(dir / "q.npy") + " --k " +
+                                  quoted(dir / "k.npy") + " --v " + quoted(dir / "v.npy") +
+                                  " --backward --save-inputs --out-dir " + quoted(dir),
+                              tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("dout.npy") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.out.empty());
+    INFO("before: " << names_of(before) << "\nafter: " << names_of(snapshot(dir)));
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("an earlier run's outputs survive a run that cannot write dk.npy") {
+    REQUIRE(cuflash("run --backend cpu -s 64 -q --out-dir " + quoted(dir), tmp).exit_code == 0);
+    fs::create_directory(dir / "dk.npy");
+    const auto before = snapshot(dir);
+    REQUIRE(before.count("o.npy") == 1);
+    REQUIRE(before.count("lse.npy") == 1);
+    const Outcome o = cuflash("run --backend cpu -s 64 --backward --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("dk.npy") != std::string::npos);
+    INFO("before: " << names_of(before) << "\nafter: " << names_of(snapshot(dir)));
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("a summary that cannot be written to stdout: exit 3, the files are not moved in") {
+    if (!fs::exists("/dev/full")) {
+      WARN("skipped: this system has no /dev/full");
+      return;
+    }
+    REQUIRE(cuflash("run --backend cpu -s 64 -q --out-dir " + quoted(dir), tmp).exit_code == 0);
+    const auto before = snapshot(dir);
+    const Outcome o = run_shell("(NO_COLOR=1 " + std::string(CUFLASH_BINARY) +
+                                    " run --backend cpu -s 64 --seed 3 -q --out-dir " +
+                                    quoted(dir) + " >/dev/full)",
+                                tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("a write that fails half-way (a file size limit, as a full disk would) changes nothing") {
+    // o.npy (16 KiB) and lse.npy fit under the limit (50 or 100 KiB, as the shell counts
+    // ulimit -f blocks); dk.npy (256 KiB) does not. SIGXFSZ ignored: the write fails instead.
+    const std::string shape = "run --backend cpu --heads 2 -s 64 --seq-k 1024 -d 64 ";
+    REQUIRE(cuflash(shape + "--seed 1 -q --out-dir " + quoted(dir), tmp).exit_code == 0);
+    const auto before = snapshot(dir);
+    const Outcome o = run_shell("(trap '' XFSZ; ulimit -f 100; NO_COLOR=1 exec " +
+                                    std::string(CUFLASH_BINARY) + " " + shape +
+                                    "--seed 2 --backward --out-dir " + quoted(dir) + ")",
+                                tmp);
+    INFO(o.err);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("--out-dir") != std::string::npos);
+    INFO("before: " << names_of(before) << "\nafter: " << names_of(snapshot(dir)));
+    CHECK(snapshot(dir) == before);
+  }
+}
+
+TEST_CASE("run: Ctrl-C or SIGTERM stops it with exit 130 and writes nothing", "[cli][out-dir]") {
+  TempDir tmp;
+  // Some 100 GFLOP on the CPU reference: many seconds anywhere, in blocks of milliseconds.
+  const std::string args = "run --backend cpu --heads 8 -s 8192 -d 64 --backward --out-dir ";
+  for (const int sig : {SIGINT, SIGTERM}) {
+    for (const bool existing : {false, true}) {
+      const fs::path dir = tmp.path / ("out-" + std::to_string(sig) + (existing ? "-old" : "-new"));
+      if (existing) {
+        const std::string earlier = "run --backend cpu -s 16 -d 8 -q --out-dir " + quoted(dir);
+        REQUIRE(cuflash(earlier, tmp).exit_code == 0);
+      }
+      const auto before = snapshot(dir);
+      const fs::path err = tmp.path / "bg-stderr.txt";
+      const pid_t pid = spawn_test::spawn_background(
+          "env NO_COLOR=1 " + std::string(CUFLASH_BINARY) + " " + args + quoted(dir),
+          tmp.path / "bg-stdout.txt", err);
+      REQUIRE(pid > 0);
+      // "forward+backward ... on cpu" is logged right before the computation starts.
+      const bool computing = spawn_test::wait_for_text(err, "on cpu", 60);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      kill(pid, sig);
+      const auto sent = std::chrono::steady_clock::now();
+      const int code = spawn_test::wait_exit_code(pid);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+      INFO("signal " << sig << (existing ? ", folder of an earlier run" : ", new folder") << "\n"
+                     << slurp(err));
+      REQUIRE(computing);
+      CHECK(code == 130);
+      CHECK(seconds < 10);
+      CHECK(slurp(err).find("interrupted") != std::string::npos);
+      CHECK(fs::exists(dir) == existing);
+      CHECK(snapshot(dir) == before);
+      CHECK(slurp(tmp.path / "bg-stdout.txt").empty());
+    }
+  }
+}
+
+TEST_CASE("run --out-dir: a folder that cannot be written fails before computing",
+          "[cli][out-dir]") {
+  TempDir tmp;
+  const std::string compute = "run --backend cpu --heads 8 -s 1024 -d 64 --out-dir ";
+  SECTION("an existing folder without write permission") {
+    if (is_root()) {
+      WARN("skipped: running as root, whom folder permissions do not stop");
+      return;
+    }
+    const fs::path dir = tmp.path / "read-only";
+    fs::create_directory(dir);
+    std::ofstream(dir / "o.npy") << "earlier";
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+    const auto before = snapshot(dir);
+    const Outcome o = cuflash(compute + quoted(dir), tmp);
+    fs::permissions(dir, fs::perms::owner_all);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("--out-dir") != std::string::npos);
+    CHECK(o.err.find("on cpu") == std::string::npos);  // the computation never started
+    CHECK(count_lines(o.err) == 1);
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("a folder nobody can write into (/proc)") {
+    if (!fs::is_directory("/proc")) {
+      WARN("skipped: this system has no /proc");
+      return;
+    }
+    const Outcome o = cuflash(compute + "/proc", tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("--out-dir /proc") != std::string::npos);
+    CHECK(o.err.find("on cpu") == std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+}
+
+TEST_CASE("run --out-dir: files of an earlier run never sit silently beside new ones",
+          "[cli][out-dir]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "d";
+  const std::string shape = "run --backend cpu -s 16 -d 8 ";
+  const std::string in_dir = " --q " + quoted(dir / "q.npy") + " --k " + quoted(dir / "k.npy") +
+                             " --v " + quoted(dir / "v.npy");
+  SECTION("inputs of an earlier seed, without --save-inputs: refused, exit 2, nothing changed") {
+    REQUIRE(cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(dir), tmp).exit_code ==
+            0);
+    const auto before = snapshot(dir);
+    const Outcome o = cuflash(shape + "--seed 2 --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 2);
+    for (const char* name : {"q.npy", "k.npy", "v.npy", "--save-inputs"}) {
+      CHECK(o.err.find(name) != std::string::npos);
+    }
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.out.empty());
+    CHECK(snapshot(dir) == before);
+    // The same inputs given as the run's inputs are not foreign: the run goes ahead.
+    CHECK(cuflash("run --backend cpu -q" + in_dir + " --out-dir " + quoted(dir), tmp).exit_code ==
+          0);
+  }
+  SECTION("--save-inputs of another seed replaces the earlier inputs") {
+    const fs::path fresh = tmp.path / "fresh";
+    REQUIRE(cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(dir), tmp).exit_code ==
+            0);
+    REQUIRE(cuflash(shape + "--seed 2 --save-inputs -q --out-dir " + quoted(dir), tmp).exit_code ==
+            0);
+    REQUIRE(cuflash(shape + "--seed 2 --save-inputs -q --out-dir " + quoted(fresh), tmp)
+                .exit_code == 0);
+    for (const char* name : {"q.npy", "k.npy", "v.npy", "o.npy", "lse.npy"}) {
+      INFO(name);
+      CHECK(slurp(dir / name) == slurp(fresh / name));
+    }
+  }
+  SECTION("--save-inputs with inputs read from the folder leaves those files as they are") {
+    REQUIRE(cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(dir), tmp).exit_code ==
+            0);
+    const auto before = snapshot(dir);
+    const Outcome o =
+        cuflash("run --backend cpu --save-inputs" + in_dir + " --out-dir " + quoted(dir), tmp);
+    INFO(o.err);
+    REQUIRE(o.exit_code == 0);
+    const auto after = snapshot(dir);
+    for (const char* name : {"q.npy", "k.npy", "v.npy"}) {
+      INFO(name);
+      CHECK(after.at(name) == before.at(name));  // the same file (inode) with the same bytes
+    }
+  }
+  SECTION("an output name that is one of the run's inputs: refused, exit 2, nothing changed") {
+    REQUIRE(cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(dir), tmp).exit_code ==
+            0);
+    fs::rename(dir / "q.npy", dir / "o.npy");
+    fs::remove(dir / "k.npy");
+    fs::remove(dir / "v.npy");
+    const fs::path elsewhere = tmp.path / "kv";
+    REQUIRE(cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(elsewhere), tmp)
+                .exit_code == 0);
+    const auto before = snapshot(dir);
+    const Outcome o = cuflash("run --backend cpu --q " + quoted(dir / "o.npy") + " --k " +
+                                  quoted(elsewhere / "k.npy") + " --v " +
+                                  quoted(elsewhere / "v.npy") + " --out-dir " + quoted(dir),
+                              tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("o.npy") != std::string::npos);
+    CHECK(o.err.find("--q") != std::string::npos);
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("a forward-only run warns about dq, dk, dv and dout.npy of an earlier backward run") {
+    REQUIRE(cuflash(shape + "--backward --save-inputs -q --out-dir " + quoted(dir), tmp)
+                .exit_code == 0);
+    const Outcome o = cuflash("run --backend cpu" + in_dir + " --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 0);
+    for (const char* name : {"dq.npy", "dk.npy", "dv.npy", "dout.npy"}) {
+      CHECK(o.err.find(name) != std::string::npos);
+      CHECK(fs::exists(dir / name));
+    }
+  }
+}
+
+TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
+  TempDir tmp;
+  if (!fs::exists("/dev/full")) {
+    WARN("skipped: this system has no /dev/full");
+    return;
+  }
+  for (const char* args : {"-q run --backend cpu -s 8 -d 8", "-q run --backend cpu -s 8 -d 8 "
+                           "--format json", "info", "bench --list -s 8 -d 8", "--help"}) {
+    INFO(args);
+    const Outcome o = run_shell(std::string("(NO_COLOR=1 ") + CUFLASH_BINARY + " " + args +
+                                    " >/dev/full)",
+                                tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+}
+
+TEST_CASE("run checks what needs no GPU first, and memory before allocating", "[cli]") {
+  TempDir tmp;
+  SECTION("-d 96 on --backend cuda: exit 2 naming the CPU backend, with or without a GPU") {
+    const Outcome o = cuflash("run --backend cuda -s 8 -d 96", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("head_dim") != std::string::npos);
+    CHECK(o.err.find("--backend cpu") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("no GPU is found before any input is made") {
+    if (device_count() > 0) {
+      SUCCEED("a GPU is present");
+      return;
+    }
+    // 10^12 elements a tensor: making the inputs would fail long before saying there is no GPU.
+    const Outcome o = cuflash("run --backend cuda --heads 16 -s 1000000000 -d 64", tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("GPU") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("a case larger than the host's memory: exit 3 naming both sizes, nothing allocated") {
+    const Outcome o = cuflash("run --backend cpu --heads 16 -s 1000000000 -d 64", tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("host memory") != std::string::npos);
+    CHECK(o.err.find("available") != std::string::npos);
+    CHECK(o.err.find("-s 1000000000") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  SECTION("output files larger than the file system's free space: exit 3 before computing") {
+    const fs::path dir = tmp.path / "never";
+    const Outcome o =
+        cuflash("run --backend cpu --heads 16 -s 1000000000 -d 64 --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("free") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    CHECK_FALSE(fs::exists(dir));
+  }
+}
+
+TEST_CASE("run on the CPU shows its progress on a terminal, and only there", "[cli]") {
+  TempDir tmp;
+  // A few seconds of CPU reference: long enough for the first redraw after half a second.
+  const std::string args = "run --backend cpu --heads 8 -s 4096 -d 64";
+  SECTION("stderr piped: no progress line") {
+    const Outcome o = cuflash(args, tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.find('\r') == std::string::npos);
+    CHECK(o.err.find("CPU reference,") == std::string::npos);
+  }
+  SECTION("stderr a terminal: a progress line with a percentage") {
+    const std::string script = R"PY(
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=slave, env=dict(os.environ, NO_COLOR="1"))
+os.close(slave)
+data = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+code = child.wait()
+sys.stdout.write(data.decode("utf-8", "replace"))
+sys.exit(code)
+)PY";
+    std::ofstream(tmp.path / "on_terminal.py") << script;
+    const Outcome o = run_shell(std::string(CUFLASH_TEST_PYTHON) + " " +
+                                    quoted(tmp.path / "on_terminal.py") + " " + CUFLASH_BINARY + " " + args,
+                                tmp);
+    INFO(o.out << o.err);
+    CHECK(o.exit_code == 0);
+    CHECK(o.out.find("CPU reference, forward: ") != std::string::npos);
+    CHECK(o.out.find("% (") != std::string::npos);
+    CHECK(o.out.find("left") != std::string::npos);
+  }
 }
 
 // Tagged [gpu]: registered under the ctest label `gpu` (tests/CMakeLists.txt), not run in CI.

@@ -145,7 +145,7 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
     CHECK(baseline.rows.begin()->second.count == 30);
     const std::vector<Comparison> c = compare_runs(baseline, now, h200, false);
     REQUIRE(c.size() == 1);
-    CHECK(c[0].name == "fwd/" + case_name(p));
+    CHECK(c[0].name == run_name("fwd", p));
     CHECK(c[0].verdict == Verdict::faster);
     CHECK(c[0].test == (with_samples ? "mann-whitney-u" : "welch-t"));
   }

@@ -609,6 +609,27 @@ TEST_CASE("npy: rejects truncated data, trailing garbage and data over the limit
                    "data section of 24 bytes exceeds the limit of 16 bytes", small);
 }
 
+TEST_CASE("npy: read_npy_info gives read_npy's type and shape and refuses what it refuses",
+          "[npy]") {
+  const std::string data = CUFLASH_TEST_DATA_DIR;
+  for (const char* name : {"f32_v1_2x3.npy", "f16_v2_2x3.npy", "f64_v3_2x3.npy",
+                           "f32_big_endian_2x3.npy", "f32_fortran_2x3x4.npy",
+                           "bf16_int16_2x3.npy", "bf16_void_2x3.npy", "f16_scalar.npy"}) {
+    INFO(name);
+    const cuflash::io::NpyInfo info = cuflash::io::read_npy_info(data + "/" + name);
+    const NpyArray array = cuflash::io::read_npy(data + "/" + name);
+    CHECK(info.type == array.type);
+    CHECK(info.shape == array.shape);
+  }
+  const TempDir dir;
+  for (const size_t data_bytes : {size_t(23), size_t(25)}) {  // truncated, trailing garbage
+    const std::string path = dir.file("bad.npy");
+    write_file(path, npy_image(dict_text("<f4", "(2, 3)"), data_bytes));
+    CHECK_THROWS_AS(cuflash::io::read_npy_info(path), NpyError);
+  }
+  CHECK_THROWS_WITH(cuflash::io::read_npy_info(dir.file("missing.npy")), Contains("cannot open"));
+}
+
 TEST_CASE("npy: file errors name the path", "[npy][reject]") {
   const TempDir dir;
   const std::string missing = dir.file("missing.npy");

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -467,6 +468,65 @@ TEST_CASE("the reference ignores the problem's dtype and layout", "[reference]")
   CHECK(ga.dq == gb.dq);
   CHECK(ga.dk == gb.dk);
   CHECK(ga.dv == gb.dv);
+}
+
+TEST_CASE("a progress callback sees every block, changes no result, and can stop the work",
+          "[reference]") {
+  // seq_k 3000: query blocks of 349 rows, so several blocks per (batch, head).
+  const Problem p = make_problem(2, 2, 1, 700, 3000, 4, Mask::causal_bottom_right);
+  const Inputs in = random_inputs(p, 71);
+  std::atomic<int64_t> calls{0}, last_total{0}, max_done{0};
+  const ref::ProgressCallback count = [&](int64_t done, int64_t total) {
+    ++calls;
+    last_total = total;
+    int64_t seen = max_done.load();
+    while (done > seen && !max_done.compare_exchange_weak(seen, done)) {
+    }
+    return true;
+  };
+  const ref::ForwardResult plain = ref::forward(p, in.q, in.k, in.v);
+  const ref::ForwardResult watched = ref::forward(p, in.q, in.k, in.v, count);
+  CHECK(watched.out == plain.out);
+  CHECK(watched.lse == plain.lse);
+  CHECK(last_total.load() == 2 * 2 * 3);  // (batch, head) pairs x query blocks of 349 rows
+  CHECK(calls.load() == last_total.load() + 1);  // done = 0 first, then one call a block
+  CHECK(max_done.load() == last_total.load());
+
+  calls = 0;
+  max_done = 0;
+  const ref::Gradients g_plain = ref::backward(p, in.q, in.k, in.v, plain, in.dout);
+  const ref::Gradients g_watched = ref::backward(p, in.q, in.k, in.v, plain, in.dout, count);
+  CHECK(g_watched.dq == g_plain.dq);
+  CHECK(g_watched.dk == g_plain.dk);
+  CHECK(g_watched.dv == g_plain.dv);
+  CHECK(last_total.load() == 2 * 2 * 3 + 2 * 1 * 12);  // query blocks + blocks of 256 keys
+  CHECK(max_done.load() == last_total.load());
+
+  // Stopped after two blocks of 8 * 8 * 3: the blocks already running may finish, no other
+  // starts (so far fewer than all run, with any number of threads below 100).
+  const Problem many = make_problem(8, 8, 1, 700, 3000, 4, Mask::none);
+  const Inputs many_in = random_inputs(many, 72);
+  std::atomic<int64_t> finished{0};
+  const ref::ProgressCallback stop = [&](int64_t done, int64_t) {
+    if (done > 0) ++finished;
+    return done < 2;
+  };
+  CHECK_THROWS_AS(ref::forward(many, many_in.q, many_in.k, many_in.v, stop), ref::Cancelled);
+  CHECK(finished.load() < 2 + 100);
+  CHECK_THROWS_AS(ref::forward(p, in.q, in.k, in.v, [](int64_t, int64_t) { return false; }),
+                  ref::Cancelled);
+  CHECK_THROWS_AS(
+      ref::backward(p, in.q, in.k, in.v, plain, in.dout, [](int64_t, int64_t) { return false; }),
+      ref::Cancelled);
+}
+
+TEST_CASE("scratch_bytes grows with seq_k and with the backward pass", "[reference]") {
+  const Problem small = make_problem(1, 1, 1, 8, 8, 8, Mask::none);
+  const Problem long_keys = make_problem(1, 1, 1, 8, 100000000, 1, Mask::none);
+  CHECK(ref::scratch_bytes(small, false) > 0);
+  CHECK(ref::scratch_bytes(small, true) >= ref::scratch_bytes(small, false));
+  // One row of 10^8 float64 scores per tile: at least 800 MB a thread.
+  CHECK(ref::scratch_bytes(long_keys, false) >= int64_t(800000000));
 }
 
 TEST_CASE("invalid arguments name the field", "[reference]") {

@@ -629,6 +629,23 @@ class TemporaryFile {
   bool committed_ = false;
 };
 
+// The header of an open file, checked, and where its data starts and how many bytes it has
+// (the file holds exactly those bytes after the header).
+Header read_checked_header(const InputFile& file, const std::string& path,
+                           const ReadOptions& options, size_t& data_offset, size_t& bytes) {
+  const uint64_t file_size = file.size();
+  std::vector<unsigned char> start(std::min<uint64_t>(file_size, 12));  // magic to header length
+  file.read_at(0, start.data(), start.size());
+  const Preamble preamble = read_preamble(start.data(), start.size(), file_size, path);
+
+  std::vector<unsigned char> head(preamble.header_offset + preamble.header_size);
+  file.read_at(0, head.data(), head.size());
+  Header header = parse_header(head.data(), preamble, path, options);
+  data_offset = head.size();
+  bytes = checked_data_bytes(header, file_size - head.size(), path, options);
+  return header;
+}
+
 }  // namespace
 
 int element_size(ElementType t) {
@@ -671,21 +688,20 @@ NpyArray parse_npy(const unsigned char* data, size_t size, const std::string& na
 // large file in memory) and only after its size has been checked against the file's.
 NpyArray read_npy(const std::string& path, const ReadOptions& options) {
   const InputFile file(path);
-  const uint64_t file_size = file.size();
-  std::vector<unsigned char> start(std::min<uint64_t>(file_size, 12));  // magic to header length
-  file.read_at(0, start.data(), start.size());
-  const Preamble preamble = read_preamble(start.data(), start.size(), file_size, path);
-
-  std::vector<unsigned char> head(preamble.header_offset + preamble.header_size);
-  file.read_at(0, head.data(), head.size());
-  const Header header = parse_header(head.data(), preamble, path, options);
-
-  const size_t bytes = checked_data_bytes(header, file_size - head.size(), path, options);
+  size_t data_offset = 0, bytes = 0;
+  const Header header = read_checked_header(file, path, options, data_offset, bytes);
   NpyArray array = empty_array(header);
   array.bytes.resize(bytes);
-  file.read_at(head.size(), array.bytes.data(), bytes);
+  file.read_at(data_offset, array.bytes.data(), bytes);
   to_little_endian_c_order(array, header);
   return array;
+}
+
+NpyInfo read_npy_info(const std::string& path, const ReadOptions& options) {
+  const InputFile file(path);
+  size_t data_offset = 0, bytes = 0;
+  const Header header = read_checked_header(file, path, options, data_offset, bytes);
+  return NpyInfo{header.type, header.shape};
 }
 
 std::vector<unsigned char> serialize_npy(const NpyArray& array) {

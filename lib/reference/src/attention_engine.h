@@ -21,6 +21,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -302,48 +303,94 @@ void key_gradient_block(const Policy& policy, const Geometry& g, const Inputs<Sc
   Eigen::Map<Matrix<double>>(dv + offset, keys, d) = dv_acc.template cast<double>();
 }
 
+// Counts finished blocks for an optional ProgressCallback and carries its request to stop.
+class BlockCounter {
+ public:
+  // Reports done = 0 before any block.
+  BlockCounter(const ProgressCallback* callback, int64_t total)
+      : callback_(callback != nullptr && *callback ? callback : nullptr), total_(total) {
+    if (callback_ != nullptr && !(*callback_)(0, total_)) stopped_ = true;
+  }
+
+  // Whether the blocks not yet started are to be skipped.
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
+  void finished_one() {
+    if (callback_ == nullptr) return;
+    const int64_t done = done_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (!(*callback_)(done, total_)) stopped_.store(true, std::memory_order_relaxed);
+  }
+  // After the parallel loops (an exception cannot leave an OpenMP loop).
+  void throw_if_stopped() const {
+    if (stopped()) throw Cancelled("the computation was stopped before it finished");
+  }
+
+ private:
+  const ProgressCallback* callback_;
+  int64_t total_;
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+// Number of blocks for_each_query_block() walks.
+inline int64_t query_block_count(const Geometry& g) {
+  return g.batch * g.heads * ceil_div(g.seq_q, query_block_rows(g.seq_k));
+}
+
 // Calls work(tile) for every block of query rows of every (batch, head), spread over the cores;
-// each tile spans the keys its last row can see.
+// each tile spans the keys its last row can see. With a counter, each finished block is counted
+// and, once it says stop, the remaining blocks are skipped.
 template <class Work>
-void for_each_query_block(const Geometry& g, Work&& work) {
+void for_each_query_block(const Geometry& g, Work&& work, BlockCounter* counter = nullptr) {
   const int64_t block_rows = query_block_rows(g.seq_k);
   const int64_t blocks = ceil_div(g.seq_q, block_rows);
   const int64_t tasks = g.batch * g.heads * blocks;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t task = 0; task < tasks; ++task) {
+    if (counter != nullptr && counter->stopped()) continue;
     const int64_t batch_head = task / blocks;
     const int64_t row_begin = (task % blocks) * block_rows;
     const int64_t row_end = std::min(row_begin + block_rows, g.seq_q);
     work(Tile{batch_head / g.heads, batch_head % g.heads, row_begin, row_end, 0,
               g.visible_end(row_end - 1)});
+    if (counter != nullptr) counter->finished_one();
   }
 }
 
-// The whole forward; `out` and `lse` are preallocated to the problem's sizes.
+// The whole forward; `out` and `lse` are preallocated to the problem's sizes. Throws Cancelled
+// when `progress` asks to stop.
 template <class Policy, class Scalar = typename Policy::Scalar>
 void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* out,
-                 double* lse) {
+                 double* lse, const ProgressCallback* progress = nullptr) {
   const Geometry g(p);
-  for_each_query_block(g, [&](const Tile& t) { forward_block(policy, g, in, t, out, lse); });
+  BlockCounter counter(progress, query_block_count(g));
+  for_each_query_block(
+      g, [&](const Tile& t) { forward_block(policy, g, in, t, out, lse); }, &counter);
+  counter.throw_if_stopped();
 }
 
-// The whole backward; `dq`, `dk`, `dv` are preallocated to the problem's sizes.
+// The whole backward; `dq`, `dk`, `dv` are preallocated to the problem's sizes. Throws Cancelled
+// when `progress` asks to stop.
 template <class Policy, class Scalar = typename Policy::Scalar>
 void run_backward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* dq,
-                  double* dk, double* dv) {
+                  double* dk, double* dv, const ProgressCallback* progress = nullptr) {
   const Geometry g(p);
-  for_each_query_block(g, [&](const Tile& t) { query_gradient_block(policy, g, in, t, dq); });
-
   const int64_t key_blocks = ceil_div(g.seq_k, kKeyBlockColumns);
   const int64_t key_tasks = g.batch * g.heads_kv * key_blocks;
+  BlockCounter counter(progress, query_block_count(g) + key_tasks);
+  for_each_query_block(
+      g, [&](const Tile& t) { query_gradient_block(policy, g, in, t, dq); }, &counter);
+
 #pragma omp parallel for schedule(dynamic)
   for (int64_t task = 0; task < key_tasks; ++task) {
+    if (counter.stopped()) continue;
     const int64_t batch_head_kv = task / key_blocks;
     const int64_t key_begin = (task % key_blocks) * kKeyBlockColumns;
     const int64_t key_end = std::min(key_begin + kKeyBlockColumns, g.seq_k);
     key_gradient_block(policy, g, in, batch_head_kv / g.heads_kv, batch_head_kv % g.heads_kv,
                        key_begin, key_end, dk, dv);
+    counter.finished_one();
   }
+  counter.throw_if_stopped();
 }
 
 // Shape checks shared by the reference and the baseline (defined in attention_ref.cpp).

@@ -1,5 +1,7 @@
 #include "cuflash/reference/attention_ref.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -97,8 +99,32 @@ void check_backward_inputs(const Problem& p, const std::vector<double>& q,
 
 }  // namespace engine
 
+int64_t scratch_bytes(const Problem& p, bool backward) {
+  validate(p);
+  const AttentionShape& s = p.shape;
+  // A query block's tile: up to query_block_rows() rows of seq_k scores; a key block's (backward
+  // pass 2): up to kMaxTileElements / keys rows of kKeyBlockColumns keys. Forward keeps about two
+  // such matrices per thread (the scores, a product's temporary); backward about four (P, dP, dS
+  // and a temporary). Only as many threads work as there are blocks.
+  const int64_t query_rows = std::min(engine::query_block_rows(s.seq_k), s.seq_q);
+  const double query_tile = double(query_rows) * double(s.seq_k);
+  const int64_t keys = std::min(engine::kKeyBlockColumns, s.seq_k);
+  const double key_tile =
+      double(std::min(std::max<int64_t>(engine::kMaxTileElements / keys, 1), s.seq_q)) *
+      double(keys);
+  const double per_thread =
+      backward ? 4.0 * std::max(query_tile, key_tile) : 2.0 * query_tile;
+  const engine::Geometry g(p);
+  const double key_blocks = double(s.batch) * double(s.heads_kv) *
+                            double(engine::ceil_div(s.seq_k, engine::kKeyBlockColumns));
+  const double blocks = std::max(double(engine::query_block_count(g)), backward ? key_blocks : 0);
+  const double threads = std::min(double(std::max(omp_get_max_threads(), 1)), blocks);
+  const double bytes = threads * per_thread * sizeof(double);
+  return bytes >= 9.0e18 ? int64_t(9.0e18) : int64_t(bytes);
+}
+
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                      const std::vector<double>& v) {
+                      const std::vector<double>& v, const ProgressCallback& progress) {
   engine::check_forward_inputs(p, q, k, v);
   ForwardResult result;
   result.out.resize(p.shape.q_elements());
@@ -107,13 +133,14 @@ ForwardResult forward(const Problem& p, const std::vector<double>& q, const std:
   inputs.q = q.data();
   inputs.k = k.data();
   inputs.v = v.data();
-  engine::run_forward(engine::Exact{}, p, inputs, result.out.data(), result.lse.data());
+  engine::run_forward(engine::Exact{}, p, inputs, result.out.data(), result.lse.data(),
+                      &progress);
   return result;
 }
 
 Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const ForwardResult& fwd,
-                   const std::vector<double>& dout) {
+                   const std::vector<double>& dout, const ProgressCallback& progress) {
   engine::check_backward_inputs(p, q, k, v, fwd, dout);
   Gradients grads;
   grads.dq.resize(p.shape.q_elements());
@@ -122,7 +149,7 @@ Gradients backward(const Problem& p, const std::vector<double>& q, const std::ve
   const engine::Inputs<double> inputs{q.data(),   k.data(),    v.data(),
                                       fwd.out.data(), dout.data(), fwd.lse.data()};
   engine::run_backward(engine::Exact{}, p, inputs, grads.dq.data(), grads.dk.data(),
-                       grads.dv.data());
+                       grads.dv.data(), &progress);
   return grads;
 }
 

@@ -48,6 +48,13 @@ class NpyError : public std::runtime_error {
 };
 
 NpyArray read_npy(const std::string& path, const ReadOptions& options = {});
+// What a file's header says, checked as read_npy checks it (the file must hold exactly the data
+// the header describes), without reading the data.
+struct NpyInfo {
+  ElementType type = ElementType::f32;
+  std::vector<int64_t> shape;
+};
+NpyInfo read_npy_info(const std::string& path, const ReadOptions& options = {});
 // Parses a whole file image already in memory; `name` starts every error message.
 NpyArray parse_npy(const unsigned char* data, size_t size, const std::string& name,
                    const ReadOptions& options = {});

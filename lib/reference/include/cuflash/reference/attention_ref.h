@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "cuflash/problem.h"
@@ -44,14 +46,32 @@ struct Gradients {
 // input vectors of the wrong length.
 void validate(const Problem& p);
 
+// Progress of a long forward() or backward(): called with done = 0 before the work starts and
+// after each block of work (one block of query rows of one (batch, head), or one block of keys
+// of one (batch, kv head)) with the blocks finished so far and the total. It is called from the
+// worker threads, possibly at the same time, so it must be thread-safe, cheap and must not
+// throw. Returning false asks the computation to stop: the blocks not yet started are skipped
+// and the function throws Cancelled. The results do not depend on whether a callback is given.
+using ProgressCallback = std::function<bool(int64_t done, int64_t total)>;
+
+class Cancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bytes forward() (and, with `backward`, backward()) allocate besides their inputs and results,
+// at most: the score tiles of every worker thread (a few rows x seq_k scores each). An estimate
+// for a memory check before a large computation; Eigen's small GEMM buffers are left out.
+int64_t scratch_bytes(const Problem& p, bool backward);
+
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                      const std::vector<double>& v);
+                      const std::vector<double>& v, const ProgressCallback& progress = {});
 
 // Recomputes the probabilities from Q, K and the forward's LSE; `fwd.out` is used for the row
 // sums D_i = dot(dO_i, O_i). Throws std::invalid_argument like forward(), also for `fwd` or
 // `dout` of the wrong length.
 Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const ForwardResult& fwd,
-                   const std::vector<double>& dout);
+                   const std::vector<double>& dout, const ProgressCallback& progress = {});
 
 }  // namespace cuflash::reference

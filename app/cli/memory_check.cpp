@@ -1,0 +1,141 @@
+#include "cli/memory_check.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "cli/byte_size.h"
+#include "cli/exit_codes.h"
+#include "cuflash/attention.h"
+#include "cuflash/io/convert.h"
+#include "cuflash/io/npy.h"
+#include "cuflash/reference/attention_ref.h"
+
+namespace cuflash::cli {
+
+namespace {
+
+// The first number of a file such as memory.max ("max" or missing: nullopt).
+std::optional<double> read_number(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  try {
+    return std::stod(text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<double> mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    double kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return double(pages) * double(page);
+  return std::nullopt;
+}
+
+// What the process's control group still allows (cgroup v2, else v1); nullopt without a limit.
+std::optional<double> cgroup_headroom() {
+  for (const auto& [limit, usage] :
+       {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+    const std::optional<double> max = read_number(limit), used = read_number(usage);
+    // cgroup v1 reports "no limit" as a huge number near 2^63.
+    if (max && used && *max < 1e18) return std::max(*max - *used, 0.0);
+  }
+  return std::nullopt;
+}
+
+std::string case_options(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  std::ostringstream text;
+  text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
+       << s.seq_q << " --seq-k " << s.seq_k << " -d " << s.head_dim << " --dtype "
+       << to_string(p.dtype);
+  return text.str();
+}
+
+constexpr const char* kShrink =
+    "make -b/--batch, --heads, -s/--seq, --seq-k or -d/--head-dim smaller";
+
+}  // namespace
+
+MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
+  const AttentionShape& s = p.shape;
+  const double q = double(s.batch) * double(s.heads) * double(s.seq_q) * double(s.head_dim);
+  const double kv = double(s.batch) * double(s.heads_kv) * double(s.seq_k) * double(s.head_dim);
+  const double rows = double(s.batch) * double(s.heads) * double(s.seq_q);
+  const double element = io::element_size(io::element_type(p.dtype));
+  // The CLI holds every tensor as float64 values: Q, K, V (and dO) in, O, LSE (and dQ, dK, dV)
+  // out, all alive when the files are written.
+  const double inputs = 8 * (q + 2 * kv + (backward ? q : 0));
+  const double outputs = 8 * (q + rows + (backward ? q + 2 * kv : 0));
+  // Writing a tensor makes a copy in the file's layout and its dtype bytes, one at a time.
+  const double write_copy = (8 + element) * std::max(q, kv);
+  MemoryNeed need;
+  if (backend == Backend::cpu) {
+    const double scratch = double(reference::scratch_bytes(p, backward));
+    need.host_bytes = inputs + outputs + std::max(scratch, write_copy);
+  } else {
+    // Inputs and results as dtype bytes for the copies to and from the device, and one float64
+    // tensor converted at a time.
+    const double bytes = element * (2 * (q + 2 * kv) + (backward ? 2 * q + 2 * (q + 2 * kv) : 0));
+    need.host_bytes = inputs + outputs + bytes + 4 * rows + std::max(16 * q, write_copy);
+    need.device_bytes = element * (q + 2 * kv + q) + 4 * rows;
+    if (backward) {
+      need.device_bytes += element * (q + q + 2 * kv) +
+                           double(backward_workspace_size(s, p.dtype));
+    }
+  }
+  return need;
+}
+
+std::optional<double> host_available_bytes() {
+  std::optional<double> available = mem_available();
+  if (const std::optional<double> headroom = cgroup_headroom()) {
+    available = available ? std::min(*available, *headroom) : *headroom;
+  }
+  return available;
+}
+
+std::optional<double> device_free_bytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // clear the error for the calls that follow
+    return std::nullopt;
+  }
+  return double(free);
+}
+
+void check_run_memory(const Problem& p, bool backward, Backend backend) {
+  const MemoryNeed need = run_memory_need(p, backward, backend);
+  const std::string what = backend == Backend::cpu ? "on the CPU backend" : "on the GPU";
+  if (const std::optional<double> host = host_available_bytes(); host && need.host_bytes > *host) {
+    throw RuntimeFailure(case_options(p) + (backward ? " --backward" : "") + " " + what +
+                         " needs about " + format_bytes(need.host_bytes) + " of host memory, " +
+                         format_bytes(*host) + " available; " + kShrink);
+  }
+  if (need.device_bytes > 0) {
+    if (const std::optional<double> device = device_free_bytes();
+        device && need.device_bytes > *device) {
+      throw RuntimeFailure(case_options(p) + (backward ? " --backward" : "") + " needs " +
+                           format_bytes(need.device_bytes) + " of GPU memory, " +
+                           format_bytes(*device) + " free on the device; " + kShrink);
+    }
+  }
+}
+
+}  // namespace cuflash::cli
