@@ -19,20 +19,23 @@ enum ExitCode : int {
 constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 verification failed (verify, bench --verify), 2 bad usage or bad input, "
     "3 runtime failure (CUDA error, out of memory, no device, results that cannot be written), "
-    "130 interrupted (bench, Ctrl-C).";
+    "130 interrupted (run, bench: Ctrl-C or SIGTERM).";
 constexpr const char* kRunExitCodeHelp =
     "Exit codes: 0 ok, 2 bad usage or bad input, 3 runtime failure (CUDA error, out of memory, "
-    "no GPU for --backend cuda, results that cannot be written).";
+    "no GPU for --backend cuda, not enough memory, results that cannot be written), 130 "
+    "interrupted (Ctrl-C or SIGTERM; the output folder is left as it was).";
 constexpr const char* kVerifyExitCodeHelp =
     "Exit codes: 0 every case passed, 1 a case failed verification, 2 bad usage or bad input, or "
     "a case is not supported (and none failed), 3 runtime failure (CUDA error, out of memory, "
-    "no GPU).";
+    "no GPU, results that cannot be written).";
 constexpr const char* kBenchExitCodeHelp =
     "Exit codes: 0 every case ran, 1 --verify found a wrong result, 2 bad usage or an "
     "unsupported case, 3 CUDA error, out of memory or no GPU, 130 interrupted (Ctrl-C; the "
     "finished cases are kept).";
-constexpr const char* kInfoExitCodeHelp = "Exit codes: 0 ok, 2 bad usage.";
-constexpr const char* kHelpExitCodeHelp = "Exit codes: 0 ok, 2 bad usage (an unknown subcommand).";
+constexpr const char* kInfoExitCodeHelp =
+    "Exit codes: 0 ok, 2 bad usage, 3 results that cannot be written.";
+constexpr const char* kHelpExitCodeHelp =
+    "Exit codes: 0 ok, 2 bad usage (an unknown subcommand), 3 help that cannot be written.";
 
 // The exit codes with their meaning, for the manual page.
 struct ExitCodeDoc {
@@ -48,7 +51,9 @@ constexpr ExitCodeDoc kExitCodeDocs[] = {
      "malformed .npy file, an unsupported case."},
     {kExitRuntimeFailure,
      "Runtime failure: no GPU, a CUDA error, out of memory, results that cannot be written."},
-    {kExitInterrupted, "Interrupted by Ctrl-C (bench keeps the finished cases)."},
+    {kExitInterrupted,
+     "Interrupted by Ctrl-C or SIGTERM (run leaves its output folder as it was; bench keeps the "
+     "finished cases)."},
 };
 
 // A cuflash::Error the caller can fix (a bad or unsupported request) rather than one of the
