@@ -224,7 +224,8 @@ Comparison compare_pass(const std::string& name, const BaselineRow& baseline,
   }
   if (baseline.count < kMinSamples || now.count < kMinSamples) {
     c.verdict = Verdict::too_few_samples;
-  } else if (c.p_value < kAlpha) {
+  } else if (c.p_value < kAlpha &&
+             std::abs(c.change) >= std::max({kMinChange, c.baseline_noise, c.noise})) {
     c.verdict = now.median < baseline.median_ms ? Verdict::faster : Verdict::slower;
   } else {
     c.verdict = Verdict::within_noise;

@@ -588,8 +588,9 @@ TEST_CASE("run on the CPU shows its progress on a terminal, and only there", "[c
     const std::string script = R"PY(
 import os, pty, subprocess, sys
 master, slave = pty.openpty()
+# One thread: the reference then takes seconds however many cores the machine has.
 child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=slave, env=dict(os.environ, NO_COLOR="1"))
+                         stderr=slave, env=dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1"))
 os.close(slave)
 data = b""
 while True:

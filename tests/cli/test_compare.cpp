@@ -114,6 +114,14 @@ TEST_CASE("compare: verdicts on synthetic samples", "[bench][compare]") {
     CHECK(slight.verdict == Verdict::within_noise);
     CHECK(slight.change < 0);
 
+    // 0.5% faster with 0.05% noise: significant for the test, but smaller than kMinChange.
+    const std::vector<double> quiet = samples_around(1.0, 0.0005, 30, 10);
+    const BaselineRow quiet_baseline = aggregates_only ? aggregates_of(quiet) : row_of(quiet);
+    const Comparison small =
+        compare_pass("fwd/x", quiet_baseline, samples_around(0.995, 0.0005, 30, 11));
+    CHECK(small.p_value < kAlpha);
+    CHECK(small.verdict == Verdict::within_noise);
+
     const Comparison faster = compare_pass("fwd/x", baseline, samples_around(0.9, 0.01, 30, 4));
     CHECK(faster.verdict == Verdict::faster);
     CHECK(faster.p_value < 1e-6);

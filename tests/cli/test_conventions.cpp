@@ -299,12 +299,16 @@ TEST_CASE("the manual page and --help: subcommands, exit codes, environment, fil
   CHECK(contains(man.out, "CUFLASH_DISABLE_WGMMA"));
   CHECK(contains(man.out, "\\-\\-backend"));  // run's options
   CHECK(contains(man.out, "\\-\\-sweep"));    // bench's
-  // groff reads it without a warning.
+  // groff reads it without a warning (where groff is installed; said when it is not).
   std::ofstream(tmp.path / "cuflash.1") << man.out;
-  const Outcome groff =
-      run_shell("groff -man -Tutf8 -ww -z " + (tmp.path / "cuflash.1").string(), tmp);
-  CHECK(groff.exit_code == 0);
-  CHECK(groff.err.empty());
+  if (run_shell("command -v groff", tmp).exit_code != 0) {
+    WARN("groff is not installed: the manual page was not run through it");
+  } else {
+    const Outcome groff =
+        run_shell("groff -man -Tutf8 -ww -z " + (tmp.path / "cuflash.1").string(), tmp);
+    CHECK(groff.exit_code == 0);
+    CHECK(groff.err.empty());
+  }
 
   const Outcome help = cuflash("--help", tmp);
   for (const char* line : {"  run", "  verify", "  bench", "  info", "  help"}) {
