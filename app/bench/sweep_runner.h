@@ -10,17 +10,6 @@
 
 namespace cuflash::bench {
 
-// While alive, the first SIGINT only sets a flag (and says so on stderr); the handler then
-// resets itself, so a second Ctrl-C ends the process the usual way.
-class InterruptGuard {
- public:
-  InterruptGuard();
-  ~InterruptGuard();
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-  static bool requested();
-};
-
 // Runs one case; records failures in the returned record rather than throwing.
 using CaseRunner = std::function<CaseRecord(const Problem& c, size_t index)>;
 // Called after every case with the records so far.

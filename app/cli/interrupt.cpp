@@ -10,13 +10,16 @@ namespace cuflash::cli {
 namespace {
 
 volatile sig_atomic_t g_requested = 0;
+const char* volatile g_notice = "";
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
 
 void on_signal(int) {
   if (g_requested == 0) {
-    static const char message[] = "\ninterrupted: stopping and removing what this run started\n";
-    if (write(STDERR_FILENO, message, sizeof message - 1) < 0) {
+    const char* notice = g_notice;
+    size_t length = 0;
+    while (notice[length] != '\0') ++length;  // strlen is not async-signal-safe
+    if (write(STDERR_FILENO, notice, length) < 0) {
       // nothing else is safe to do in a signal handler
     }
   }
@@ -25,12 +28,13 @@ void on_signal(int) {
 
 }  // namespace
 
-InterruptScope::InterruptScope() {
+InterruptScope::InterruptScope(const char* notice, SecondSignal second) {
   g_requested = 0;
+  g_notice = notice;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
+  action.sa_flags = SA_RESTART | (second == SecondSignal::default_action ? SA_RESETHAND : 0);
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
 }

@@ -1,17 +1,25 @@
-// Ctrl-C and SIGTERM for commands that must clean up after themselves (`run`): while an
-// InterruptScope is alive, SIGINT and SIGTERM only set a flag, every time they arrive, and the
-// command polls it between steps (and the CPU reference between blocks of work), then undoes
-// what it started and exits with 130. The process is never killed half-way by these two
-// signals, so no temporary file or folder is left behind; SIGKILL or SIGQUIT still end it at once.
+// Ctrl-C and SIGTERM for commands that stop cleanly (`run`, `bench`): while an InterruptScope is
+// alive, SIGINT and SIGTERM set a flag (the first one also prints the scope's notice on stderr),
+// and the command polls it between steps (run: also the CPU reference between blocks of work;
+// bench: between cases), then undoes or finishes what it started and exits with 130. With
+// SecondSignal::flag the process is never killed half-way by these two signals, so no temporary
+// file or folder is left behind (run); with SecondSignal::default_action the first signal resets
+// the handlers, so a second Ctrl-C ends the process at once (bench, whose package is consistent
+// after every case). SIGKILL or SIGQUIT still end it at once.
 #pragma once
 
 #include <string>
 
 namespace cuflash::cli {
 
+enum class SecondSignal { flag, default_action };
+
 class InterruptScope {
  public:
-  InterruptScope();
+  // `notice`: a string literal (it is read by the signal handler), printed at the first signal.
+  explicit InterruptScope(
+      const char* notice = "\ninterrupted: stopping and removing what this run started\n",
+      SecondSignal second = SecondSignal::flag);
   ~InterruptScope();  // restores the previous handlers
   InterruptScope(const InterruptScope&) = delete;
   InterruptScope& operator=(const InterruptScope&) = delete;
