@@ -59,6 +59,13 @@ inline Outcome run_shell(const std::string& command, const TempDir& tmp) {
   return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
+#ifdef CUFLASH_BINARY
+// Runs the built cuflash with `args`, colour off.
+inline Outcome cuflash(const std::string& args, const TempDir& tmp) {
+  return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
+}
+#endif
+
 // Starts `command` in a shell (which execs it, so the pid is the command's) with stdout and
 // stderr into `out` and `err`, and returns at once.
 inline pid_t spawn_background(const std::string& command, const fs::path& out,

@@ -17,6 +17,7 @@
 
 namespace fs = std::filesystem;
 using spawn_test::count_lines;
+using spawn_test::cuflash;
 using spawn_test::names_of;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
@@ -25,10 +26,6 @@ using spawn_test::snapshot;
 using spawn_test::TempDir;
 
 namespace {
-
-Outcome cuflash(const std::string& args, const TempDir& tmp) {
-  return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
-}
 
 int device_count() {
   TempDir tmp;

@@ -13,16 +13,13 @@
 
 namespace fs = std::filesystem;
 using spawn_test::count_lines;
+using spawn_test::cuflash;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
 using spawn_test::slurp;
 using spawn_test::TempDir;
 
 namespace {
-
-Outcome cuflash(const std::string& args, const TempDir& tmp) {
-  return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
