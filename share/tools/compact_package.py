@@ -22,9 +22,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_report import UNIT_MS  # noqa: E402  (time_unit -> milliseconds)
 from sdpa_bench import json_lines  # noqa: E402  (the writer of the packages themselves)
 
-PER_MS = {"ns": 1e6, "us": 1e3, "ms": 1.0, "s": 1e-3}  # time_unit -> units per millisecond
 ADDED = ("median_ms", "mean_ms", "stddev_ms")  # inserted after "noise", as the writers place them
 
 
@@ -50,7 +50,7 @@ def result_files(inputs):
 
 
 def ms(row):
-    return row["real_time"] / PER_MS[row.get("time_unit", "ns")]
+    return row["real_time"] * UNIT_MS[row.get("time_unit", "ns")]
 
 
 def with_statistics(median, aggregates):
