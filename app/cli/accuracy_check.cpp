@@ -7,9 +7,9 @@ namespace cuflash::cli {
 
 namespace {
 
-// The baseline's outputs in the same form as a backend's.
-AttentionResult compute_baseline(const Problem& p, const CaseInputs& in, bool backward) {
-  AttentionResult r;
+// The baseline's outputs in the same form as the reference's.
+ReferenceResult compute_baseline(const Problem& p, const ReferenceInputs& in, bool backward) {
+  ReferenceResult r;
   reference::ForwardResult fwd = reference::baseline::forward(p, in.q, in.k, in.v);
   if (backward) {
     reference::Gradients g = reference::baseline::backward(p, in.q, in.k, in.v, fwd, in.dout);
@@ -39,14 +39,20 @@ TensorVerdict judge(const char* tensor, const std::vector<double>& ours,
 std::vector<TensorVerdict> check_accuracy(const Problem& p, const CaseInputs& in, bool backward,
                                       double floor) {
   const AttentionResult ours = compute(Backend::cuda, p, in, backward);
-  const AttentionResult ref = compute_reference(p, in, backward);
-  const AttentionResult base = compute_baseline(p, in, backward);
-  std::vector<TensorVerdict> verdicts{judge("o", ours.out, base.out, ref.out, floor),
-                                      judge("lse", ours.lse, base.lse, ref.lse, floor)};
+  const ReferenceInputs values = reference_inputs(p, in);
+  const ReferenceResult ref = compute_reference(p, values, backward);
+  const ReferenceResult base = compute_baseline(p, values, backward);
+  const auto verdict = [&](const char* name, const io::NpyArray& got,
+                           const std::vector<double>& base_values,
+                           const std::vector<double>& ref_values) {
+    return judge(name, bhsd_values(p, got), base_values, ref_values, floor);
+  };
+  std::vector<TensorVerdict> verdicts{verdict("o", ours.out, base.out, ref.out),
+                                      verdict("lse", ours.lse, base.lse, ref.lse)};
   if (backward) {
-    verdicts.push_back(judge("dq", ours.dq, base.dq, ref.dq, floor));
-    verdicts.push_back(judge("dk", ours.dk, base.dk, ref.dk, floor));
-    verdicts.push_back(judge("dv", ours.dv, base.dv, ref.dv, floor));
+    verdicts.push_back(verdict("dq", ours.dq, base.dq, ref.dq));
+    verdicts.push_back(verdict("dk", ours.dk, base.dk, ref.dk));
+    verdicts.push_back(verdict("dv", ours.dv, base.dv, ref.dv));
   }
   return verdicts;
 }

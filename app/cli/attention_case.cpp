@@ -3,7 +3,6 @@
 #include "cli/exit_codes.h"
 #include "cuflash/io/convert.h"
 #include "cuflash/io/random_inputs.h"
-#include "cuflash/numeric.h"
 
 namespace cuflash::cli {
 
@@ -90,10 +89,9 @@ void require_same_dtype(const TensorFile& a, const TensorFile& b) {
   }
 }
 
-// The values of a file, which must still hold an array of `type` and `shape`.
-std::vector<double> read_values_bhsd(const std::string& path, const std::string& option,
-                                     io::ElementType type, const std::vector<int64_t>& shape,
-                                     Layout layout) {
+// The array of a file, which must still hold an array of `type` and `shape`.
+io::NpyArray read_stored(const std::string& path, const std::string& option,
+                         io::ElementType type, const std::vector<int64_t>& shape) {
   io::NpyArray array;
   try {
     array = io::read_npy(path);
@@ -103,26 +101,37 @@ std::vector<double> read_values_bhsd(const std::string& path, const std::string&
   if (array.type != type || array.shape != shape) {
     throw UsageError(option + " " + path + ": the file changed while cuflash was reading it");
   }
-  const Dims d = dims_of(array.shape, layout);
-  return layout_to_bhsd(io::to_double(array), d.batch, d.heads, d.seq, d.head_dim, layout);
+  return array;
+}
+
+// Tensor `tensor` of `p` generated from `seed`, in its stored form.
+io::NpyArray generated(const Problem& p, io::InputTensor tensor, uint64_t seed) {
+  const AttentionShape& s = p.shape;
+  const bool q_side = tensor == io::InputTensor::q || tensor == io::InputTensor::dout;
+  io::NpyArray array;
+  array.type = io::element_type(p.dtype);
+  array.shape = layout_shape(s.batch, q_side ? s.heads : s.heads_kv, q_side ? s.seq_q : s.seq_k,
+                             s.head_dim, p.layout);
+  array.bytes = io::random_input_bytes(p, tensor, seed);
+  return array;
 }
 
 }  // namespace
 
-void round_to_dtype(std::vector<double>& values, DType dtype) {
-  for (double& x : values) {
-    const float f = static_cast<float>(x);
-    x = dtype == DType::fp16   ? numeric::round_to_half(f)
-        : dtype == DType::bf16 ? numeric::round_to_bf16(f)
-                               : f;
-  }
+ReferenceInputs reference_inputs(const Problem& p, const CaseInputs& in) {
+  ReferenceInputs r;
+  r.q = io::to_bhsd_values(in.q, p.layout);
+  r.k = io::to_bhsd_values(in.k, p.layout);
+  r.v = io::to_bhsd_values(in.v, p.layout);
+  if (!in.dout.bytes.empty()) r.dout = io::to_bhsd_values(in.dout, p.layout);
+  return r;
 }
 
 CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout,
                            const BeforeTensor& before) {
   const auto generate = [&](io::InputTensor tensor) {
     if (before) before();
-    return io::random_input_values(p, tensor, seed);
+    return generated(p, tensor, seed);
   };
   CaseInputs in;
   in.q = generate(io::InputTensor::q);
@@ -180,8 +189,7 @@ CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool wit
   const io::ElementType type = io::element_type(p.dtype);
   const auto read = [&](const std::string& path, const char* option, int64_t heads, int64_t seq) {
     if (before) before();
-    return read_values_bhsd(path, option, type,
-                            layout_shape(s.batch, heads, seq, s.head_dim, p.layout), p.layout);
+    return read_stored(path, option, type, layout_shape(s.batch, heads, seq, s.head_dim, p.layout));
   };
   CaseInputs inputs;
   inputs.q = read(options.q_file, "--q", s.heads, s.seq_q);
@@ -190,7 +198,7 @@ CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool wit
   if (with_dout) {
     if (options.dout_file.empty()) {
       if (before) before();
-      inputs.dout = io::random_input_values(p, io::InputTensor::dout, options.seed);
+      inputs.dout = generated(p, io::InputTensor::dout, options.seed);
     } else {
       inputs.dout = read(options.dout_file, "--dout", s.heads, s.seq_q);
     }
@@ -202,18 +210,6 @@ std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int
                                   Layout layout) {
   if (layout == Layout::bhsd) return {batch, heads, seq, head_dim};
   return {batch, seq, heads, head_dim};
-}
-
-std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,
-                                   int64_t seq, int64_t head_dim, Layout layout) {
-  if (layout == Layout::bhsd) return bhsd;
-  return io::swap_middle_axes(bhsd, batch, heads, seq, head_dim);
-}
-
-std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t batch,
-                                   int64_t heads, int64_t seq, int64_t head_dim, Layout layout) {
-  if (layout == Layout::bhsd) return in_layout;
-  return io::swap_middle_axes(in_layout, batch, seq, heads, head_dim);
 }
 
 }  // namespace cuflash::cli

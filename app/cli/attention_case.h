@@ -1,6 +1,7 @@
-// Inputs of one attention case, generated or read from .npy files, and the conversions between
-// the CLI's working form (float64 values in [batch, heads, seq, head_dim] order, each exactly
-// representable in the case's dtype) and tensors in the user's layout and dtype.
+// Inputs of one attention case, generated or read from .npy files. Tensors stay in their stored
+// form (elements of the case's dtype in its layout, as in the files and on the device), so that
+// the GPU path moves them from file to device and back without a float64 copy or a reordering;
+// only the CPU reference gets float64 values in [batch, heads, seq, head_dim] order.
 #pragma once
 
 #include <cstdint>
@@ -13,16 +14,23 @@
 
 namespace cuflash::cli {
 
-// Values in bhsd order, already rounded to the case's dtype.
+// Stored tensors: shape [batch, heads, seq, head_dim] (bhsd) or [batch, seq, heads, head_dim]
+// (bshd), elements of the case's dtype.
 struct CaseInputs {
-  std::vector<double> q, k, v;
-  std::vector<double> dout;  // empty unless the backward pass needs it
+  io::NpyArray q, k, v;
+  io::NpyArray dout;  // no bytes unless the backward pass needs it
 };
+
+// The inputs as the CPU reference takes them: float64 in bhsd order, one copy of each.
+struct ReferenceInputs {
+  std::vector<double> q, k, v, dout;
+};
+ReferenceInputs reference_inputs(const Problem& p, const CaseInputs& in);
 
 // Called before each tensor is generated or read, e.g. to stop on Ctrl-C by throwing.
 using BeforeTensor = std::function<void()>;
 
-// Seeded standard-normal inputs (never zeros), rounded to the dtype: io::random_input_values(),
+// Seeded standard-normal inputs (never zeros), rounded to the dtype: io::random_input_bytes(),
 // the generator `bench` and the tests use too. Each tensor draws from its own stream, so Q is the
 // same with and without --backward.
 CaseInputs generate_inputs(const Problem& p, uint64_t seed, bool with_dout,
@@ -40,15 +48,8 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout);
 CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool with_dout,
                        const BeforeTensor& before = {});
 
-// A 4-D tensor of `heads` heads between bhsd order and the given layout.
-std::vector<double> bhsd_to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads,
-                                   int64_t seq, int64_t head_dim, Layout layout);
-std::vector<double> layout_to_bhsd(const std::vector<double>& in_layout, int64_t batch,
-                                   int64_t heads, int64_t seq, int64_t head_dim, Layout layout);
+// The stored shape of a 4-D tensor of `heads` heads in `layout`.
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
                                   Layout layout);
-
-// Rounds every value to the nearest value representable in `dtype`.
-void round_to_dtype(std::vector<double>& values, DType dtype);
 
 }  // namespace cuflash::cli

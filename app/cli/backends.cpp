@@ -1,6 +1,9 @@
 #include "cli/backends.h"
 
 #include <chrono>
+#include <cstring>
+#include <new>
+#include <utility>
 
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
@@ -19,47 +22,69 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Values (bhsd) -> raw dtype elements in the case's layout, ready for the GPU.
-HostBytes to_device_bytes(const Problem& p, const std::vector<double>& bhsd, int64_t heads,
-                          int64_t seq) {
-  const AttentionShape& s = p.shape;
-  std::vector<double> in_layout = bhsd_to_layout(bhsd, s.batch, heads, seq, s.head_dim, p.layout);
-  io::NpyArray array = io::from_double(in_layout, {static_cast<int64_t>(in_layout.size())},
-                                       io::element_type(p.dtype));
-  return std::move(array.bytes);
-}
-
-std::vector<double> from_device_bytes(const Problem& p, const HostBytes& bytes, int64_t heads,
-                                      int64_t seq) {
-  const AttentionShape& s = p.shape;
+// An fp32 array of `shape` holding `values`.
+io::NpyArray float_array(const std::vector<float>& values, std::vector<int64_t> shape) {
   io::NpyArray array;
-  array.type = io::element_type(p.dtype);
-  array.shape = {static_cast<int64_t>(bytes.size() / io::element_size(array.type))};
-  array.bytes = bytes;
-  return layout_to_bhsd(io::to_double(array), s.batch, heads, seq, s.head_dim, p.layout);
+  array.type = io::ElementType::f32;
+  array.shape = std::move(shape);
+  array.bytes.resize(values.size() * sizeof(float));
+  std::memcpy(array.bytes.data(), values.data(), array.bytes.size());
+  return array;
 }
 
+// `bytes` (moved, not copied) as a stored tensor shaped like `like`.
+io::NpyArray stored_like(const io::NpyArray& like, HostBytes&& bytes) {
+  io::NpyArray array;
+  array.type = like.type;
+  array.shape = like.shape;
+  array.bytes = std::move(bytes);
+  return array;
+}
+
+std::vector<int64_t> lse_shape(const Problem& p) {
+  return {p.shape.batch, p.shape.heads, p.shape.seq_q};
+}
+
+// The stored inputs go to the device as they are: the kernels read either layout.
 AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backward) {
-  const AttentionShape& s = p.shape;
-  const HostBytes q = to_device_bytes(p, in.q, s.heads, s.seq_q);
-  const HostBytes k = to_device_bytes(p, in.k, s.heads_kv, s.seq_k);
-  const HostBytes v = to_device_bytes(p, in.v, s.heads_kv, s.seq_k);
   AttentionResult r;
   const Clock::time_point start = Clock::now();
   HostForwardResult fwd;
   if (backward) {
-    HostForwardBackwardResult both =
-        run_forward_backward(p, q, k, v, to_device_bytes(p, in.dout, s.heads, s.seq_q));
+    HostForwardBackwardResult both = run_forward_backward(p, in.q.bytes, in.k.bytes, in.v.bytes,
+                                                          in.dout.bytes);
     fwd = std::move(both.forward);
-    r.dq = from_device_bytes(p, both.backward.dq, s.heads, s.seq_q);
-    r.dk = from_device_bytes(p, both.backward.dk, s.heads_kv, s.seq_k);
-    r.dv = from_device_bytes(p, both.backward.dv, s.heads_kv, s.seq_k);
+    r.dq = stored_like(in.q, std::move(both.backward.dq));
+    r.dk = stored_like(in.k, std::move(both.backward.dk));
+    r.dv = stored_like(in.v, std::move(both.backward.dv));
   } else {
-    fwd = run_forward(p, q, k, v);
+    fwd = run_forward(p, in.q.bytes, in.k.bytes, in.v.bytes);
   }
-  r.out = from_device_bytes(p, fwd.out, s.heads, s.seq_q);
-  r.lse.assign(fwd.lse.begin(), fwd.lse.end());
+  r.out = stored_like(in.q, std::move(fwd.out));
+  r.lse = float_array(fwd.lse, lse_shape(p));
   r.seconds = seconds_since(start);
+  return r;
+}
+
+// The reference's float64 outputs stored as the GPU stores them (the case's dtype and layout),
+// each float64 tensor freed as soon as it is converted.
+AttentionResult stored_outputs(const Problem& p, ReferenceResult&& ref, const CaseInputs& in) {
+  const auto store = [&p](std::vector<double>& values, const io::NpyArray& like) {
+    std::vector<int64_t> bhsd_shape = like.shape;  // like's stored shape in bhsd order
+    if (p.layout == Layout::bshd) std::swap(bhsd_shape[1], bhsd_shape[2]);
+    io::NpyArray array = io::from_bhsd_values(values, bhsd_shape, p.layout, like.type);
+    std::vector<double>().swap(values);
+    return array;
+  };
+  AttentionResult r;
+  r.out = store(ref.out, in.q);
+  r.lse = io::from_double(ref.lse, lse_shape(p), io::ElementType::f32);
+  if (!ref.dq.empty()) {
+    r.dq = store(ref.dq, in.q);
+    r.dk = store(ref.dk, in.k);
+    r.dv = store(ref.dv, in.v);
+  }
+  r.seconds = ref.seconds;
   return r;
 }
 
@@ -89,9 +114,9 @@ void require_gpu_support(const Problem& p) {
                    "; the CPU backend (--backend cpu) takes any head_dim");
 }
 
-AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool backward,
+ReferenceResult compute_reference(const Problem& p, const ReferenceInputs& in, bool backward,
                                   const StageProgress& progress) {
-  AttentionResult r;
+  ReferenceResult r;
   const Clock::time_point start = Clock::now();
   const auto stage = [&](const char* name) -> reference::ProgressCallback {
     if (!progress) return {};
@@ -122,11 +147,19 @@ AttentionResult compute_reference(const Problem& p, const CaseInputs& in, bool b
 AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inputs,
                         bool backward, const StageProgress& progress) {
   if (backend == Backend::cuda) return compute_cuda(p, inputs, backward);
+  ReferenceResult ref;
+  try {
+    ref = compute_reference(p, reference_inputs(p, inputs), backward, progress);
+  } catch (const std::bad_alloc&) {
+    throw RuntimeFailure("out of host memory computing the CPU reference for " + case_label(p));
+  }
   // The CPU backend stores its outputs in the problem's dtype, as the GPU does.
-  AttentionResult r = compute_reference(p, inputs, backward, progress);
-  for (std::vector<double>* t : {&r.out, &r.dq, &r.dk, &r.dv}) round_to_dtype(*t, p.dtype);
-  round_to_dtype(r.lse, DType::fp32);
-  return r;
+  return stored_outputs(p, std::move(ref), inputs);
+}
+
+std::vector<double> bhsd_values(const Problem& p, const io::NpyArray& stored) {
+  if (stored.shape.size() == 3) return io::to_double(stored);  // LSE: no head_dim, no layout
+  return io::to_bhsd_values(stored, p.layout);
 }
 
 }  // namespace cuflash::cli

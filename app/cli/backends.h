@@ -1,5 +1,6 @@
-// Where a case is computed: the float64 CPU reference or the CUDA kernels. Both take and return
-// float64 values in [batch, heads, seq, head_dim] order, so callers never see layouts or dtypes.
+// Where a case is computed: the float64 CPU reference or the CUDA kernels. Both take the stored
+// inputs and return stored outputs (the case's dtype and layout; LSE as fp32 [batch, heads,
+// seq_q]); the GPU path hands the bytes to the device as they are.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,16 @@ namespace cuflash::cli {
 enum class Backend { cpu, cuda };
 
 struct AttentionResult {
-  std::vector<double> out, lse;  // O (values of the case's dtype), LSE (fp32 values)
+  io::NpyArray out, lse;     // O like Q; LSE fp32 [batch, heads, seq_q]
+  io::NpyArray dq, dk, dv;   // like Q, K, V; no bytes without backward
+  double seconds = 0;        // wall time of the computation (uploads included for cuda)
+};
+
+// The CPU reference's outputs: float64 in [batch, heads, seq, head_dim] order, not rounded.
+struct ReferenceResult {
+  std::vector<double> out, lse;
   std::vector<double> dq, dk, dv;  // empty without backward
-  double seconds = 0;            // wall time of the computation (uploads included for cuda)
+  double seconds = 0;
 };
 
 // `auto`: the GPU when one exists, else the CPU reference (said on stderr by the caller).
@@ -41,7 +49,10 @@ AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inp
                         bool backward, const StageProgress& progress = {});
 
 // The CPU reference alone, in float64 (no rounding of outputs).
-AttentionResult compute_reference(const Problem& p, const CaseInputs& inputs, bool backward,
+ReferenceResult compute_reference(const Problem& p, const ReferenceInputs& inputs, bool backward,
                                   const StageProgress& progress = {});
+
+// An output of compute() as float64 in bhsd order, for comparisons with the reference.
+std::vector<double> bhsd_values(const Problem& p, const io::NpyArray& stored);
 
 }  // namespace cuflash::cli

@@ -1,5 +1,6 @@
 #include "cli/memory_check.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,21 +80,18 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
   const double kv = double(s.batch) * double(s.heads_kv) * double(s.seq_k) * double(s.head_dim);
   const double rows = double(s.batch) * double(s.heads) * double(s.seq_q);
   const double element = io::element_size(io::element_type(p.dtype));
-  // The CLI holds every tensor as float64 values: Q, K, V (and dO) in, O, LSE (and dQ, dK, dV)
-  // out, all alive when the files are written.
-  const double inputs = 8 * (q + 2 * kv + (backward ? q : 0));
-  const double outputs = 8 * (q + rows + (backward ? q + 2 * kv : 0));
-  // Writing a tensor makes a copy in the file's layout and its dtype bytes, one at a time.
-  const double write_copy = (8 + element) * std::max(q, kv);
+  // Tensors are held in their stored form (the dtype's bytes), all alive when the files are
+  // written: Q, K, V (and dO) in, O, LSE (and dQ, dK, dV) out; LSE also once as it came back.
+  const double in_elements = q + 2 * kv + (backward ? q : 0);
+  const double out_elements = q + (backward ? q + 2 * kv : 0);
+  const double stored = element * (in_elements + out_elements) + 2 * 4 * rows;
   MemoryNeed need;
   if (backend == Backend::cpu) {
+    // The reference's float64 copy of each input, its float64 outputs and working memory.
     const double scratch = double(reference::scratch_bytes(p, backward));
-    need.host_bytes = inputs + outputs + std::max(scratch, write_copy);
+    need.host_bytes = stored + 8 * (in_elements + out_elements + rows) + scratch;
   } else {
-    // Inputs and results as dtype bytes for the copies to and from the device, and one float64
-    // tensor converted at a time.
-    const double bytes = element * (2 * (q + 2 * kv) + (backward ? 2 * q + 2 * (q + 2 * kv) : 0));
-    need.host_bytes = inputs + outputs + bytes + 4 * rows + std::max(16 * q, write_copy);
+    need.host_bytes = stored;
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows;
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) +
@@ -109,6 +107,12 @@ std::optional<double> host_available_bytes() {
     available = available ? std::min(*available, *headroom) : *headroom;
   }
   return available;
+}
+
+double peak_host_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return double(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 std::optional<double> device_free_bytes() {

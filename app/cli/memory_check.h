@@ -21,6 +21,9 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend);
 // control group's limit minus its usage when there is one; nullopt when neither can be read.
 std::optional<double> host_available_bytes();
 
+// The most host memory this process has held so far (its peak resident set size).
+double peak_host_bytes();
+
 // Free memory of the current CUDA device (cudaMemGetInfo); nullopt when it cannot be asked.
 std::optional<double> device_free_bytes();
 

@@ -11,12 +11,14 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/attention_case.h"
+#include "cli/byte_size.h"
 #include "cli/backends.h"
 #include "cli/compute_progress.h"
 #include "cli/exit_codes.h"
 #include "cli/interrupt.h"
 #include "cli/memory_check.h"
 #include "cli/output_folder.h"
+#include "cli/tensor_summary.h"
 #include "commands/commands.h"
 #include "cuflash/io/convert.h"
 
@@ -32,80 +34,35 @@ struct RunOptions {
   bool save_inputs = false;
 };
 
-// One tensor to report and maybe save: values in bhsd order plus how to store them.
+// One tensor to report and maybe save, in its stored form (as on the device and in the file).
 struct NamedTensor {
   std::string name;
-  const std::vector<double>* values;
-  int64_t heads, seq;  // lse: heads and seq_q; head_dim is dropped
+  const io::NpyArray* array;
   bool is_lse;
 };
 
-struct TensorStats {
-  double mean = 0, rms = 0, abs_max = 0;
-  int64_t nonfinite = 0;
-};
-
-TensorStats stats_of(const std::vector<double>& values, bool is_lse) {
-  TensorStats s;
-  int64_t finite = 0;
-  for (const double x : values) {
-    if (!std::isfinite(x)) {
-      // LSE is +inf by definition for rows that see no key; that is not a defect.
-      if (!(is_lse && x == INFINITY)) ++s.nonfinite;
-      continue;
-    }
-    ++finite;
-    s.mean += x;
-    s.rms += x * x;
-    s.abs_max = std::max(s.abs_max, std::abs(x));
-  }
-  if (finite > 0) {
-    s.mean /= double(finite);
-    s.rms = std::sqrt(s.rms / double(finite));
-  }
-  return s;
-}
-
-std::vector<int64_t> stored_shape(const Problem& p, const NamedTensor& t) {
-  if (t.is_lse) return {p.shape.batch, t.heads, t.seq};
-  return layout_shape(p.shape.batch, t.heads, t.seq, p.shape.head_dim, p.layout);
-}
-
-io::NpyArray to_npy(const Problem& p, const NamedTensor& t) {
-  const std::vector<int64_t> shape = stored_shape(p, t);
-  if (t.is_lse) return io::from_double(*t.values, shape, io::ElementType::f32);
-  return io::from_double(
-      bhsd_to_layout(*t.values, p.shape.batch, t.heads, t.seq, p.shape.head_dim, p.layout),
-      shape, io::element_type(p.dtype));
-}
-
-std::vector<NamedTensor> outputs_of(const Problem& p, const AttentionResult& r) {
-  const AttentionShape& s = p.shape;
-  std::vector<NamedTensor> ts{{"o", &r.out, s.heads, s.seq_q, false},
-                              {"lse", &r.lse, s.heads, s.seq_q, true}};
-  if (!r.dq.empty()) {
-    ts.push_back({"dq", &r.dq, s.heads, s.seq_q, false});
-    ts.push_back({"dk", &r.dk, s.heads_kv, s.seq_k, false});
-    ts.push_back({"dv", &r.dv, s.heads_kv, s.seq_k, false});
+std::vector<NamedTensor> outputs_of(const AttentionResult& r) {
+  std::vector<NamedTensor> ts{{"o", &r.out, false}, {"lse", &r.lse, true}};
+  if (!r.dq.bytes.empty()) {
+    ts.push_back({"dq", &r.dq, false});
+    ts.push_back({"dk", &r.dk, false});
+    ts.push_back({"dv", &r.dv, false});
   }
   return ts;
 }
 
-std::vector<NamedTensor> inputs_of(const Problem& p, const CaseInputs& in) {
-  const AttentionShape& s = p.shape;
-  std::vector<NamedTensor> ts{{"q", &in.q, s.heads, s.seq_q, false},
-                              {"k", &in.k, s.heads_kv, s.seq_k, false},
-                              {"v", &in.v, s.heads_kv, s.seq_k, false}};
-  if (!in.dout.empty()) ts.push_back({"dout", &in.dout, s.heads, s.seq_q, false});
+std::vector<NamedTensor> inputs_of(const CaseInputs& in) {
+  std::vector<NamedTensor> ts{{"q", &in.q, false}, {"k", &in.k, false}, {"v", &in.v, false}};
+  if (!in.dout.bytes.empty()) ts.push_back({"dout", &in.dout, false});
   return ts;
 }
 
 Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
                      const std::string& out_dir) {
-  const TensorStats s = stats_of(*t.values, t.is_lse);
+  const TensorSummary s = summarize_tensor(*t.array, t.is_lse);
   Record r;
   r.add("tensor", t.name)
-      .add("shape", stored_shape(p, t))
+      .add("shape", t.array->shape)
       .add("dtype", t.is_lse ? std::string("fp32") : std::string(to_string(p.dtype)))
       .add("backend", to_string(backend))
       .add("mean", s.mean)
@@ -305,19 +262,23 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
 
   // 7. The files into the staging folder, 8. the summary on stdout, 9. the files moved in: exit
   // 0 means both the files and the summary arrived; any failure leaves the folder as it was.
-  std::vector<NamedTensor> tensors = outputs_of(p, result);
+  // Each tensor is written as it is held: no copy on the way to the file.
+  std::vector<NamedTensor> tensors = outputs_of(result);
   if (folder) {
     std::vector<NamedTensor> all = tensors;
-    for (const NamedTensor& t : inputs_of(p, inputs)) all.push_back(t);
+    for (const NamedTensor& t : inputs_of(inputs)) all.push_back(t);
     for (const std::string& name : plan.write) {
       for (const NamedTensor& t : all) {
-        if (t.name == name) folder->write(npy(name), to_npy(p, t));
+        if (t.name == name) folder->write(npy(name), *t.array);
       }
     }
   }
   std::vector<Record> records;
   for (const NamedTensor& t : tensors) records.push_back(tensor_record(p, backend, t, o.out_dir));
   print_records(records, global.output_format());
+  const double peak = peak_host_bytes(), estimate = run_memory_need(p, o.backward, backend).host_bytes;
+  spdlog::debug("peak host memory {} ({:.0f} bytes), estimated {} ({:.0f} bytes)",
+                format_bytes(peak), peak, format_bytes(estimate), estimate);
   if (folder) {
     require_stdout_written();
     folder->commit();

@@ -4,6 +4,7 @@
 // is at most 2x the baseline's plus a small floor relative to the values' size (FlashAttention's
 // own rule, see reference/compare.h); NaN never passes.
 #include <cmath>
+#include <cstdio>
 
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,9 @@
 #include "cli/backends.h"
 #include "cli/accuracy_check.h"
 #include "cli/exit_codes.h"
+#include "cli/memory_check.h"
+#include "bench/stats.h"
+#include "bench/verify_before_timing.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
 
@@ -22,7 +26,25 @@ struct VerifyOptions {
   ProblemOptions problem;
   bool backward = false;
   std::optional<double> floor;  // overrides reference::default_floor(dtype)
+  bool no_size_limit = false;   // check cases however long the CPU reference takes
 };
+
+// Refuses, before anything is computed, a case whose CPU reference would take minutes to hours
+// (the limit of `bench --verify`, which skips such cases instead).
+void require_reference_size(const std::vector<Problem>& cases, const VerifyOptions& o) {
+  if (o.no_size_limit) return;
+  for (const Problem& p : cases) {
+    if (bench::verify_fits(p)) continue;
+    const AttentionShape& s = p.shape;
+    const double work = double(s.batch) * double(s.heads) * bench::visible_pairs(p) *
+                        double(s.head_dim);
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g", work);
+    throw UsageError(case_label(p) + ": " + text + " multiply-adds per product are above the " +
+                     "2^33 that the CPU reference checks in seconds; make the case smaller or " +
+                     "add --no-size-limit to wait for it");
+  }
+}
 
 // One record per tensor; returns whether all passed.
 bool record_verdicts(const Problem& p, const std::vector<TensorVerdict>& verdicts,
@@ -56,11 +78,13 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
     throw UsageError("verify generates its inputs; --q/--k/--v belong to `cuflash run`");
   }
   const std::vector<Problem> cases = expand_cases(o.problem);
+  require_reference_size(cases, o);
   if (device_count() == 0) {
     throw RuntimeFailure(
         "verify compares the GPU kernels with the CPU reference and needs a CUDA GPU; none was "
         "found (`cuflash run --backend cpu` computes the reference alone)");
   }
+  for (const Problem& p : cases) check_run_memory(p, o.backward, Backend::cpu);
   std::vector<Record> records;
   size_t failed = 0;   // cases outside the tolerance
   size_t refused = 0;  // cases the kernels do not support
@@ -109,6 +133,9 @@ void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& res
       std::string(kVerifyExitCodeHelp));
   add_problem_options(*cmd, options->problem, /*allow_lists=*/true);
   cmd->add_flag("--backward", options->backward, "Also check dQ, dK, dV");
+  cmd->add_flag("--no-size-limit", options->no_size_limit,
+                "Also check cases above 2^33 multiply-adds per product (the CPU reference may "
+                "take minutes to hours)");
   cmd->add_option("--floor", options->floor,
                   "Error floor of the tolerance, relative to max(1, max|ref|) (default: per dtype)")
       ->check(CLI::Validator(

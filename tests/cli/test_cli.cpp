@@ -655,3 +655,83 @@ print("ok")
   INFO(check.err);
   CHECK(check.out == "ok\n");
 }
+
+namespace {
+
+// The peak host memory and the estimate that `run -v` reports on stderr, in bytes.
+struct PeakMemory {
+  double peak = -1, estimate = -1;
+};
+
+PeakMemory peak_memory_of(const Outcome& o) {
+  PeakMemory m;
+  const auto at = o.err.find("peak host memory ");
+  if (at == std::string::npos) return m;
+  const auto number_after = [&](const std::string& marker, size_t from) {
+    const auto open = o.err.find(marker, from);
+    return open == std::string::npos ? -1.0 : std::atof(o.err.c_str() + open + marker.size());
+  };
+  m.peak = number_after("(", at);
+  m.estimate = number_after("(", o.err.find("estimated", at));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("run holds each tensor once in its stored form, and at most one float64 copy",
+          "[cli]") {
+  TempDir tmp;
+  // What the process holds with (almost) no tensors: code, libraries, allocator.
+  const Outcome tiny = cuflash("run --backend cpu -s 8 -d 8 -v", tmp);
+  REQUIRE(tiny.exit_code == 0);
+  const double base = peak_memory_of(tiny).peak;
+  REQUIRE(base > 0);
+  // bf16 tensors of 2^24 elements (32 MiB stored, 128 MiB as float64); short rows keep the CPU
+  // reference at a second or two.
+  const double elements = 64.0 * 16 * 256 * 64;
+  const Outcome o = cuflash("run --backend cpu -b 64 --heads 16 -s 256 -d 64 --dtype bf16 -v "
+                            "--out-dir " + quoted(tmp.path / "out"),
+                            tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  const PeakMemory m = peak_memory_of(o);
+  // Stored: Q, K, V, O (2 bytes each) and LSE; one float64 copy of each of Q, K, V, O; the
+  // reference's working memory is tiles of at most a few MiB. Before, every tensor was held as
+  // float64 (and copied again in the file's layout), about 25x the bytes of one tensor.
+  const double stored = 4 * 2 * elements, float64 = 4 * 8 * elements;
+  CHECK(m.peak - base <= 1.1 * (stored + float64) + 64.0 * (1 << 20));
+  // The estimate behind the memory check is not below what the run held.
+  CHECK(m.peak - base <= m.estimate);
+}
+
+TEST_CASE("verify refuses cases the CPU reference would take minutes on, before anything else",
+          "[cli]") {
+  TempDir tmp;
+  const Outcome o = cuflash("verify -b 1 --heads 16 -s 16384 -d 128", tmp);
+  CHECK(o.exit_code == 2);
+  CHECK(o.err.find("2^33") != std::string::npos);
+  CHECK(o.err.find("--no-size-limit") != std::string::npos);
+  CHECK(count_lines(o.err) == 1);
+  // The help names the option.
+  CHECK(cuflash("verify --help", tmp).out.find("--no-size-limit") != std::string::npos);
+}
+
+// Tagged [gpu]: the GPU path moves stored bytes to the device and back, with no float64 copy.
+TEST_CASE("run --backend cuda --backward holds no more than its tensors' bytes", "[gpu]") {
+  TempDir tmp;
+  REQUIRE(device_count() > 0);
+  const Outcome tiny = cuflash("run --backend cuda -s 8 -d 64 --backward -v", tmp);
+  REQUIRE(tiny.exit_code == 0);
+  const double base = peak_memory_of(tiny).peak;
+  // bf16 tensors of 2^26 elements (128 MiB each): Q, K, V, dO in; O, dQ, dK, dV out.
+  const double tensor_bytes = 2.0 * 64 * 16 * 1024 * 64;
+  const Outcome o = cuflash("run --backend cuda --backward -b 64 --heads 16 -s 1024 -d 64 "
+                            "--dtype bf16 --layout bshd --causal -v --save-inputs --out-dir " +
+                                quoted(tmp.path / "out"),
+                            tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  const PeakMemory m = peak_memory_of(o);
+  CHECK(m.peak - base <= 1.2 * 8 * tensor_bytes);
+  CHECK(m.peak - base <= m.estimate);
+}

@@ -64,11 +64,10 @@ Dims kv_dims(const Problem& p) {
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
   io::NpyArray array;
   array.type = io::element_type(dtype);
-  array.shape = {d.count()};
+  array.shape = layout == Layout::bhsd ? std::vector<int64_t>{d.batch, d.heads, d.seq, d.head_dim}
+                                       : std::vector<int64_t>{d.batch, d.seq, d.heads, d.head_dim};
   array.bytes = bytes;
-  std::vector<double> values = io::to_double(array);
-  return layout == Layout::bhsd ? values
-                                : io::swap_middle_axes(values, d.batch, d.seq, d.heads, d.head_dim);
+  return io::to_bhsd_values(array, layout);
 }
 
 }  // namespace

@@ -195,18 +195,51 @@ TEST_CASE("convert: element counts and size mismatches", "[convert]") {
   CHECK_THROWS_AS(cuflash::io::from_double({}, {-4}, ElementType::f16), NpyError);
 }
 
-TEST_CASE("convert: swap_middle_axes reorders [n, a, b, inner] as [n, b, a, inner]", "[convert]") {
-  const int64_t n = 2, a = 3, b = 4, inner = 5;
-  std::vector<double> values(static_cast<size_t>(n * a * b * inner));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
-  const std::vector<double> swapped = cuflash::io::swap_middle_axes(values, n, a, b, inner);
-  for (int64_t x = 0; x < n; ++x)
-    for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j)
-        for (int64_t k = 0; k < inner; ++k) {
-          CHECK(swapped[static_cast<size_t>(((x * b + j) * a + i) * inner + k)] ==
-                values[static_cast<size_t>(((x * a + i) * b + j) * inner + k)]);
+TEST_CASE("convert: to_bhsd_values and from_bhsd_values reorder bshd tensors in one pass",
+          "[convert]") {
+  const int64_t batch = 2, heads = 3, seq = 4, head_dim = 5;
+  std::vector<double> bhsd(static_cast<size_t>(batch * heads * seq * head_dim));
+  for (size_t i = 0; i < bhsd.size(); ++i) bhsd[i] = static_cast<double>(i);
+  const std::vector<int64_t> bhsd_shape{batch, heads, seq, head_dim};
+
+  const NpyArray bshd = cuflash::io::from_bhsd_values(bhsd, bhsd_shape, cuflash::Layout::bshd,
+                                                      ElementType::f32);
+  CHECK(bshd.shape == std::vector<int64_t>{batch, seq, heads, head_dim});
+  const std::vector<double> stored = cuflash::io::to_double(bshd);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t s = 0; s < seq; ++s)
+        for (int64_t d = 0; d < head_dim; ++d) {
+          CHECK(stored[static_cast<size_t>(((b * seq + s) * heads + h) * head_dim + d)] ==
+                bhsd[static_cast<size_t>(((b * heads + h) * seq + s) * head_dim + d)]);
         }
-  CHECK(cuflash::io::swap_middle_axes(swapped, n, b, a, inner) == values);
-  CHECK_THROWS_AS(cuflash::io::swap_middle_axes(values, n, a, b, inner + 1), NpyError);
+  CHECK(cuflash::io::to_bhsd_values(bshd, cuflash::Layout::bshd) == bhsd);
+
+  const NpyArray same = cuflash::io::from_bhsd_values(bhsd, bhsd_shape, cuflash::Layout::bhsd,
+                                                      ElementType::f64);
+  CHECK(same.shape == bhsd_shape);
+  CHECK(cuflash::io::to_double(same) == bhsd);
+  CHECK(cuflash::io::to_bhsd_values(same, cuflash::Layout::bhsd) == bhsd);
+
+  CHECK_THROWS_AS(cuflash::io::to_bhsd_values(cuflash::io::from_double(bhsd, {120}, ElementType::f32),
+                                              cuflash::Layout::bhsd),
+                  NpyError);
+  CHECK_THROWS_AS(cuflash::io::from_bhsd_values({1.0}, bhsd_shape, cuflash::Layout::bhsd,
+                                                ElementType::f32),
+                  NpyError);
+}
+
+TEST_CASE("convert: large arrays split over the cores round-trip exactly",
+          "[convert]") {
+  // Above the size at which conversions split over the cores, with a length that does not
+  // divide evenly.
+  const size_t count = (size_t{1} << 22) + 7;
+  // Integers of magnitude below 256 are exact in every type, so a round trip must give them
+  // back unchanged wherever the ranges split.
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = static_cast<double>(i % 511) - 255;
+  for (const ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {
+    const NpyArray array = cuflash::io::from_double(values, {static_cast<int64_t>(count)}, type);
+    CHECK(cuflash::io::to_double(array) == values);
+  }
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "cuflash/io/parallel.h"
 #include "cuflash/numeric.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -39,16 +40,6 @@ float round_to_odd_float(double x) {
   return numeric::bits_float(numeric::float_bits(f) | 1u);
 }
 
-double element_to_double(ElementType type, const unsigned char* bytes) {
-  switch (type) {
-    case ElementType::f16: return numeric::half_bits_to_float(load<uint16_t>(bytes));
-    case ElementType::bf16: return numeric::bf16_bits_to_float(load<uint16_t>(bytes));
-    case ElementType::f32: return load<float>(bytes);
-    case ElementType::f64: return load<double>(bytes);
-  }
-  return 0.0;
-}
-
 void double_to_element(double value, ElementType type, unsigned char* bytes) {
   switch (type) {
     case ElementType::f16:
@@ -62,38 +53,130 @@ void double_to_element(double value, ElementType type, unsigned char* bytes) {
   }
 }
 
-}  // namespace
+// Below this many elements a conversion stays on the calling thread.
+constexpr size_t kElementsPerThread = size_t{1} << 20;
 
-std::vector<double> to_double(const NpyArray& array) {
+// The element count of `array`, checked against its bytes.
+size_t checked_count(const NpyArray& array, const char* what) {
   const int64_t count = array.element_count();
   const size_t width = static_cast<size_t>(element_size(array.type));
   if (array.bytes.size() != static_cast<size_t>(count) * width) {
-    throw NpyError("to_double: array holds " + std::to_string(array.bytes.size()) +
+    throw NpyError(std::string(what) + ": array holds " + std::to_string(array.bytes.size()) +
                    " bytes but its shape needs " + std::to_string(count) + " elements of " +
                    to_string(array.type));
   }
-  std::vector<double> values(static_cast<size_t>(count));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = element_to_double(array.type, &array.bytes[i * width]);
+  return static_cast<size_t>(count);
+}
+
+// An array of `shape` and `type` with room for exactly `count` elements.
+NpyArray sized_array(size_t count, std::vector<int64_t> shape, ElementType type,
+                     const char* what) {
+  NpyArray array;
+  array.type = type;
+  array.shape = std::move(shape);
+  const int64_t expected = array.element_count();
+  if (count != static_cast<size_t>(expected)) {
+    throw NpyError(std::string(what) + ": " + std::to_string(count) +
+                   " values given for a shape of " + std::to_string(expected) + " elements");
   }
+  array.bytes.resize(count * static_cast<size_t>(element_size(type)));
+  return array;
+}
+
+// Where the rows of a 4-D tensor lie when it is stored in `layout`: row r of the [batch, heads,
+// seq, head_dim] order (r = (b * heads + h) * seq + s) starts at element stored_start(r).
+struct RowMap {
+  size_t batch, heads, seq, row_length;
+  Layout layout;
+
+  size_t count() const { return batch * heads * seq; }
+  size_t min_rows_per_thread() const {
+    return std::max<size_t>(1, kElementsPerThread / std::max<size_t>(row_length, 1));
+  }
+  size_t stored_start(size_t row) const {
+    if (layout == Layout::bhsd) return row * row_length;
+    const size_t s = row % seq, bh = row / seq;
+    const size_t h = bh % heads, b = bh / heads;
+    return ((b * seq + s) * heads + h) * row_length;
+  }
+};
+
+// The row map of an array of `stored_shape` ([batch, heads, seq, head_dim] for bhsd, [batch,
+// seq, heads, head_dim] for bshd).
+RowMap row_map(const std::vector<int64_t>& stored_shape, Layout layout, const char* what) {
+  if (stored_shape.size() != 4) {
+    throw NpyError(std::string(what) + ": expected a 4-D tensor, got " +
+                   std::to_string(stored_shape.size()) + "-D");
+  }
+  const auto at = [&](size_t i) { return static_cast<size_t>(stored_shape[i]); };
+  return layout == Layout::bhsd ? RowMap{at(0), at(1), at(2), at(3), layout}
+                                : RowMap{at(0), at(2), at(1), at(3), layout};
+}
+
+}  // namespace
+
+double element_to_double(ElementType type, const unsigned char* bytes) {
+  switch (type) {
+    case ElementType::f16: return numeric::half_bits_to_float(load<uint16_t>(bytes));
+    case ElementType::bf16: return numeric::bf16_bits_to_float(load<uint16_t>(bytes));
+    case ElementType::f32: return load<float>(bytes);
+    case ElementType::f64: return load<double>(bytes);
+  }
+  return 0.0;
+}
+
+std::vector<double> to_double(const NpyArray& array) {
+  const size_t count = checked_count(array, "to_double");
+  const size_t width = static_cast<size_t>(element_size(array.type));
+  std::vector<double> values(count);
+  parallel_ranges(count, kElementsPerThread, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      values[i] = element_to_double(array.type, &array.bytes[i * width]);
+    }
+  });
   return values;
 }
 
 NpyArray from_double(const std::vector<double>& values, std::vector<int64_t> shape,
                      ElementType type) {
-  NpyArray array;
-  array.type = type;
-  array.shape = std::move(shape);
-  const int64_t count = array.element_count();
-  if (values.size() != static_cast<size_t>(count)) {
-    throw NpyError("from_double: " + std::to_string(values.size()) +
-                   " values given for a shape of " + std::to_string(count) + " elements");
-  }
+  NpyArray array = sized_array(values.size(), std::move(shape), type, "from_double");
   const size_t width = static_cast<size_t>(element_size(type));
-  array.bytes.resize(values.size() * width);
-  for (size_t i = 0; i < values.size(); ++i) {
-    double_to_element(values[i], type, &array.bytes[i * width]);
-  }
+  parallel_ranges(values.size(), kElementsPerThread, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) double_to_element(values[i], type, &array.bytes[i * width]);
+  });
+  return array;
+}
+
+std::vector<double> to_bhsd_values(const NpyArray& array, Layout layout) {
+  const size_t count = checked_count(array, "to_bhsd_values");
+  const RowMap rows = row_map(array.shape, layout, "to_bhsd_values");
+  const size_t width = static_cast<size_t>(element_size(array.type));
+  std::vector<double> values(count);
+  parallel_ranges(rows.count(), rows.min_rows_per_thread(), [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row) {
+      const unsigned char* from = &array.bytes[rows.stored_start(row) * width];
+      double* to = &values[row * rows.row_length];
+      for (size_t j = 0; j < rows.row_length; ++j) to[j] = element_to_double(array.type, from + j * width);
+    }
+  });
+  return values;
+}
+
+NpyArray from_bhsd_values(const std::vector<double>& values,
+                          const std::vector<int64_t>& bhsd_shape, Layout layout,
+                          ElementType type) {
+  std::vector<int64_t> stored_shape = bhsd_shape;
+  if (layout == Layout::bshd && stored_shape.size() == 4) std::swap(stored_shape[1], stored_shape[2]);
+  NpyArray array = sized_array(values.size(), stored_shape, type, "from_bhsd_values");
+  const RowMap rows = row_map(stored_shape, layout, "from_bhsd_values");
+  const size_t width = static_cast<size_t>(element_size(type));
+  parallel_ranges(rows.count(), rows.min_rows_per_thread(), [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row) {
+      const double* from = &values[row * rows.row_length];
+      unsigned char* to = &array.bytes[rows.stored_start(row) * width];
+      for (size_t j = 0; j < rows.row_length; ++j) double_to_element(from[j], type, to + j * width);
+    }
+  });
   return array;
 }
 
@@ -104,25 +187,6 @@ ElementType element_type(DType dtype) {
     case DType::fp32: return ElementType::f32;
   }
   return ElementType::f32;
-}
-
-std::vector<double> swap_middle_axes(const std::vector<double>& values, int64_t outer, int64_t a,
-                                     int64_t b, int64_t inner) {
-  if (static_cast<int64_t>(values.size()) != outer * a * b * inner) {
-    throw NpyError("swap_middle_axes: " + std::to_string(values.size()) + " values for a [" +
-                   std::to_string(outer) + ", " + std::to_string(a) + ", " + std::to_string(b) +
-                   ", " + std::to_string(inner) + "] tensor");
-  }
-  std::vector<double> out(values.size());
-  for (int64_t n = 0; n < outer; ++n) {
-    for (int64_t i = 0; i < a; ++i) {
-      for (int64_t j = 0; j < b; ++j) {
-        const auto from = values.begin() + ((n * a + i) * b + j) * inner;
-        std::copy(from, from + inner, out.begin() + ((n * b + j) * a + i) * inner);
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace cuflash::io

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
+#include "cuflash/io/parallel.h"
 #include "cuflash/numeric.h"
 
 namespace cuflash::io {
@@ -73,21 +73,11 @@ void fill_rows(size_t first, size_t end, size_t row_length, size_t count, uint64
 template <class RowStart, class Store>
 void fill(size_t count, size_t row_length, uint64_t key, const RowStart& row_start,
           const Store& store) {
-  if (count == 0) return;
   const size_t rows = (count + row_length - 1) / row_length;
-  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads =
-      std::min(rows, std::clamp<size_t>(count / kElementsPerThreadMin, 1, cores));
-  const size_t chunk = (rows + threads - 1) / threads;
-  std::vector<std::thread> workers;
-  for (size_t t = 1; t < threads; ++t) {
-    const size_t first = std::min(rows, t * chunk), end = std::min(rows, first + chunk);
-    workers.emplace_back([=, &row_start, &store] {
-      fill_rows(first, end, row_length, count, key, row_start, store);
-    });
-  }
-  fill_rows(0, std::min(rows, chunk), row_length, count, key, row_start, store);
-  for (std::thread& w : workers) w.join();
+  parallel_ranges(rows, std::max<size_t>(1, kElementsPerThreadMin / row_length),
+                  [&](size_t first, size_t end) {
+                    fill_rows(first, end, row_length, count, key, row_start, store);
+                  });
 }
 
 // Stores values as raw elements of `dtype` at `out`.
