@@ -42,7 +42,12 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   upload_input(q, p, io::InputTensor::q, seed);
   upload_input(k, p, io::InputTensor::k, seed);
   upload_input(v, p, io::InputTensor::v, seed);
-  forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes);
+  // The forward's key splits take a workspace of their own (none without a split).
+  const size_t forward_workspace = forward_workspace_size(p.shape, p.dtype, p.splits);
+  t.workspace = forward_workspace > 0 ? allocate(forward_workspace).data() : nullptr;
+  t.workspace_bytes = forward_workspace;
+  forward_workspace_bytes_ = int64_t(forward_workspace);
+  forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes + forward_workspace);
   forward_ = cuflash::forward_args(p, t);
   if (!with_backward) {
     wait_for_uploads();

@@ -21,11 +21,12 @@ class DeviceCase {
   const ForwardArgs& forward_args() const { return forward_; }
   const BackwardArgs& backward_args() const { return backward_; }  // needs with_backward
 
-  // Bytes of the buffers each pass uses: forward Q, K, V, O, LSE; backward all of them plus
-  // dO, dQ, dK, dV and the workspace.
+  // Bytes of the buffers each pass uses: forward Q, K, V, O, LSE and its workspace; backward
+  // all of them plus dO, dQ, dK, dV and the backward workspace.
   int64_t forward_bytes() const { return forward_bytes_; }
   int64_t backward_bytes() const { return backward_bytes_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  int64_t forward_workspace_bytes() const { return forward_workspace_bytes_; }  // key splits
 
  private:
   DeviceBuffer& allocate(size_t bytes);
@@ -34,6 +35,7 @@ class DeviceCase {
   ForwardArgs forward_;
   BackwardArgs backward_;
   int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;
+  int64_t forward_workspace_bytes_ = 0;
 };
 
 }  // namespace cuflash::bench

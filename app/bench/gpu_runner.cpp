@@ -98,7 +98,8 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& rec
     PassResult p;
     p.pass = "fwd";
     p.flops = pass_flops(c, p.pass);
-    p.memory = MemoryInfo{device.forward_bytes(), 0, memgetinfo_bytes};
+    p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
+                          memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
     record.passes.push_back(std::move(p));
   }

@@ -36,7 +36,7 @@ struct TimingInfo {
 // Device memory of one pass, in bytes.
 struct MemoryInfo {
   int64_t alloc_bytes = 0;        // buffers the pass needs: tensors and workspace
-  int64_t workspace_bytes = 0;    // the library's scratch (backward_workspace_size), in alloc_bytes
+  int64_t workspace_bytes = 0;    // the library's scratch (forward_ or backward_workspace_size), in alloc_bytes
   int64_t memgetinfo_bytes = -1;  // drop of cudaMemGetInfo's free memory over the case; -1 unknown
 };
 

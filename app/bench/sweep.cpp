@@ -25,7 +25,8 @@ namespace {
 constexpr const char* kSweepExtension = ".txt";
 
 // The keys of a sweep line, in the order the product runs (outermost first).
-const std::vector<std::string> kKeys{"dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout"};
+const std::vector<std::string> kKeys{"dtype", "d",  "mask",   "b",     "h",
+                                     "hkv",   "sq", "sk",   "layout", "splits"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
 const std::vector<std::string> kLayouts{"bhsd", "bshd"};
@@ -83,6 +84,11 @@ class LineParser {
     fail(key + ": '" + text + "' is not a positive integer");
   }
 
+  // splits: 0 (automatic) or more.
+  int64_t non_negative(const std::string& key, const std::string& text) const {
+    return text == "0" ? 0 : integer(key, text);
+  }
+
   [[noreturn]] void fail(const std::string& message) const {
     throw UsageError("--sweep " + where_ + ": " + message);
   }
@@ -107,6 +113,7 @@ class LineParser {
     if (key == "dtype") return check_member(kDtypes);
     if (key == "mask") return check_member(kMasks);
     if (key == "layout") return check_member(kLayouts);
+    if (key == "splits") return (void)non_negative(key, item);
     integer(key, item);
   }
 
@@ -117,6 +124,15 @@ std::vector<std::string> values_or(const LineValues& values, const std::string& 
                                    std::vector<std::string> fallback) {
   const auto it = values.find(key);
   return it == values.end() ? fallback : it->second;
+}
+
+// Forced key splits that the case cannot take (cli::check_case_size's rules), as line errors.
+void check_splits(const Problem& p, const LineParser& parser) {
+  try {
+    cli::check_case_size(p);
+  } catch (const UsageError& e) {
+    parser.fail(e.what());
+  }
 }
 
 // The product of one line's lists, in kKeys order.
@@ -133,7 +149,8 @@ void expand_line(const LineValues& values, const LineParser& parser,
             for (const std::string& hkv : values_or(values, "hkv", {h}))
               for (const std::string& sq : values_or(values, "sq", {"1024"}))
                 for (const std::string& sk : values_or(values, "sk", {sq}))
-                  for (const std::string& layout : values_or(values, "layout", {"bhsd"})) {
+                  for (const std::string& layout : values_or(values, "layout", {"bhsd"}))
+                    for (const std::string& splits : values_or(values, "splits", {"0"})) {
                     Problem p;
                     p.shape.batch = num("b", b);
                     p.shape.heads = num("h", h);
@@ -147,6 +164,8 @@ void expand_line(const LineValues& values, const LineParser& parser,
                     if (p.shape.heads % p.shape.heads_kv != 0) {
                       parser.fail("hkv " + hkv + " does not divide h " + h);
                     }
+                    p.splits = parser.non_negative("splits", splits);
+                    if (p.splits != 0) check_splits(p, parser);
                     cases.push_back(p);
                   }
 }

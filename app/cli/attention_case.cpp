@@ -173,6 +173,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
   p.scale = options.scale.value_or(0.0);
   p.layout = layout;
+  p.splits = options.splits.front();
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {

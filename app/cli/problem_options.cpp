@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 
 namespace cuflash::cli {
 
@@ -123,6 +124,7 @@ std::string case_label(const Problem& p) {
   if (s.heads_kv != s.heads) out << "/hkv:" << s.heads_kv;
   out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
   if (p.layout == Layout::bshd) out << "/bshd";
+  if (p.splits != 0) out << "/splits:" << p.splits;
   return out.str();
 }
 
@@ -167,6 +169,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
            "Memory layout of tensors and files: bhsd = [batch, heads, seq, head_dim], "
            "bshd = [batch, seq, heads, head_dim]" + list, allow_lists)
       ->check(CLI::IsMember(kLayoutNames));
+  add_list(command, "--splits", o.splits,
+           "Key splits of the GPU forward (flash-decoding): 0 = automatic, 1 = none, N = "
+           "exactly N, at most one per 64 keys; fp16 and bf16" + list, allow_lists)
+      ->check(kNonNegativeInteger);
   command.add_option("--q", o.q_file, "Q from a .npy file (shape and dtype then come from files)")
       ->check(CLI::ExistingFile);
   command.add_option("--k", o.k_file, "K from a .npy file")->check(CLI::ExistingFile);
@@ -191,6 +197,15 @@ void check_case_size(const Problem& p) {
     throw UsageError("shape " + case_label(p) +
                      " is too large: more than 2^40 elements per tensor");
   }
+  if (p.splits > max_forward_splits(s)) {
+    throw UsageError("--splits " + std::to_string(p.splits) + ": " + case_label(p) + " has " +
+                     std::to_string(max_forward_splits(s)) + " key blocks of 64 keys (seq_k " +
+                     std::to_string(s.seq_k) + "), the most splits it takes");
+  }
+  if (p.splits > 1 && p.dtype == DType::fp32) {
+    throw UsageError("--splits " + std::to_string(p.splits) +
+                     ": fp32 runs unsplit; key splits take fp16 or bf16");
+  }
 }
 
 void require_single_values(const ProblemOptions& o, const std::string& command) {
@@ -210,6 +225,7 @@ void require_single_values(const ProblemOptions& o, const std::string& command) 
   check(o.dtype, "--dtype");
   check(o.mask, "--mask");
   check(o.layout, "--layout");
+  check(o.splits, "--splits");
 }
 
 std::vector<Problem> expand_cases(const ProblemOptions& o) {
@@ -224,7 +240,8 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
             for (int64_t heads_kv : o.heads_kv.empty() ? std::vector<int64_t>{heads} : o.heads_kv)
               for (int64_t seq_q : o.seq)
                 for (int64_t seq_k : o.seq_k.empty() ? std::vector<int64_t>{seq_q} : o.seq_k)
-                  for (const std::string& layout : o.layout) {
+                  for (const std::string& layout : o.layout)
+                    for (int64_t splits : o.splits) {
                     if (heads % heads_kv != 0) {
                       throw UsageError("--heads-kv: " + std::to_string(heads_kv) +
                                        " does not divide --heads " + std::to_string(heads));
@@ -235,6 +252,7 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.mask = parse_mask(mask);
                     p.scale = o.scale.value_or(0.0);
                     p.layout = parse_layout(layout);
+                    p.splits = splits;
                     check_case_size(p);
                     cases.push_back(p);
                   }

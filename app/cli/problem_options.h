@@ -23,6 +23,7 @@ struct ProblemOptions {
   std::vector<std::string> dtype{"fp16"};
   std::vector<std::string> mask{"none"};
   std::vector<std::string> layout{"bhsd"};
+  std::vector<int64_t> splits{0};  // the GPU forward's key splits; 0: automatic
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
   uint64_t seed = 0;
@@ -39,7 +40,8 @@ struct ProblemOptions {
 // share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
 // heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
 // (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
-// (top-left with sq != sk), and "/bshd" only for that layout. `bench --filter` matches it.
+// (top-left with sq != sk), "/bshd" only for that layout and "/splits:N" only for forced key
+// splits. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -50,7 +52,8 @@ void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_
 std::vector<Problem> expand_cases(const ProblemOptions& options);
 
 // Throws UsageError when the tensors of the problem would hold more elements than memory can
-// address (products that overflow int64, or above 2^40 elements).
+// address (products that overflow int64, or above 2^40 elements), or when its key splits do not
+// fit it (more than one per 64 keys, or fp32).
 void check_case_size(const Problem& p);
 
 // For commands that compute one case: throws UsageError when an option was given more than once

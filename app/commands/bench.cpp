@@ -55,6 +55,9 @@ Selection select_cases(const BenchOptions& o) {
   if (o.sweep.empty()) {
     s.cases = expand_cases(o.problem);
   } else {
+    if (o.problem.splits != std::vector<int64_t>{0}) {
+      throw UsageError("--splits: with --sweep, give the key splits in the sweep (splits=N)");
+    }
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);

@@ -16,6 +16,7 @@
 #include "cuflash/types.h"
 #include "dispatch.h"
 #include "head_dims.h"
+#include "kernels/split/plan.h"
 #include "workspace.h"
 
 namespace cuflash {
@@ -164,6 +165,33 @@ void validate_lse(const std::string& context, const void* lse) {
   if (!is_aligned(lse, alignof(float))) invalid(context, "lse must be 4-byte aligned");
 }
 
+// A workspace of at least `required` bytes ("function()" names the size function).
+void validate_workspace(const std::string& context, const void* workspace, size_t bytes,
+                        size_t required, const std::string& size_function) {
+  if (workspace == nullptr) invalid(context, "workspace is null");
+  if (!is_aligned(workspace, detail::kWorkspaceAlignment)) {
+    invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
+                         "-byte aligned");
+  }
+  if (bytes < required) {
+    invalid(context, "workspace_bytes (" + std::to_string(bytes) + ") is smaller than " +
+                         size_function + " = " + std::to_string(required));
+  }
+}
+
+void validate_splits(const std::string& context, const AttentionShape& s, DType dtype,
+                     int64_t splits) {
+  if (splits < 0) invalid(context, "splits must be >= 0 (0: automatic), got " + std::to_string(splits));
+  if (splits > max_forward_splits(s)) {
+    invalid(context, "splits (" + std::to_string(splits) + ") exceeds the " +
+                         std::to_string(max_forward_splits(s)) + " key blocks of seq_k " +
+                         std::to_string(s.seq_k) + " (64 keys each)");
+  }
+  if (splits > 1 && dtype == DType::fp32) {
+    unsupported(context, "splits > 1 needs fp16 or bf16 (fp32 runs unsplit)");
+  }
+}
+
 }  // namespace
 
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
@@ -216,9 +244,78 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   validate_tensor(context, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   validate_tensor(context, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_lse(context, args.lse);
+  validate_splits(context, s, args.dtype, args.splits);
+  if (args.workspace == nullptr) {
+    resolved.workspace_bytes = 0;  // an automatic split count then stays at 1
+  } else if (!is_aligned(args.workspace, detail::kWorkspaceAlignment)) {
+    invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
+                         "-byte aligned");
+  }
+  if (args.splits > 1) {
+    if (detail::split::plan_forward(resolved).splits != args.splits) {
+      unsupported(context, "splits > 1: the device lacks the shared memory of the split kernel "
+                           "at head_dim " + std::to_string(s.head_dim));
+    }
+    validate_workspace(context, args.workspace, args.workspace_bytes,
+                       forward_workspace_size(s, args.dtype, args.splits),
+                       "forward_workspace_size()");
+  }
 
   detail::dispatch_forward(resolved, stream);
   check_cuda(cudaGetLastError(), "forward: kernel launch");
+}
+
+int64_t max_forward_splits(const AttentionShape& shape) {
+  return detail::split::key_blocks(shape.seq_k);
+}
+
+size_t forward_workspace_size(const AttentionShape& shape, DType dtype, int64_t splits) {
+  const std::string context = "forward_workspace_size";
+  validate_sizes(context, shape);
+  if (!is_valid(dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
+  if (!is_supported_head_dim(shape.head_dim)) return 0;  // forward() refuses the shape
+  validate_splits(context, shape, dtype, splits);
+  ForwardArgs args;
+  args.shape = shape;
+  args.dtype = dtype;
+  args.splits = splits;
+  args.workspace_bytes = std::numeric_limits<size_t>::max();
+  return detail::split::forward_workspace_bytes(shape, detail::split::plan_forward(args).splits);
+}
+
+void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream) {
+  const std::string context = "merge_attention_partials";
+  const std::pair<const char*, int64_t> sizes[] = {{"splits", args.splits},
+                                                   {"batch", args.batch},
+                                                   {"heads", args.heads},
+                                                   {"seq_q", args.seq_q},
+                                                   {"head_dim", args.head_dim}};
+  for (const auto& [name, value] : sizes) {
+    if (value <= 0) {
+      invalid(context, std::string(name) + " must be positive, got " + std::to_string(value));
+    }
+  }
+  if (args.head_dim % 8 != 0) {
+    invalid(context, "head_dim must be a multiple of 8, got " + std::to_string(args.head_dim));
+  }
+  if (!is_valid(args.dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
+  const int64_t rows = checked_mul(checked_mul(args.batch, args.heads), args.seq_q);
+  if (checked_mul(checked_mul(checked_mul(rows, args.splits), args.head_dim), 8) < 0) {
+    invalid(context, "sizes are too large (they overflow 64 bits)");
+  }
+  if (args.partial_out == nullptr) invalid(context, "partial_out is null");
+  if (!is_aligned(args.partial_out, kTensorAlignment)) {
+    invalid(context, "partial_out must be 16-byte aligned");
+  }
+  if (args.partial_lse == nullptr) invalid(context, "partial_lse is null");
+  if (!is_aligned(args.partial_lse, alignof(float))) {
+    invalid(context, "partial_lse must be 4-byte aligned");
+  }
+  validate_tensor(context, "out", args.out, args.batch, args.heads, args.seq_q, args.head_dim,
+                  args.dtype);
+  validate_lse(context, args.lse);
+  detail::dispatch_merge(args, stream);
+  check_cuda(cudaGetLastError(), "merge_attention_partials: kernel launch");
 }
 
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype) {
@@ -245,17 +342,8 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
     validate_tensor(context, name, *ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   }
   validate_lse(context, args.lse);
-  if (args.workspace == nullptr) invalid(context, "workspace is null");
-  if (!is_aligned(args.workspace, detail::kWorkspaceAlignment)) {
-    invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
-                         "-byte aligned");
-  }
-  const size_t required = backward_workspace_size(s, args.dtype);
-  if (args.workspace_bytes < required) {
-    invalid(context, "workspace_bytes (" + std::to_string(args.workspace_bytes) +
-                         ") is smaller than backward_workspace_size() = " +
-                         std::to_string(required));
-  }
+  validate_workspace(context, args.workspace, args.workspace_bytes,
+                     backward_workspace_size(s, args.dtype), "backward_workspace_size()");
 
   detail::dispatch_backward(resolved, stream);
   check_cuda(cudaGetLastError(), "backward: kernel launch");

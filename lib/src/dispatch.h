@@ -9,7 +9,9 @@
 // Preconditions every launcher may rely on (api.cu guarantees them):
 //   - all arguments validated (sizes, pointers, 16-byte alignment, strides, mask, dtype);
 //   - args.scale is the effective softmax scale (> 0; 1/sqrt(head_dim) already substituted);
-//   - backward: the workspace is laid out as workspace.h describes.
+//   - backward: the workspace is laid out as workspace.h describes;
+//   - forward: args.workspace_bytes is 0 without a workspace, and a forced split count (> 1)
+//     has its workspace (kernels/split/plan.h).
 // Launchers enqueue work on `stream`; the caller checks cudaGetLastError() afterwards.
 #pragma once
 
@@ -21,6 +23,8 @@ namespace cuflash::detail {
 
 void dispatch_forward(const ForwardArgs& args, cudaStream_t stream);
 void dispatch_backward(const BackwardArgs& args, cudaStream_t stream);
+// merge_attention_partials() for out's dtype (merge.cu).
+void dispatch_merge(const MergePartialsArgs& args, cudaStream_t stream);
 
 // Element is __half, __nv_bfloat16 or float (split TF32 on the tensor cores).
 template <typename Element, int kHeadDim>

@@ -194,7 +194,11 @@ HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const 
   Stream stream;
   DeviceInputs inputs(bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
-  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
+  const DeviceBuffer workspace(forward_workspace_size(problem.shape, problem.dtype, problem.splits));
+  DenseTensors tensors = forward_tensors(inputs, fwd);
+  tensors.workspace = workspace.data();
+  tensors.workspace_bytes = workspace.bytes();
+  forward(forward_args(problem, tensors), stream.get());
   HostForwardResult result = download_forward(fwd, bytes, stream.get());
   stream.synchronize();  // the downloads above are asynchronous
   return result;
@@ -213,11 +217,14 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   device_dout.copy_from_host(dout.data(), stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
   DeviceGradients grads(bytes, stream.get());
-  DeviceBuffer workspace(backward_workspace_size(problem.shape, problem.dtype));
+  // One workspace serves both passes, which run one after the other on the stream.
+  DeviceBuffer workspace(
+      std::max(forward_workspace_size(problem.shape, problem.dtype, problem.splits),
+               backward_workspace_size(problem.shape, problem.dtype)));
+  const DenseTensors tensors = backward_tensors(inputs, fwd, device_dout, grads, workspace);
 
-  forward(forward_args(problem, forward_tensors(inputs, fwd)), stream.get());
-  backward(backward_args(problem, backward_tensors(inputs, fwd, device_dout, grads, workspace)),
-           stream.get());
+  forward(forward_args(problem, tensors), stream.get());
+  backward(backward_args(problem, tensors), stream.get());
 
   HostForwardBackwardResult result;
   result.forward = download_forward(fwd, bytes, stream.get());

@@ -43,7 +43,7 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
-SWEEP_KEYS = ("dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout")  # outermost first
+SWEEP_KEYS = ("dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits")  # outermost first
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
     "d": "64",
@@ -54,6 +54,7 @@ SWEEP_DEFAULTS = {
     "sq": "1024",
     "sk": None,
     "layout": "bhsd",
+    "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
 }  # hkv = h and sk = sq by default
 CHOICES = {
     "dtype": ("fp16", "bf16", "fp32"),
@@ -94,6 +95,9 @@ def check_item(key, item, where):
             raise SweepError(
                 f"{where}: {key}: unknown value '{item}' (expected {', '.join(CHOICES[key])})"
             )
+    elif key == "splits":
+        if not item.isdigit():
+            raise SweepError(f"{where}: {key}: '{item}' is not a non-negative integer")
     elif not (item.isdigit() and int(item) > 0):
         raise SweepError(f"{where}: {key}: '{item}' is not a positive integer")
 
@@ -104,7 +108,7 @@ def expand_rule(rule, where):
     for values in itertools.product(*(rule.get(key, [SWEEP_DEFAULTS[key]]) for key in SWEEP_KEYS)):
         c = dict(zip(SWEEP_KEYS, values))
         c["hkv"], c["sk"] = c["hkv"] or c["h"], c["sk"] or c["sq"]  # default: h and sq
-        for key in ("d", "b", "h", "hkv", "sq", "sk"):
+        for key in ("d", "b", "h", "hkv", "sq", "sk", "splits"):
             c[key] = int(c[key])
         if c["h"] % c["hkv"]:
             raise SweepError(f"{where}: hkv {c['hkv']} does not divide h {c['h']}")
@@ -151,7 +155,8 @@ def case_name(c):
     if c["hkv"] != c["h"]:
         name += f"/hkv:{c['hkv']}"
     name += f"/sq:{c['sq']}/sk:{c['sk']}/d:{c['d']}/causal:{causal}"
-    return name + ("/bshd" if c["layout"] == "bshd" else "")
+    name += "/bshd" if c["layout"] == "bshd" else ""
+    return name + (f"/splits:{c['splits']}" if c.get("splits") else "")
 
 
 def select_cases(args):

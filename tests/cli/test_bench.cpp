@@ -194,7 +194,7 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "layout)");
+        "layout, splits)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
   CHECK(message("sq") == "--sweep bad.txt:1: expected key=value, got 'sq'");
   CHECK(message("sq=0") == "--sweep bad.txt:1: sq: '0' is not a positive integer");
@@ -710,6 +710,9 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   INFO(seed.err);
   CHECK(seed.exit_code == 0);
   CHECK(count_lines(seed.out) == 48);
+  const Outcome decode = run_shell(cuflash + " bench --sweep decode --list", tmp);
+  CHECK(decode.exit_code == 0);
+  CHECK(count_lines(decode.out) == 208);
   const Outcome path = run_shell(cuflash + " bench --sweep " + (kSweepDir / "fa.txt").string() +
                                      " --list --filter 'fp16/.*d:128/causal:1'", tmp);
   CHECK(path.exit_code == 0);
@@ -776,7 +779,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
       std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/sdpa_bench.py";
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
-       {"--sweep seed --list", "--sweep fa --list",
+       {"--sweep seed --list", "--sweep fa --list", "--sweep decode --list",
         "--sweep seed --list --filter 'bf16/.*causal:1'", "--sweep fa --list --format json",
         "-s 100,200 --seq-k 300 -d 32,64 --dtype bf16,fp32 --mask none,causal,causal-top-left "
         "--heads 8 --heads-kv 2,8 --layout bhsd,bshd --list"}) {

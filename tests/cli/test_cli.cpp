@@ -95,6 +95,32 @@ TEST_CASE("help, version and usage errors", "[cli]") {
     CHECK(scale.exit_code == 2);
     CHECK(scale.err.find("--scale") != std::string::npos);
   }
+  SECTION("--splits: negative, above the key blocks or with fp32: exit 2, one line") {
+    const Outcome negative = cuflash("run --backend cpu -s 1 --seq-k 200 -d 8 --splits -1", tmp);
+    CHECK(negative.exit_code == 2);
+    CHECK(negative.err.find("--splits") != std::string::npos);
+    const Outcome many = cuflash("verify -s 1 --seq-k 200 -d 64 --dtype bf16 --splits 4,5", tmp);
+    CHECK(many.exit_code == 2);
+    CHECK(many.err.find("--splits 5") != std::string::npos);
+    CHECK(many.err.find("4 key blocks") != std::string::npos);
+    CHECK(count_lines(many.err) == 1);
+    const Outcome fp32 = cuflash("run --backend cpu -s 1 --seq-k 200 -d 8 --dtype fp32 --splits 2",
+                                 tmp);
+    CHECK(fp32.exit_code == 2);
+    CHECK(fp32.err.find("fp32") != std::string::npos);
+    CHECK(count_lines(fp32.err) == 1);
+    const Outcome bench = cuflash("bench --sweep decode --splits 2 --list", tmp);
+    CHECK(bench.exit_code == 2);
+    CHECK(bench.err.find("--splits") != std::string::npos);
+  }
+  SECTION("--splits in range: the CPU backend computes the same, the name carries it") {
+    const Outcome o = cuflash("run --backend cpu -s 1 --seq-k 200 -d 8 --splits 4", tmp);
+    CHECK(o.exit_code == 0);
+    const Outcome list = cuflash("bench -s 1 --seq-k 200 --splits 0,3 --list", tmp);
+    CHECK(list.exit_code == 0);
+    CHECK(list.out.find("/sk:200/d:64/causal:0\n") != std::string::npos);
+    CHECK(list.out.find("/sk:200/d:64/causal:0/splits:3\n") != std::string::npos);
+  }
   SECTION("run takes one value per option") {
     const Outcome o = cuflash("run --backend cpu -s 16,32", tmp);
     CHECK(o.exit_code == 2);

@@ -107,13 +107,16 @@ size_t q_side_bytes(const Problem& p) { return size_t(q_dims(p).count()) * dtype
 size_t kv_side_bytes(const Problem& p) { return size_t(kv_dims(p).count()) * dtype_size(p.dtype); }
 size_t lse_bytes(const Problem& p) { return size_t(p.shape.lse_elements()) * sizeof(float); }
 
-// The API's size for a valid problem. For the invalid ones of the argument tests (where
+// The API's size for a valid problem (the larger of backward's and forward's, for its splits). For the invalid ones of the argument tests (where
 // backward_workspace_size() may itself refuse the shape) a generous stand-in of the documented
 // layout, fp32 dQ accumulator plus row sums, twice over.
 size_t workspace_bytes(const Problem& p) {
   const AttentionShape& s = p.shape;
   const bool valid = is_supported_head_dim(s.head_dim) && s.heads % s.heads_kv == 0;
-  if (valid) return backward_workspace_size(s, p.dtype);
+  if (valid) {
+    return std::max(backward_workspace_size(s, p.dtype),
+                    forward_workspace_size(s, p.dtype, p.splits));
+  }
   return 2 * (size_t(s.q_elements()) + size_t(s.lse_elements())) * sizeof(float);
 }
 

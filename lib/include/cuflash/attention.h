@@ -8,7 +8,8 @@
 //
 // All functions are asynchronous on `stream` and throw cuflash::Error on invalid arguments or
 // CUDA errors. Nothing is allocated behind the caller's back: the backward pass takes a workspace
-// whose size backward_workspace_size() gives.
+// whose size backward_workspace_size() gives, and a forward pass that splits its keys over
+// several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +48,16 @@ struct ForwardArgs {
   TensorRef out;      // output O, same shape as q
   float* lse = nullptr;  // output [batch, heads, seq_q] fp32, contiguous: natural-log sum-exp of
                          // the scaled scores; +inf for rows that see no key
+  // Key splits (flash-decoding): the keys of every row are cut into `splits` runs of whole
+  // 64-key blocks, computed by separate CTAs into partial results (in the workspace) that
+  // merge_attention_partials() combines. 0: forward() chooses for the shape and the device (1
+  // where the workspace cannot hold the partials); 1: no split; 2..max_forward_splits(shape):
+  // exactly that many (fp16 and bf16 only). Results differ from unsplit ones by rounding only.
+  int64_t splits = 0;
+  // Scratch for the partial results: at least forward_workspace_size(shape, dtype, splits)
+  // bytes, 256-byte aligned. May be null when splits is 0 or 1.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 struct BackwardArgs {
@@ -78,12 +89,12 @@ struct DenseTensors {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
-  void* workspace = nullptr;
+  void* workspace = nullptr;  // for forward() and backward(): the larger of their sizes
   size_t workspace_bytes = 0;
 };
 
 // The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale as float,
-// and make_tensor_ref() views in problem.layout.
+// the key splits, make_tensor_ref() views in problem.layout and the workspace.
 inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tensors) {
   const AttentionShape& s = problem.shape;
   ForwardArgs args;
@@ -96,6 +107,9 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   args.v = make_tensor_ref(tensors.v, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
   args.out = make_tensor_ref(tensors.out, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
   args.lse = tensors.lse;
+  args.splits = problem.splits;
+  args.workspace = tensors.workspace;
+  args.workspace_bytes = tensors.workspace_bytes;
   return args;
 }
 
@@ -125,6 +139,41 @@ bool is_supported_head_dim(int64_t head_dim);
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);
+
+// The most key splits forward() takes for `shape`: its number of 64-key blocks,
+// ceil(seq_k / 64).
+int64_t max_forward_splits(const AttentionShape& shape);
+
+// Bytes of device scratch forward() needs with `splits` key splits (0: the number it chooses
+// itself on the current device when given this much): partial O of
+// splits*batch*heads*seq_q*head_dim fp32 and partial LSE of splits*batch*heads*seq_q fp32, each
+// rounded up to 256 bytes; 0 when it does not split.
+size_t forward_workspace_size(const AttentionShape& shape, DType dtype, int64_t splits = 0);
+
+// Partial attention results over disjoint parts of the keys (key splits of one device, or the
+// shards of K and V that long-context parallelism spreads over devices), merged into the
+// attention over all of them. For each row (b, h, i) and split s:
+//   partial_out[s, b, h, i, :] = softmax over split s's keys, times its values (fp32);
+//   partial_lse[s, b, h, i]    = natural-log sum-exp of the scaled scores of those keys;
+//                                -inf or +inf: the split has no key for this row (weight 0).
+// Then lse = log(sum_s exp(partial_lse_s)) and out = sum_s exp(partial_lse_s - lse) *
+// partial_out_s, in out's dtype; a row that no split has a key for gets out = 0, lse = +inf
+// (forward()'s convention); NaN inputs give NaN. The partials are contiguous; out is strided
+// like forward()'s O and may not overlap them.
+struct MergePartialsArgs {
+  int64_t splits = 1;     // partial results per row, >= 1
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t seq_q = 1;
+  int64_t head_dim = 64;  // a multiple of 8
+  DType dtype = DType::fp16;                // of out
+  const float* partial_out = nullptr;       // [splits, batch, heads, seq_q, head_dim], 16-byte aligned
+  const float* partial_lse = nullptr;       // [splits, batch, heads, seq_q]
+  TensorRef out;                            // [batch, heads, seq_q, head_dim], as forward()'s
+  float* lse = nullptr;                     // [batch, heads, seq_q] fp32, contiguous
+};
+
+void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream = nullptr);
 
 // Bytes of device scratch backward() needs: an fp32 dQ accumulator of batch*heads*seq_q*head_dim
 // and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes.

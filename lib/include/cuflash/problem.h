@@ -43,6 +43,7 @@ struct Problem {
   Mask mask = Mask::none;
   double scale = 0.0;  // softmax scale; 0 means 1/sqrt(head_dim)
   Layout layout = Layout::bhsd;
+  int64_t splits = 0;  // the GPU forward's key splits (ForwardArgs::splits; 0: automatic)
 
   double effective_scale() const {
     return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : scale;

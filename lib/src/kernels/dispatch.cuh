@@ -3,7 +3,11 @@
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise, with its Narrow configuration where the grid would
-//     leave SMs without a CTA and the device has the shared memory for it.
+//     leave SMs without a CTA and the device has the shared memory for it;
+//   - before both, for fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh) where
+//     split::plan_forward() routes them: short queries (the query heads of a kv head stacked,
+//     at most 64 rows), small grids over long keys, and forced key splits. The plan lives next
+//     to the kernel because forward_workspace_size() reads it too.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -15,6 +19,8 @@
 #include "kernels/sm90/backward.cuh"
 #include "kernels/sm90/forward.cuh"
 #include "kernels/sm90/traits.cuh"
+#include "kernels/split/forward.cuh"
+#include "kernels/split/plan.h"
 
 namespace cuflash::detail {
 
@@ -44,8 +50,28 @@ void launch_with_config(int64_t ctas, bool masked, Launch&& launch) {
   launch(Traits{});
 }
 
+// Runs the split-KV kernel when the plan says so; false leaves the call to the tiled kernels.
+template <typename Element, int kHeadDim>
+bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
+  using Traits = split::SplitTraits<kHeadDim>;
+  const split::ForwardPlan plan = split::plan_forward<kHeadDim>(args, current_device_limits());
+  switch (plan.kernel) {
+    case split::ForwardKernel::tiled: return false;
+    case split::ForwardKernel::split_narrow:
+      split::launch_split_forward<Element, typename Traits::Narrow>(args, plan.splits, stream);
+      return true;
+    case split::ForwardKernel::split_wide:
+      split::launch_split_forward<Element, typename Traits::Wide>(args, plan.splits, stream);
+      return true;
+  }
+  return false;
+}
+
 template <typename Element, int kHeadDim>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
+  if constexpr (sizeof(Element) == 2) {
+    if (launch_split_forward<Element, kHeadDim>(args, stream)) return;
+  }
   if constexpr (sizeof(Element) == 2 && sm90::kHasForward<kHeadDim>) {
     if (use_sm90_kernels_here() && sm90::launch_forward<Element, kHeadDim>(args, stream)) return;
   }

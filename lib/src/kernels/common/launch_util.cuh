@@ -58,18 +58,23 @@ void for_each_grid_y_chunk(int64_t total, Launch&& launch) {
 struct DeviceLimits {
   int multiprocessors = 1;
   size_t max_dynamic_smem = 0;  // sm_80: 163 KB, sm_86 / sm_89: 99 KB, sm_90: 227 KB
+  size_t smem_per_multiprocessor = 0;  // shared by the CTAs of one SM (sm_90: 228 KB)
 };
 
 inline DeviceLimits query_device_limits(int device) {
   DeviceLimits limits;
   int multiprocessors = 0;
   int smem = 0;
+  int smem_per_sm = 0;
   if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
           cudaSuccess &&
       cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) ==
-          cudaSuccess) {
+          cudaSuccess &&
+      cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                             device) == cudaSuccess) {
     limits.multiprocessors = multiprocessors;
     limits.max_dynamic_smem = static_cast<size_t>(smem);
+    limits.smem_per_multiprocessor = static_cast<size_t>(smem_per_sm);
   }
   return limits;
 }

@@ -1,0 +1,311 @@
+// Split-KV forward (flash-decoding) with grouped-query head packing, on mma.sync (fp16 / bf16).
+//
+// Built for short queries against long key sequences, where the cost is reading K and V once:
+//   - the query heads that share a kv head are stacked as the rows of one problem, packed row
+//     r = query (r / heads_per_kv) of head (kv_head * heads_per_kv + r % heads_per_kv), so a CTA
+//     reads its kv head's K/V once for the whole group (query-major: under a causal mask the
+//     rows of a block see nearly the same keys);
+//   - the key blocks of each row block are divided into `splits` contiguous runs, one CTA each,
+//     so that batch * heads_kv * row blocks * splits fills the GPU; each CTA writes its rows'
+//     O (normalized over its keys, fp32) and LSE into the workspace and merge.cuh combines them.
+//     With one split the CTA writes O and LSE directly.
+// Per CTA: Q as A fragments straight from global memory into registers (no shared tile), K/V
+// blocks of 64 keys through kStages cp.async buffers, then per block:
+//   S = Q K_j^T; mask the causal diagonal and the end of the keys;
+//   online softmax in exp2 (common/softmax.cuh); O += P V_j with P reused in registers.
+// Narrow configurations give the four warps a quarter of each key block and merge their
+// states at the end (sm80::merge_key_parts). No atomics: results are bitwise reproducible for a
+// given split count.
+#pragma once
+
+#include <cstdint>
+
+#include "cuflash/attention.h"
+#include "cuflash/error.h"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm80/forward.cuh"
+#include "kernels/sm80/mma_ops.cuh"
+#include "kernels/split/merge.cuh"
+#include "kernels/split/plan.h"
+#include "kernels/split/traits.cuh"
+
+namespace cuflash::detail::split {
+
+template <typename Element>
+struct SplitParams {
+  ProblemParams problem;
+  GlobalTensor<const Element> q, k, v;
+  GlobalTensor<Element> out;
+  float* lse;                // [B, H, Sq]
+  float* partial_out;        // [splits, B, H, Sq, D] when splits > 1
+  float* partial_lse;        // [splits, B, H, Sq] when splits > 1
+  int64_t splits;            // CTAs per row block, each with a run of its key blocks
+  int64_t bh_offset;         // batch * heads_kv + kv head of blockIdx.y == 0
+};
+
+// The packed rows of one thread's fragment rows (group, group + 8) in a CTA's block.
+// Query indices and key counts fit 32 bits (sequence lengths stay below 2^31, api.cu).
+struct FragmentRows {
+  bool valid[2];        // below heads_per_kv * seq_q
+  int64_t head[2];      // query head
+  int query[2];         // query index
+  int visible_end[2];   // the row sees keys [0, visible_end)
+};
+
+__device__ __forceinline__ FragmentRows fragment_rows(const ProblemParams& p, int64_t kv_head,
+                                                      int64_t first_row) {
+  const int64_t rows = p.heads_per_kv * p.seq_q;
+  FragmentRows f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = first_row + 8 * half;
+    f.valid[half] = row < rows;
+    const int64_t query = row / p.heads_per_kv;
+    f.query[half] = static_cast<int>(query);
+    f.head[half] = kv_head * p.heads_per_kv + row % p.heads_per_kv;
+    f.visible_end[half] = static_cast<int>(
+        p.causal ? clamp64(query + p.causal_offset + 1, 0, p.seq_k) : p.seq_k);
+  }
+  return f;
+}
+
+// Keys [0, end) some row of the block [row0, row0 + block_rows) sees: the last row sees most.
+__device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, int64_t row0,
+                                                 int block_rows) {
+  const int64_t last_row = min64(row0 + block_rows, p.heads_per_kv * p.seq_q) - 1;
+  return p.causal ? clamp64(last_row / p.heads_per_kv + p.causal_offset + 1, 0, p.seq_k)
+                  : p.seq_k;
+}
+
+// Q (16 rows of this warp, D) as A fragments, loaded from global memory: 32-bit pairs at
+// columns 2 * quad (+8) of the thread's two rows; rows past the packed rows are zeros.
+template <typename Element, int kSteps>
+__device__ __forceinline__ void load_q_fragments(typename sm80::MmaOps<Element>::A (&a)[kSteps],
+                                                 const GlobalTensor<const Element>& q,
+                                                 int64_t batch, const FragmentRows& rows,
+                                                 int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const bool valid = rows.valid[half];
+    const Element* row =
+        valid ? q.slice(batch, rows.head[half]) + rows.query[half] * q.seq_stride : q.data;
+    const int col = 2 * (lane % 4);
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+      const auto* pair = reinterpret_cast<const uint32_t*>(row + 16 * kk + col);
+      a[kk].reg[half] = valid ? __ldg(pair) : 0u;          // cols 16kk + 2q, +1
+      a[kk].reg[2 + half] = valid ? __ldg(pair + 4) : 0u;  // cols 16kk + 8 + 2q, +1
+    }
+  }
+}
+
+// Scores of keys at or past each row's visible end -> -inf, for this thread's part of a warp's
+// 16 x (8 * kTiles) block of keys k0...
+template <int kTiles>
+__device__ __forceinline__ void mask_keys(float (&s)[kTiles][4], int64_t k0,
+                                          const FragmentRows& rows, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int visible = static_cast<int>(clamp64(rows.visible_end[half] - k0, 0, 8 * kTiles));
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (8 * t + 2 * (lane % 4) + e >= visible) s[t][2 * half + e] = kMaskedScore;
+      }
+    }
+  }
+}
+
+// Writes a thread's two rows of O: normalized, in Element, with LSE, when the CTA is the only
+// split; as an fp32 partial with its LSE otherwise.
+template <typename Element, int kOutTiles>
+__device__ __forceinline__ void store_rows(const SplitParams<Element>& params, int64_t batch,
+                                           int64_t split, const FragmentRows& rows,
+                                           const float (&o_acc)[kOutTiles][4],
+                                           const float (&normalizer)[2],
+                                           const float (&row_lse)[2], int lane) {
+  const ProblemParams& p = params.problem;
+  const int col = 2 * (lane % 4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (!rows.valid[half]) continue;
+    const int64_t row = (batch * p.heads + rows.head[half]) * p.seq_q + rows.query[half];
+    const float n = normalizer[half];
+    if (params.splits == 1) {
+      Element* out = params.out.slice(batch, rows.head[half]) +
+                     rows.query[half] * params.out.seq_stride;
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+        store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+      }
+      if (lane % 4 == 0) params.lse[row] = row_lse[half];
+    } else {
+      const int64_t partial_row = split * p.batch * p.heads * p.seq_q + row;
+      float* out = params.partial_out + partial_row * (8 * kOutTiles);
+#pragma unroll
+      for (int t = 0; t < kOutTiles; ++t) {
+        store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+      }
+      if (lane % 4 == 0) params.partial_lse[partial_row] = row_lse[half];
+    }
+  }
+}
+
+template <typename Element, typename Config>
+__global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
+    split_forward_kernel(const SplitParams<Element> params) {
+  using Ops = sm80::MmaOps<Element>;
+  constexpr int kHeadDim = Config::kHeadDim;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr int kThreads = Config::kThreads;
+  constexpr int kStages = Config::kStages;
+  constexpr int kWarpKeys = Config::kWarpKeys;
+  constexpr int kDimSteps = kHeadDim / Ops::kK;  // k steps of Q K^T
+  constexpr int kScoreTiles = kWarpKeys / 8;     // n8 tiles of S
+  constexpr int kOutTiles = kHeadDim / 8;        // n8 tiles of O
+  using Tile = SmemTile<Element, Config::kStride>;
+  static_assert(sizeof(Element) == 2, "Q fragments are loaded as 16-bit pairs");
+
+  const ProblemParams& p = params.problem;
+  const int thread = threadIdx.x;
+  const int warp = thread / 32;
+  const int lane = thread % 32;
+  const int row_group = warp % Config::kRowGroups;
+  const int key_part = warp / Config::kRowGroups;  // which share of every key block
+  const int warp_key0 = kWarpKeys * key_part;
+  const int64_t split = blockIdx.x % params.splits;
+  const int64_t row0 = int64_t(blockIdx.x / params.splits) * Config::kBlockM;
+  const int64_t bh_kv = params.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
+  const int64_t batch = bh_kv / p.heads_kv;
+  const int64_t kv_head = bh_kv % p.heads_kv;
+  const FragmentRows rows = fragment_rows(p, kv_head, row0 + 16 * row_group + lane / 4);
+
+  // This split's run [first, last) of the key blocks the row block sees.
+  const int64_t blocks = ceil_div(block_key_end(p, row0, Config::kBlockM), kBlockN);
+  const int64_t first = split * blocks / params.splits;
+  const int64_t last = (split + 1) * blocks / params.splits;
+
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Element* smem = reinterpret_cast<Element*>(shared_bytes);
+  auto k_tile = [&](int stage) { return Tile{smem + stage * kBlockN * Config::kStride}; };
+  auto v_tile = [&](int stage) {
+    return Tile{smem + (kStages + stage) * kBlockN * Config::kStride};
+  };  // both (kBlockN, D)
+  const Element* k = params.k.slice(batch, kv_head);  // [Sk, D]
+  const Element* v = params.v.slice(batch, kv_head);  // [Sk, D]
+  auto stage_of = [&](int64_t block) { return static_cast<int>((block - first) % kStages); };
+  auto load_block = [&](int64_t block) {
+    load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k, params.k.seq_stride,
+                                                 block * kBlockN, p.seq_k, thread);
+    load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v, params.v.seq_stride,
+                                                 block * kBlockN, p.seq_k, thread);
+  };
+  // One commit group per block, empty past the run, so that waiting for "all but the
+  // kStages - 2 newest" always means "the current block landed".
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (first + i < last) load_block(first + i);
+    cp_async_commit();
+  }
+
+  typename Ops::A q_fragments[kDimSteps];  // Q (16, D) of this warp, loaded while K/V land
+  load_q_fragments(q_fragments, params.q, batch, rows, lane);
+  const int64_t visible_min = min64(rows.visible_end[0], rows.visible_end[1]);
+  float o_acc[1][kOutTiles][4];  // O (16, D), unnormalized
+  OnlineSoftmax softmax[1];
+  zero(o_acc[0]);
+
+  for (int64_t block = first; block < last; ++block) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // block landed for every thread; every warp is done with block - 1
+    if (block + kStages - 1 < last) load_block(block + kStages - 1);
+    cp_async_commit();
+    const int stage = stage_of(block);
+
+    // S = Q K^T: (16, kWarpKeys)
+    float s[kScoreTiles][4];
+    zero(s);
+#pragma unroll
+    for (int kk = 0; kk < kDimSteps; ++kk) {
+#pragma unroll
+      for (int pair = 0; pair < kScoreTiles / 2; ++pair) {
+        typename Ops::BPair b;
+        Ops::load_b_pair_nk(b, k_tile(stage), warp_key0 + 16 * pair, Ops::kK * kk, lane);
+        Ops::mma_pair(s[2 * pair], s[2 * pair + 1], q_fragments[kk], b);
+      }
+    }
+    const int64_t k0 = block * kBlockN + warp_key0;
+    if (k0 + kWarpKeys > visible_min) mask_keys(s, k0, rows, lane);
+    softmax[0].update(s, o_acc[0], p.scale_log2);  // s now holds P
+
+    // O += P V: (16, D)
+    const Tile v_part{v_tile(stage).at(warp_key0, 0)};
+    sm80::add_product_of_accumulators<kOutTiles / 2>(o_acc[0], s, v_part, lane);
+  }
+  cp_async_wait<0>();
+
+  if constexpr (Config::kKeySplit > 1) {
+    __syncthreads();  // every warp is done with the K/V stages
+    sm80::merge_key_parts<Config>(reinterpret_cast<float*>(shared_bytes), softmax, o_acc,
+                                  row_group, key_part, lane);
+    if (key_part != 0) return;
+  }
+  float normalizer[2];
+  float row_lse[2];
+  softmax[0].finish(normalizer, row_lse);
+  store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, lane);
+}
+
+// Runs the split kernel with Config and `splits` key splits, then, with more than one, the merge
+// of their partials from the workspace (split_workspace()) into O and LSE.
+template <typename Element, typename Config>
+void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t stream) {
+  const AttentionShape& s = args.shape;
+  SplitParams<Element> params{};
+  params.problem = problem_params(s, args.mask, args.scale);
+  params.q = global_tensor<const Element>(args.q);
+  params.k = global_tensor<const Element>(args.k);
+  params.v = global_tensor<const Element>(args.v);
+  params.out = global_tensor<Element>(args.out);
+  params.lse = args.lse;
+  params.splits = splits;
+  if (splits > 1) {
+    const SplitWorkspace workspace = split_workspace(args, splits);
+    params.partial_out = workspace.partial_out;
+    params.partial_lse = workspace.partial_lse;
+  }
+  const int64_t grid_x = ceil_div(packed_rows(s), Config::kBlockM) * splits;
+  if (grid_x > int64_t(INT32_MAX)) {
+    throw Error(Error::Kind::unsupported,
+                "forward: " + std::to_string(splits) + " splits of " +
+                    std::to_string(packed_rows(s)) + " packed rows exceed the grid");
+  }
+
+  auto* kernel = &split_forward_kernel<Element, Config>;
+  allow_dynamic_smem(kernel, Config::kSmemBytes);
+  for_each_grid_y_chunk(s.batch * s.heads_kv, [&](int64_t offset, unsigned count) {
+    params.bh_offset = offset;
+    launch_kernel(kernel, dim3(static_cast<unsigned>(grid_x), count), Config::kThreads,
+                  Config::kSmemBytes, stream, params);
+  });
+  if (splits == 1) return;
+
+  MergeParams<Element> merge{};
+  merge.splits = splits;
+  merge.heads = s.heads;
+  merge.seq_q = s.seq_q;
+  merge.rows = s.batch * s.heads * s.seq_q;
+  merge.head_dim = s.head_dim;
+  merge.partial_out = params.partial_out;
+  merge.partial_lse = params.partial_lse;
+  merge.out = params.out;
+  merge.lse = args.lse;
+  launch_merge(merge, stream);
+}
+
+}  // namespace cuflash::detail::split

@@ -1,0 +1,166 @@
+// Host side of the split-KV forward: whether a forward call runs on the split kernel
+// (split/forward.cuh) or the tiled ones, with how many key splits, and the workspace the
+// splits' partial results take. forward() (through kernels/dispatch.cuh) and
+// forward_workspace_size() read the same plan, so the size asked for is the size used.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "cuflash/attention.h"
+#include "head_dims.h"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/split/traits.cuh"
+#include "workspace.h"
+
+namespace cuflash::detail::split {
+
+enum class ForwardKernel {
+  tiled,         // the sm90 / sm80 kernels of one CTA per query block
+  split_narrow,  // SplitTraits::Narrow: <= 16 packed rows per kv head
+  split_wide,    // SplitTraits::Wide: 64 packed rows per CTA
+};
+
+struct ForwardPlan {
+  ForwardKernel kernel = ForwardKernel::tiled;
+  int64_t splits = 1;  // key splits per row block; > 1 only on the split kernel
+};
+
+// Rows a (batch, kv head) pair owns once its query heads are stacked: heads_per_kv * seq_q.
+inline int64_t packed_rows(const AttentionShape& s) { return s.heads / s.heads_kv * s.seq_q; }
+
+inline int64_t key_blocks(int64_t seq_k) { return ceil_div(seq_k, kBlockKeys); }
+
+// --- Workspace: partial O [splits, B, H, Sq, D] fp32 at offset 0, then partial LSE
+// [splits, B, H, Sq] fp32 at the next 256-byte boundary. Nothing without a split.
+
+inline size_t partial_rows(const AttentionShape& s, int64_t splits) {
+  return size_t(splits) * size_t(s.batch) * size_t(s.heads) * size_t(s.seq_q);
+}
+
+inline size_t partial_out_bytes(const AttentionShape& s, int64_t splits) {
+  return round_up(partial_rows(s, splits) * size_t(s.head_dim) * sizeof(float),
+                  kWorkspaceAlignment);
+}
+
+inline size_t forward_workspace_bytes(const AttentionShape& s, int64_t splits) {
+  if (splits <= 1) return 0;
+  return partial_out_bytes(s, splits) +
+         round_up(partial_rows(s, splits) * sizeof(float), kWorkspaceAlignment);
+}
+
+struct SplitWorkspace {
+  float* partial_out;  // [splits, B, H, Sq, D]
+  float* partial_lse;  // [splits, B, H, Sq]
+};
+
+inline SplitWorkspace split_workspace(const ForwardArgs& args, int64_t splits) {
+  auto* base = static_cast<unsigned char*>(args.workspace);
+  return {reinterpret_cast<float*>(base),
+          reinterpret_cast<float*>(base + partial_out_bytes(args.shape, splits))};
+}
+
+// --- The automatic split count
+
+inline constexpr int64_t kMaxAutoSplits = 128;
+// Cost, in the time one CTA takes for a key block, of a CTA's start (Q, pipeline fill) and
+// epilogue, and of the merge kernel's launch.
+inline constexpr double kCtaOverheadBlocks = 2.0;
+inline constexpr double kMergeLaunchBlocks = 1.0;
+// The merge reads and writes D fp32 (8 * D bytes) per row and split, where a CTA moves
+// 2 * 64 * D 16-bit elements (256 * D bytes) per key block: a split row costs 1/32 block.
+inline constexpr double kMergeRowsPerBlock = 32.0;
+
+// The split count with the least modelled time: CTAs run in waves of `slots` (the SMs times
+// the CTAs of this configuration one SM holds), a wave lasting as long as its CTAs' key blocks
+// plus their overhead; splitting adds the merge. Ties keep the fewer splits.
+inline int64_t auto_splits(int64_t ctas, int64_t blocks, int64_t slots, int64_t query_rows) {
+  const auto cost = [&](int64_t splits) {
+    const double waves = double(ceil_div(ctas * splits, slots));
+    double time = waves * (double(ceil_div(blocks, splits)) + kCtaOverheadBlocks);
+    if (splits > 1) {
+      time += kMergeLaunchBlocks +
+              double(query_rows) * double(splits) / (kMergeRowsPerBlock * double(slots));
+    }
+    return time;
+  };
+  int64_t best = 1;
+  double best_cost = cost(1);
+  for (int64_t splits = 2; splits <= std::min(blocks, kMaxAutoSplits); ++splits) {
+    const double c = cost(splits);
+    if (c < best_cost) {
+      best = splits;
+      best_cost = c;
+    }
+  }
+  return best;
+}
+
+// CTAs of Config one SM holds: those its registers were compiled for (kMinCtasPerSm), fewer
+// where the device's shared memory per SM takes fewer.
+template <typename Config>
+int64_t ctas_per_sm(const DeviceLimits& limits) {
+  constexpr size_t kReservedPerCta = 1024;  // the runtime's share of each CTA's shared memory
+  const size_t by_smem = limits.smem_per_multiprocessor / (Config::kSmemBytes + kReservedPerCta);
+  return std::clamp<int64_t>(int64_t(by_smem), 1, Config::kMinCtasPerSm);
+}
+
+// Whether the tiled kernels' grid (about 128 query rows per CTA) would leave most SMs idle on a
+// key sequence long enough for splitting to pay: B=1, H=8, 1k x 128k gets 64 CTAs.
+inline bool tiled_grid_is_small(const AttentionShape& s, const DeviceLimits& limits) {
+  constexpr int64_t kTiledBlockRows = 128;
+  constexpr int64_t kMinSplitKeys = 8192;
+  const int64_t ctas = ceil_div(s.seq_q, kTiledBlockRows) * s.batch * s.heads;
+  return 2 * ctas <= limits.multiprocessors && s.seq_k >= kMinSplitKeys;
+}
+
+// The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
+// split kernel for packed rows <= 64 (decoding, GQA groups of short queries) and for small
+// tiled grids over long keys; `args.splits` when given, otherwise auto_splits(), reduced to 1
+// when the caller's workspace cannot hold the partial results.
+template <int kHeadDim>
+ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
+  using Traits = SplitTraits<kHeadDim>;
+  const AttentionShape& s = args.shape;
+  if (args.dtype == DType::fp32) return {};
+  const int64_t rows = packed_rows(s);
+  const bool narrow = rows <= Traits::Narrow::kBlockM;
+  const size_t smem = narrow ? Traits::Narrow::kSmemBytes : Traits::Wide::kSmemBytes;
+  if (smem > limits.max_dynamic_smem) return {};  // e.g. D=128 on sm_86 / sm_89
+  const int64_t block_rows = narrow ? Traits::Narrow::kBlockM : Traits::Wide::kBlockM;
+  const int64_t ctas = s.batch * s.heads_kv * ceil_div(rows, block_rows);
+  const int64_t per_sm = narrow ? ctas_per_sm<typename Traits::Narrow>(limits)
+                                : ctas_per_sm<typename Traits::Wide>(limits);
+  const int64_t slots = int64_t(limits.multiprocessors) * per_sm;
+  int64_t splits = args.splits;
+  if (splits == 0) {
+    splits = auto_splits(ctas, key_blocks(s.seq_k), slots, s.batch * s.heads * s.seq_q);
+    if (forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
+  }
+  const bool decode = rows <= Traits::Wide::kBlockM;
+  if (!decode && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
+    return {};
+  }
+  return {narrow ? ForwardKernel::split_narrow : ForwardKernel::split_wide, splits};
+}
+
+// The same for a head_dim known at run time (one of kHeadDims, validated).
+template <size_t... kIndex>
+ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits,
+                         std::index_sequence<kIndex...>) {
+  ForwardPlan plan;
+  ((kHeadDims[kIndex] == args.shape.head_dim
+        ? (plan = plan_forward<kHeadDims[kIndex]>(args, limits), 0)
+        : 0),
+   ...);
+  return plan;
+}
+
+inline ForwardPlan plan_forward(const ForwardArgs& args) {
+  return plan_forward(args, current_device_limits(),
+                      std::make_index_sequence<std::size(kHeadDims)>{});
+}
+
+}  // namespace cuflash::detail::split

@@ -1,0 +1,67 @@
+// Tile shapes of the split-KV forward (split/forward.cuh): small query groups against long key
+// sequences, where reading K and V once at full memory bandwidth is the whole cost.
+//
+// A CTA owns kBlockM packed rows (the query heads that share one kv head, stacked: see
+// split/forward.cuh) and walks 64-key blocks of one kv head through kStages cp.async buffers.
+// Four warps: Narrow (<= 16 rows, e.g. one decoded token of 8 grouped heads) gives each warp a
+// quarter of every key block and merges the four softmax states at the end; Wide (<= 64 rows
+// per block) gives each warp 16 rows and all of every key block. Q stays in registers, so the
+// shared memory is the K/V stages alone; stage counts let two (D=128) or three (D=32, 64) CTAs
+// share an SM of sm_90 with 70-100 KB of loads in flight per SM, which HBM latency asks for.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/common/shared_memory.cuh"
+
+namespace cuflash::detail::split {
+
+// Keys per block; a split is a contiguous run of key blocks (max_forward_splits() counts them).
+inline constexpr int kBlockKeys = 64;
+
+template <int HeadDim, int RowGroups, int Stages>
+struct SplitConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRowGroups = RowGroups;          // warps with distinct rows
+  static constexpr int kKeySplit = kWarps / RowGroups;  // warps sharing each key block
+  static constexpr int kMTiles = 1;                     // m16 tiles per warp
+  static constexpr int kBlockM = 16 * RowGroups;        // packed rows per CTA
+  static constexpr int kBlockN = kBlockKeys;
+  static constexpr int kWarpKeys = kBlockN / kKeySplit;  // keys of a block per warp
+  static constexpr int kStages = Stages;
+  static constexpr int kStride = HeadDim + kSmemPadElements<2>;  // 16-bit elements
+  static constexpr size_t kSmemBytes = size_t(2) * Stages * kBlockN * kStride * 2;  // K, V
+  // CTAs per SM of sm_90 by shared memory (228 KB), which registers must allow too.
+  static constexpr int kMinCtasPerSm = kSmemBytes > 76 * 1024 ? 2 : 3;
+  // The merge of the key parts (sm80::merge_key_parts) over the stages after the loop.
+  static constexpr size_t kMergeFloats = size_t(kKeySplit - 1) * RowGroups * 32 * (HeadDim / 2 + 4);
+
+  static_assert(kWarps % RowGroups == 0, "every row group has kKeySplit warps");
+  static_assert(kWarpKeys % 16 == 0, "P is reused as A fragments of 16 keys");
+  static_assert(HeadDim % 16 == 0, "head_dim is consumed in k16 steps");
+  static_assert(Stages >= 2, "one stage loads while another is read");
+  static_assert(kMergeFloats * 4 <= kSmemBytes, "the merge fits the K/V stages");
+  static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
+};
+
+template <int kHeadDim>
+struct SplitTraits;
+template <>
+struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
+  using Narrow = SplitConfig<32, 1, 6>;
+  using Wide = SplitConfig<32, 4, 6>;
+};
+template <>
+struct SplitTraits<64> {  // 18 KB stages: 74 KB, three CTAs per SM
+  using Narrow = SplitConfig<64, 1, 4>;
+  using Wide = SplitConfig<64, 4, 4>;
+};
+template <>
+struct SplitTraits<128> {  // 35 KB stages: 104 KB, two CTAs per SM
+  using Narrow = SplitConfig<128, 1, 3>;
+  using Wide = SplitConfig<128, 4, 3>;
+};
+
+}  // namespace cuflash::detail::split
