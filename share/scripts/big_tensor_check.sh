@@ -22,13 +22,13 @@ PYTHON=${PYTHON:-python3}  # with numpy
 mkdir -p "$WORK" || exit 2
 SHAPE=(--heads "$HEADS" -s "$SEQ" -d "$DIM" --dtype bf16 --causal)
 
-# measure NAME COMMAND...: runs COMMAND, logs its output to WORK/NAME.log, prints
+# measure NAME COMMAND...: runs COMMAND, logs its output to WORK/NAME.cuflash.log, prints
 # "NAME rc=.. wall_s=.. peak_rss_bytes=..": the peak resident set of the child, from the kernel's
 # own accounting (getrusage), as /usr/bin/time -v reports it.
 measure() {
   local name=$1
   shift
-  "$PYTHON" - "$WORK/$name.log" "$@" <<'PY'
+  "$PYTHON" - "$WORK/$name.cuflash.log" "$@" <<'PY'
 import resource, subprocess, sys, time
 log, command = sys.argv[1], sys.argv[2:]
 start = time.time()
