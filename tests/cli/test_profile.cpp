@@ -14,6 +14,7 @@
 #include "bench/package.h"
 #include "bench/profile_report.h"
 #include "bench/profiler.h"
+#include "bench/session.h"
 #include "bench/sweep.h"
 #include "spawn_util.h"
 
@@ -456,6 +457,34 @@ TEST_CASE("profile: the package's README names every item a publication needs",
   CHECK(contains(md, "## Profile (Nsight Compute)"));
   CHECK(contains(md, "**not profiled**: no ncu"));
   CHECK(Json::parse(slurp(dir / "results.json"))["profiles"].size() == 2);
+}
+
+TEST_CASE("profile: a session puts the profiler's metadata and each case's profile in the package",
+          "[bench][profile]") {
+  TempDir tmp;
+  Profiler profiler(settings_with(write_fake_ncu(tmp, kCollectRefused), tmp));
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=64,128", "t");
+  plan.out_dir = (tmp.path / "pkg").string();
+  plan.output = (tmp.path / "out.txt").string();
+  plan.show_progress = false;
+  plan.profile_metadata = [&profiler] { return profiler.metadata(); };
+  const int code = run_session(plan, [&](const Problem& c, size_t i) {
+    CaseRecord r = profiled_record();
+    r.spec = c;
+    r.profile.reset();
+    profiler.profile(r, i);
+    return r;
+  });
+  CHECK(code == 0);  // refused counters do not fail the run
+  const Json meta = Json::parse(slurp(tmp.path / "pkg" / "metadata.json"));
+  CHECK(meta["profile"]["available"] == false);
+  CHECK(contains(meta["profile"]["unavailable_reason"].get<std::string>(), "ERR_NVGPUCTRPERM"));
+  const Json results = Json::parse(slurp(tmp.path / "pkg" / "results.json"));
+  REQUIRE(results["profiles"].size() == 2);
+  CHECK(results["profiles"][0]["status"] == "failed");
+  CHECK(results["profiles"][1]["status"] == "not_run");
+  CHECK(contains(slurp(tmp.path / "pkg" / "README.md"), "**not available**"));
 }
 
 // --- The command line ----------------------------------------------------------------------------
