@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   setup_verify(app, global, result);
   setup_bench(app, global, result);
   setup_info(app, global, result);
+  setup_profile_target(app, result);
   for (CLI::App* sub : app.get_subcommands({})) add_global_options(*sub, global);
   setup_help(app);
   setup_docs(app);

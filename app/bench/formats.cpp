@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "bench/profile_report.h"
 #include "cli/exit_codes.h"
 
 namespace cuflash::bench {
@@ -372,6 +373,8 @@ Json benchmark_json(const std::vector<CaseRecord>& records, const RunSettings& s
   doc["context"] = context_json(metadata);
   doc["benchmarks"] = std::move(benchmarks);
   doc["failures"] = std::move(failures);
+  Json profiles = profiles_json(records);
+  if (!profiles.empty()) doc["profiles"] = std::move(profiles);  // only with --profile
   return doc;
 }
 

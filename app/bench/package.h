@@ -5,6 +5,9 @@
 //                  (`bench --samples`) every sample's row and the six aggregates
 //   results.md     the same as a markdown table, for people
 //   failures.json  the cases that failed and why (an empty list when none did)
+//   README.md      each item a published number needs and where it is here, or why it is absent
+// With --profile, results.json and results.md also hold Nsight Compute's figures per kernel
+// (profile_report.h); the raw reports live beside the folder, in "<dir>-ncu".
 // The files are rewritten after every case, each through a temporary file and a rename, and
 // metadata.json last: a run that stops at any point (Ctrl-C, a crash, a lost machine) leaves a
 // package of the cases finished so far whose metadata never claims more than the other files hold.

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,12 +60,33 @@ struct Failure {
   bool fatal = false;  // the device is unusable afterwards (a sticky CUDA error): the sweep stops
 };
 
+// Nsight Compute's figures for one kernel launch of a profiled case (`bench --profile`,
+// profiler.h).
+struct KernelProfile {
+  std::string pass;   // "fwd" or "bwd": the call that launched it
+  std::string name;   // as ncu printed it (demangled, with template arguments)
+  std::string block;  // "(128, 1, 1)"; empty when ncu did not print it
+  std::string grid;
+  // Our key (profiler.h, kProfileMetrics) -> value in our unit; no value: ncu had none ("n/a").
+  std::vector<std::pair<std::string, std::optional<double>>> metrics;
+};
+
+// The profile of one case: its kernels, or why there are none.
+struct CaseProfile {
+  std::string status = "ok";  // "ok", "failed" (ncu ran and gave no figures), "not_run"
+  std::string reason;         // one line, when not "ok" (or "ok" for only some passes)
+  std::vector<KernelProfile> kernels;
+  std::vector<std::string> reports;   // the .ncu-rep files written
+  std::vector<std::string> commands;  // the command line that writes each report again
+};
+
 // Everything about one case of the sweep.
 struct CaseRecord {
   Problem spec;
   std::vector<PassResult> passes;  // the passes that were timed, in order
   std::optional<Failure> failure;  // set when the case (or one of its passes) failed
   std::string verify = "off";      // "pass", "fail", "skipped" (too large for the CPU) or "off"
+  std::optional<CaseProfile> profile;  // with --profile
 };
 
 // Settings that every row of a run shares and that outputs show.

@@ -140,9 +140,13 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   Json metadata = run_metadata(plan.device, plan.protocol);
   record_progress(metadata, {}, total, "running");
   std::optional<ResultPackage> package;
+  const auto write_package = [&](const std::vector<CaseRecord>& records) {
+    if (plan.profile_metadata) metadata["profile"] = plan.profile_metadata();
+    if (package) package->write(records, plan.settings, metadata);
+  };
   if (!plan.out_dir.empty()) {
     package.emplace(plan.out_dir, plan.samples ? JsonRows::all : JsonRows::medians);
-    package->write({}, plan.settings, metadata);
+    write_package({});
   }
 
   const SweepOutcome outcome = run_sweep(
@@ -150,13 +154,13 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
       [&](const std::vector<CaseRecord>& records) {
         log_failure(records.back());
         record_progress(metadata, records, total, "running");
-        if (package) package->write(records, plan.settings, metadata);
+        write_package(records);
       },
       plan.show_progress);
 
   record_progress(metadata, outcome.records, total, final_status(outcome));
   metadata["finished_utc"] = utc_now_iso8601();
-  if (package) package->write(outcome.records, plan.settings, metadata);
+  write_package(outcome.records);
   std::optional<std::vector<Comparison>> comparisons;
   if (baseline) {
     comparisons = compare_runs(*baseline, outcome.records, identity_of(metadata),

@@ -3,6 +3,7 @@
 // exit code.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SessionPlan {
   int device = 0;
   std::string compare;          // baseline results document for --compare; empty: none
   bool compare_across = false;  // compare with a baseline of another GPU or kernel family
+  // With --profile: metadata.json's "profile" (bench/profiler.h), asked again before every write
+  // since it changes when ncu is refused the counters half-way.
+  std::function<Json()> profile_metadata;
 };
 
 // Writes the package as the sweep goes (when out_dir is set), then the results in plan.format

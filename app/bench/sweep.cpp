@@ -260,6 +260,15 @@ std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
   return kept;
 }
 
+std::string sweep_line(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  std::ostringstream line;
+  line << "b=" << s.batch << " h=" << s.heads << " hkv=" << s.heads_kv << " sq=" << s.seq_q
+       << " sk=" << s.seq_k << " d=" << s.head_dim << " dtype=" << to_string(p.dtype)
+       << " mask=" << to_string(p.mask) << " layout=" << to_string(p.layout);
+  return line.str();
+}
+
 std::string run_name(const std::string& pass, const Problem& p) {
   return pass + "/" + cli::case_label(p);
 }

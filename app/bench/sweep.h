@@ -24,6 +24,11 @@ namespace cuflash::bench {
 // thrown as cli::UsageError.
 std::vector<Problem> parse_sweep(const std::string& text, const std::string& origin);
 
+// One case as a sweep line that parse_sweep() reads back as that case (every key given):
+// "b=1 h=8 hkv=8 sq=1024 sk=1024 d=64 dtype=fp16 mask=causal layout=bhsd". The scale is not
+// part of it.
+std::string sweep_line(const Problem& p);
+
 // Where sweep names are looked up, in order: the folder installed next to the binary
 // (<prefix>/share/cuflash/sweeps for <prefix>/bin/cuflash), then the source tree's share/sweeps
 // when the build recorded it. Folders that do not exist are left out.

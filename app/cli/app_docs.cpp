@@ -18,6 +18,9 @@ const std::vector<EnvironmentVariable> kEnvironment{
     {"CUFLASH_DISABLE_WGMMA",
      "When set to a non-empty value other than 0, H100/H200 run the portable mma.sync kernels "
      "instead of the wgmma ones."},
+    {"CUFLASH_NCU",
+     "The Nsight Compute binary for bench --profile (else ncu on PATH, /usr/local/cuda/bin/ncu, "
+     "/opt/nvidia/nsight-compute/*/ncu)."},
 };
 
 const char* const kFilesHelp =

@@ -5,10 +5,15 @@
 // case on the GPU), sweep_runner (the loop, progress, Ctrl-C) and session (one whole run).
 // share/docs/bench.md documents the protocol and every field.
 #include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
 
 #include "bench/compare.h"
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
+#include "bench/profile_target.h"
+#include "bench/profiler.h"
 #include "bench/session.h"
 #include "bench/sweep.h"
 #include "bench/verify_before_timing.h"
@@ -40,6 +45,7 @@ struct BenchOptions {
   bool samples = false;  // results.json of the package keeps every sample
   std::string compare;   // baseline results document
   bool compare_across = false;
+  bool profile = false;  // Nsight Compute per case (bench/profiler.h)
 };
 
 // The cases to run and where they came from.
@@ -103,7 +109,21 @@ Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings&
               {"seed", static_cast<int64_t>(o.problem.seed)},
               {"peak_tflops", settings.peak_tflops.empty() ? Json() : Json(settings.peak_tflops)},
               {"samples", o.samples},
+              {"compare", o.compare.empty() ? Json() : Json(o.compare)},
+              {"profile", o.profile},
               {"cases", names}};
+}
+
+ProfilerSettings profiler_settings(const BenchOptions& o, const CaseSettings& settings) {
+  ProfilerSettings p;
+  p.ncu = find_ncu();
+  p.reports_dir = reports_dir_for(o.out_dir);
+  std::error_code ec;
+  p.self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (p.self.empty()) p.ncu = NcuLocation{"", "the path of this binary is unknown (/proc/self/exe)"};
+  p.forward = settings.forward;
+  p.backward = settings.backward;
+  return p;
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
@@ -136,8 +156,26 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.compare = o.compare;
   plan.compare_across = o.compare_across;
   plan.show_progress = !global.quiet;
-  GpuCaseRunner runner(case_settings(o));
-  return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
+  const CaseSettings settings = case_settings(o);
+  GpuCaseRunner runner(settings);
+  if (!o.profile) {
+    return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
+  }
+  Profiler profiler(profiler_settings(o, settings));
+  if (!profiler.unavailable().empty()) {
+    spdlog::warn("--profile: {}; the timings are taken without it", profiler.unavailable());
+  }
+  plan.profile_metadata = [&profiler] { return profiler.metadata(); };
+  return run_session(plan, [&](const Problem& c, size_t i) {
+    CaseRecord record = runner(c, i);  // its device buffers are freed before the child starts
+    const bool usable = profiler.unavailable().empty();
+    profiler.profile(record, settings.seed + i);
+    if (usable && !profiler.unavailable().empty()) {
+      spdlog::warn("--profile: {}; the remaining cases are timed without it",
+                   profiler.unavailable());
+    }
+    return record;
+  });
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
@@ -192,9 +230,45 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "With --compare: compare with a baseline of another GPU model or kernel family "
                "(refused otherwise)")
       ->needs(compare);
+  cmd.add_flag("--profile", o.profile,
+               "With --out-dir: profile each case with Nsight Compute (ncu; found through "
+               "CUFLASH_NCU, PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-compute): per kernel "
+               "its duration, SM and tensor-pipe use, DRAM traffic, occupancy, registers, shared "
+               "memory and local-memory spills, in results.json and results.md; the raw reports "
+               "go to OUT-DIR-ncu/ beside the package. Without ncu or its counters the package "
+               "says why and the timings still come")
+      ->needs(out_dir);
+}
+
+struct ProfileTargetOptions {
+  std::string case_line;  // a sweep line (bench/sweep.h) naming every key
+  std::string pass = "fwd";
+  uint64_t seed = 0;
+  double scale = 0.0;
+};
+
+int profile_target_command(const ProfileTargetOptions& o) {
+  const std::vector<Problem> cases = parse_sweep(o.case_line, "--case");
+  if (cases.size() != 1) throw UsageError("--case must name exactly one case");
+  Problem c = cases.front();
+  c.scale = o.scale;
+  run_profile_target(c, o.pass, o.seed);
+  return kExitOk;
 }
 
 }  // namespace
+
+void setup_profile_target(CLI::App& app, CommandResult& result) {
+  auto options = std::make_shared<ProfileTargetOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile-target", "Run one case once for Nsight Compute (bench --profile's child process)");
+  cmd->group("");  // hidden: only bench --profile runs it, under ncu
+  cmd->add_option("--case", options->case_line, "The case as a sweep line")->required();
+  cmd->add_option("--pass", options->pass, "fwd or bwd")->check(CLI::IsMember({"fwd", "bwd"}));
+  cmd->add_option("--seed", options->seed, "Seed of the inputs");
+  cmd->add_option("--scale", options->scale, "Softmax scale (0: 1/sqrt(head_dim))");
+  cmd->callback([options, &result] { result.exit_code = profile_target_command(*options); });
+}
 
 void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& result) {
   auto options = std::make_shared<BenchOptions>();
@@ -209,7 +283,8 @@ void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& resu
       "carries every statistic, unless --samples is given.\n"
       "Examples:\n"
       "  cuflash bench -s 1024,4096 -d 64,128 --dtype fp16,bf16 --causal\n"
-      "  cuflash bench --sweep seed --out-dir results/seed-h200\n" +
+      "  cuflash bench --sweep seed --out-dir results/seed-h200\n"
+      "  cuflash bench --sweep seed --filter 'd:128' --out-dir results/prof --profile\n" +
       std::string(kBenchExitCodeHelp));
   add_bench_options(*cmd, *options);
   cmd->callback(

@@ -31,6 +31,8 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
 void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 void setup_bench(CLI::App& app, const GlobalOptions& global, CommandResult& result);
 void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result);
+// The hidden `profile-target`: the child process `bench --profile` runs under Nsight Compute.
+void setup_profile_target(CLI::App& app, CommandResult& result);
 
 // `help [SUBCOMMAND]`; call after the other subcommands are set up.
 void setup_help(CLI::App& app);
