@@ -13,7 +13,8 @@
 # is stopped with Ctrl-C's signal after CUFLASH_STAGE_S (110) or SDPA_STAGE_S (100) seconds and
 # the report after 40, so the whole run ends within about 8 minutes plus the build; a stopped
 # stage keeps the cases it finished and says "interrupted" in its metadata.json. PYTHON picks
-# the interpreter that has PyTorch (default python3).
+# the interpreter that has PyTorch (default python3); SWEEPS the named sweeps (default
+# "seed fa"; e.g. SWEEPS=decode).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,6 +22,7 @@ PYTHON=${PYTHON:-python3}
 CUFLASH_STAGE_S=${CUFLASH_STAGE_S:-110}
 SDPA_STAGE_S=${SDPA_STAGE_S:-100}
 CLI=$ROOT/build/gpu/app/cuflash
+read -ra SWEEP_NAMES <<<"${SWEEPS:-seed fa}"
 
 usage() { echo "usage: $0 PACKAGE_DIR [--quick] [--no-build]" >&2; exit 2; }
 
@@ -82,17 +84,19 @@ if ((BUILD)); then
   stage build 1800 build || { echo "build failed: see $PKG/logs/build.log" >&2; exit 3; }
 fi
 
-for sweep in seed fa; do
+for sweep in "${SWEEP_NAMES[@]}"; do
   stage "cuflash-$sweep" "$CUFLASH_STAGE_S" \
     "$CLI" bench --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/cuflash-$sweep"
 done
-for sweep in seed fa; do
+for sweep in "${SWEEP_NAMES[@]}"; do
   stage "sdpa-$sweep" "$SDPA_STAGE_S" \
     "$PYTHON" share/tools/sdpa_bench.py --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
 done
 reports=()
-for dir in "$PKG"/{cuflash,sdpa}-seed "$PKG"/{cuflash,sdpa}-fa; do
-  [[ -f $dir/metadata.json ]] && reports+=("$dir")
+for sweep in "${SWEEP_NAMES[@]}"; do
+  for dir in "$PKG"/{cuflash,sdpa}-"$sweep"; do
+    [[ -f $dir/metadata.json ]] && reports+=("$dir")
+  done
 done
 stage report 40 "$PYTHON" share/tools/bench_report.py "${reports[@]}" \
   --output "$PKG/report.md" --png "$PKG/report.png"
@@ -115,7 +119,7 @@ PY
   done
   if [[ -f $PKG/report.md ]]; then
     echo "report: $PKG/report.md"
-    grep -h -E '^(seed|fa) ' "$PKG/logs/report.log" | sed 's/^/  /'
+    grep -h -E "^($(IFS='|'; echo "${SWEEP_NAMES[*]}")) " "$PKG/logs/report.log" | sed 's/^/  /'
     grep -h '^chart: ' "$PKG/logs/report.log" | sed 's/^/  /'
   else
     echo "report: none ($(tail -n 1 "$PKG/logs/report.log" 2>/dev/null))"
