@@ -125,10 +125,15 @@ double prefix_factor(const std::string& prefix) {
   return it == factors.end() ? -1.0 : it->second;
 }
 
-// The factor that brings one unit ("usecond", "Kbyte") to its base (second, byte); 1 for units
+// The factor that brings one unit to its base (second, byte): ncu writes time as "ns", "us",
+// "ms", "s" or "nsecond", "usecond", ..., sizes as "byte", "Kbyte", "KB", "MiB"...; 1 for units
 // without a scale (%, cycle, register/thread).
 double unit_factor(const std::string& unit) {
-  for (const char* base : {"second", "byte"}) {
+  static const std::map<std::string, double> times{
+      {"s", 1.0},     {"ms", 1e-3},       {"us", 1e-6},       {"ns", 1e-9},
+      {"second", 1.0}, {"msecond", 1e-3}, {"usecond", 1e-6}, {"nsecond", 1e-9}};
+  if (const auto time = times.find(unit); time != times.end()) return time->second;
+  for (const char* base : {"byte", "B"}) {
     const std::string b(base);
     if (unit.size() >= b.size() && unit.compare(unit.size() - b.size(), b.size(), b) == 0) {
       const double f = prefix_factor(unit.substr(0, unit.size() - b.size()));

@@ -84,7 +84,9 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
   // written: Q, K, V (and dO) in, O, LSE (and dQ, dK, dV) out; LSE also once as it came back.
   const double in_elements = q + 2 * kv + (backward ? q : 0);
   const double out_elements = q + (backward ? q + 2 * kv : 0);
-  const double stored = element * (in_elements + out_elements) + 2 * 4 * rows;
+  // The program itself (code, CUDA runtime, allocator) holds some too.
+  constexpr double kProcessBytes = 256.0 * (1 << 20);
+  const double stored = element * (in_elements + out_elements) + 2 * 4 * rows + kProcessBytes;
   MemoryNeed need;
   if (backend == Backend::cpu) {
     // The reference's float64 copy of each input, its float64 outputs and working memory.

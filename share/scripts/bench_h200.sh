@@ -14,7 +14,7 @@
 # the report after 40, so the whole run ends within about 8 minutes plus the build; a stopped
 # stage keeps the cases it finished and says "interrupted" in its metadata.json. PYTHON picks
 # the interpreter that has PyTorch (default python3); SWEEPS the named sweeps (default
-# "seed fa"; e.g. SWEEPS=decode).
+# "seed fa"; e.g. SWEEPS=decode), PASS the passes timed (all, fwd or bwd; default all).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,6 +23,7 @@ CUFLASH_STAGE_S=${CUFLASH_STAGE_S:-110}
 SDPA_STAGE_S=${SDPA_STAGE_S:-100}
 CLI=$ROOT/build/gpu/app/cuflash
 read -ra SWEEP_NAMES <<<"${SWEEPS:-seed fa}"
+PASS=${PASS:-all}
 
 usage() { echo "usage: $0 PACKAGE_DIR [--quick] [--no-build]" >&2; exit 2; }
 
@@ -86,11 +87,11 @@ fi
 
 for sweep in "${SWEEP_NAMES[@]}"; do
   stage "cuflash-$sweep" "$CUFLASH_STAGE_S" \
-    "$CLI" bench --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/cuflash-$sweep"
+    "$CLI" bench --sweep "$sweep" --pass "$PASS" "${FILTER[@]}" --out-dir "$PKG/cuflash-$sweep"
 done
 for sweep in "${SWEEP_NAMES[@]}"; do
   stage "sdpa-$sweep" "$SDPA_STAGE_S" \
-    "$PYTHON" share/tools/sdpa_bench.py --sweep "$sweep" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
+    "$PYTHON" share/tools/sdpa_bench.py --sweep "$sweep" --pass "$PASS" "${FILTER[@]}" --out-dir "$PKG/sdpa-$sweep"
 done
 reports=()
 for sweep in "${SWEEP_NAMES[@]}"; do

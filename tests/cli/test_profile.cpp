@@ -201,6 +201,13 @@ TEST_CASE("ncu csv: numbers and units", "[bench][profile]") {
   CHECK(*ncu_number({"2.1", "Tbyte/second"}) == Approx(2.1e12));
   CHECK(*ncu_number({"64", "Kibyte"}) == 65536.0);
   CHECK(*ncu_number({"3", "byte/usecond"}) == Approx(3e6));
+  // As Nsight Compute 2025.3 writes them with --print-units base.
+  CHECK(*ncu_number({"20,576", "ns"}) == Approx(20576e-9));
+  CHECK(*ncu_number({"154,799,377,916.02", "byte/s"}) == Approx(154.79937791602e9));
+  CHECK(*ncu_number({"84,040", "byte/block"}) == Approx(84040));
+  CHECK(*ncu_number({"168", "register/thread"}) == Approx(168));
+  CHECK(*ncu_number({"2", "us"}) == Approx(2e-6));
+  CHECK(*ncu_number({"1", "MB"}) == Approx(1e6));
   CHECK(*ncu_number({"87.5", "%"}) == 87.5);
   CHECK(*ncu_number({"40", "register/thread"}) == 40.0);
   CHECK_FALSE(ncu_number({"n/a", "byte"}));
@@ -510,4 +517,26 @@ TEST_CASE("cli: --profile needs --out-dir; without a GPU it fails fast", "[bench
   CHECK(contains(o.err, "GPU"));
   CHECK_FALSE(fs::exists(dir));
   CHECK_FALSE(fs::exists(tmp.path / "pkg-ncu"));
+}
+
+TEST_CASE("profile: the raw page of Nsight Compute 2025.3 on the H200 parses to the figures",
+          "[profile]") {
+  // A backward call's three kernels as ncu 2025.3 printed them (--csv --page raw --print-units
+  // base), trimmed to the columns the package uses.
+  const std::string text =
+      slurp(std::filesystem::path(CUFLASH_SOURCE_DIR) / "tests/data/ncu_2025.3_backward.csv");
+  const std::vector<NcuKernel> kernels = parse_ncu_kernels(text);
+  REQUIRE(kernels.size() == 3);
+  CHECK(kernels[1].name == "void sm90::backward_kernel<__half, 64>(sm90::BackwardTmaParams<T1>)");
+  CHECK(kernels[1].grid == "(8, 8, 1)");
+  const auto number = [&](const char* metric) {
+    return ncu_number(kernels[1].metrics.at(metric)).value_or(-1);
+  };
+  CHECK(number("gpu__time_duration.sum") == Approx(45.472e-6));
+  CHECK(number("dram__bytes.sum") == Approx(6394624));
+  CHECK(number("dram__bytes.sum.per_second") == Approx(140.62772695285e9));
+  CHECK(number("launch__registers_per_thread") == Approx(168));
+  CHECK(number("launch__shared_mem_per_block_dynamic") == Approx(100392));
+  CHECK(number("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active") ==
+        Approx(32.35));
 }
