@@ -54,7 +54,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     return;
   }
 
-  const size_t workspace = backward_workspace_size(p.shape, p.dtype);
+  const size_t workspace = backward_workspace_size(p.shape, p.dtype, p.deterministic);
   DeviceBuffer& dout = allocate(q_bytes);
   t.dout = dout.data();
   t.dq = allocate(q_bytes).data();

@@ -25,11 +25,13 @@ namespace {
 constexpr const char* kSweepExtension = ".txt";
 
 // The keys of a sweep line, in the order the product runs (outermost first).
-const std::vector<std::string> kKeys{"dtype", "d",  "mask",   "b",     "h",
-                                     "hkv",   "sq", "sk",   "layout", "splits"};
+const std::vector<std::string> kKeys{"dtype", "d",  "mask",   "b",      "h",
+                                     "hkv",   "sq", "sk",   "layout", "splits",
+                                     "deterministic"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
 const std::vector<std::string> kLayouts{"bhsd", "bshd"};
+const std::vector<std::string> kSwitches{"0", "1"};
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
@@ -113,6 +115,7 @@ class LineParser {
     if (key == "dtype") return check_member(kDtypes);
     if (key == "mask") return check_member(kMasks);
     if (key == "layout") return check_member(kLayouts);
+    if (key == "deterministic") return check_member(kSwitches);
     if (key == "splits") return (void)non_negative(key, item);
     integer(key, item);
   }
@@ -150,7 +153,9 @@ void expand_line(const LineValues& values, const LineParser& parser,
               for (const std::string& sq : values_or(values, "sq", {"1024"}))
                 for (const std::string& sk : values_or(values, "sk", {sq}))
                   for (const std::string& layout : values_or(values, "layout", {"bhsd"}))
-                    for (const std::string& splits : values_or(values, "splits", {"0"})) {
+                    for (const std::string& splits : values_or(values, "splits", {"0"}))
+                    for (const std::string& deterministic :
+                         values_or(values, "deterministic", {"0"})) {
                     Problem p;
                     p.shape.batch = num("b", b);
                     p.shape.heads = num("h", h);
@@ -166,6 +171,7 @@ void expand_line(const LineValues& values, const LineParser& parser,
                     }
                     p.splits = parser.non_negative("splits", splits);
                     if (p.splits != 0) check_splits(p, parser);
+                    p.deterministic = deterministic == "1";
                     cases.push_back(p);
                   }
 }

@@ -7,9 +7,9 @@
 // One line is one rule: whitespace-separated key=value pairs; a comma list makes the line expand
 // to the product of its lists; a line with single values is one explicit case. Keys and defaults
 // (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
-// d (64), dtype (fp16), mask (none), layout (bhsd), splits (0: automatic). Cases come out in file
-// order; within a line the product runs dtype, d, mask, b, h, hkv, sq, sk, layout, splits, the
-// last varying fastest.
+// d (64), dtype (fp16), mask (none), layout (bhsd), splits (0: automatic), deterministic (0; 1:
+// the deterministic backward). Cases come out in file order; within a line the product runs
+// dtype, d, mask, b, h, hkv, sq, sk, layout, splits, deterministic, the last varying fastest.
 #pragma once
 
 #include <string>

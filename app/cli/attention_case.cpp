@@ -174,6 +174,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.scale = options.scale.value_or(0.0);
   p.layout = layout;
   p.splits = options.splits.front();
+  p.deterministic = options.deterministic;
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {

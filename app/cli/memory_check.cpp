@@ -97,7 +97,7 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows;
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) +
-                           double(backward_workspace_size(s, p.dtype));
+                           double(backward_workspace_size(s, p.dtype, p.deterministic));
     }
   }
   return need;

@@ -125,6 +125,7 @@ std::string case_label(const Problem& p) {
   out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
   if (p.layout == Layout::bshd) out << "/bshd";
   if (p.splits != 0) out << "/splits:" << p.splits;
+  if (p.deterministic) out << "/deterministic";
   return out.str();
 }
 
@@ -173,6 +174,9 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
            "Key splits of the GPU forward (flash-decoding): 0 = automatic, 1 = none, N = "
            "exactly N, at most one per 64 keys; fp16 and bf16" + list, allow_lists)
       ->check(kNonNegativeInteger);
+  command.add_flag("--deterministic", o.deterministic,
+                   "GPU backward with dQ summed in a fixed order: dQ, dK, dV the same bits on "
+                   "every run, at some speed (default: the faster arrival order)");
   command.add_option("--q", o.q_file, "Q from a .npy file (shape and dtype then come from files)")
       ->check(CLI::ExistingFile);
   command.add_option("--k", o.k_file, "K from a .npy file")->check(CLI::ExistingFile);
@@ -253,6 +257,7 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.scale = o.scale.value_or(0.0);
                     p.layout = parse_layout(layout);
                     p.splits = splits;
+                    p.deterministic = o.deterministic;
                     check_case_size(p);
                     cases.push_back(p);
                   }

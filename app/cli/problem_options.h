@@ -24,6 +24,7 @@ struct ProblemOptions {
   std::vector<std::string> mask{"none"};
   std::vector<std::string> layout{"bhsd"};
   std::vector<int64_t> splits{0};  // the GPU forward's key splits; 0: automatic
+  bool deterministic = false;      // the GPU backward's fixed-order dQ sums, for every case
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
   uint64_t seed = 0;
@@ -40,8 +41,8 @@ struct ProblemOptions {
 // share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
 // heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
 // (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
-// (top-left with sq != sk), "/bshd" only for that layout and "/splits:N" only for forced key
-// splits. `bench --filter` matches it.
+// (top-left with sq != sk), "/bshd" only for that layout, "/splits:N" only for forced key
+// splits and "/deterministic" only for the deterministic backward. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.

@@ -67,7 +67,10 @@ Selection select_cases(const BenchOptions& o) {
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
-    for (Problem& c : s.cases) c.scale = o.problem.scale.value_or(0.0);
+    for (Problem& c : s.cases) {
+      c.scale = o.problem.scale.value_or(0.0);
+      c.deterministic = c.deterministic || o.problem.deterministic;
+    }
   }
   if (!o.filter.empty()) {
     const size_t before = s.cases.size();
@@ -111,6 +114,7 @@ Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings&
               {"samples", o.samples},
               {"compare", o.compare.empty() ? Json() : Json(o.compare)},
               {"profile", o.profile},
+              {"deterministic", o.problem.deterministic},
               {"cases", names}};
 }
 

@@ -27,7 +27,8 @@ Record build_record() {
       .add("nvcc", CUFLASH_CUDA_COMPILER_VERSION)
       .add("cuda_runtime", cuda_version_text(runtime))
       .add("cuda_driver", cuda_version_text(driver))
-      .add("devices", int64_t(device_count()));
+      .add("devices", int64_t(device_count()))
+      .add("backward_dq", "arrival order (default); fixed order with --deterministic");
   return r;
 }
 

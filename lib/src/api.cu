@@ -318,11 +318,11 @@ void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream
   check_cuda(cudaGetLastError(), "merge_attention_partials: kernel launch");
 }
 
-size_t backward_workspace_size(const AttentionShape& shape, DType dtype) {
+size_t backward_workspace_size(const AttentionShape& shape, DType dtype, bool deterministic) {
   const std::string context = "backward_workspace_size";
   validate_sizes(context, shape);
   if (!is_valid(dtype)) invalid(context, "dtype is not one of fp16, bf16, fp32");
-  return detail::workspace_bytes(shape);
+  return detail::workspace_bytes(shape, deterministic);
 }
 
 void backward(const BackwardArgs& args, cudaStream_t stream) {
@@ -343,7 +343,9 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   }
   validate_lse(context, args.lse);
   validate_workspace(context, args.workspace, args.workspace_bytes,
-                     backward_workspace_size(s, args.dtype), "backward_workspace_size()");
+                     backward_workspace_size(s, args.dtype, args.deterministic),
+                     args.deterministic ? "backward_workspace_size(shape, dtype, true)"
+                                        : "backward_workspace_size()");
 
   detail::dispatch_backward(resolved, stream);
   check_cuda(cudaGetLastError(), "backward: kernel launch");

@@ -220,7 +220,7 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   // One workspace serves both passes, which run one after the other on the stream.
   DeviceBuffer workspace(
       std::max(forward_workspace_size(problem.shape, problem.dtype, problem.splits),
-               backward_workspace_size(problem.shape, problem.dtype)));
+               backward_workspace_size(problem.shape, problem.dtype, problem.deterministic)));
   const DenseTensors tensors = backward_tensors(inputs, fwd, device_dout, grads, workspace);
 
   forward(forward_args(problem, tensors), stream.get());

@@ -43,7 +43,9 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
-SWEEP_KEYS = ("dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits")  # outermost first
+SWEEP_KEYS = (  # outermost first
+    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits", "deterministic"
+)
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
     "d": "64",
@@ -55,11 +57,13 @@ SWEEP_DEFAULTS = {
     "sk": None,
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
+    "deterministic": "0",  # cuflash's deterministic backward: the same
 }  # hkv = h and sk = sq by default
 CHOICES = {
     "dtype": ("fp16", "bf16", "fp32"),
     "mask": ("none", "causal", "causal-top-left"),
     "layout": ("bhsd", "bshd"),
+    "deterministic": ("0", "1"),
 }
 
 
@@ -156,7 +160,8 @@ def case_name(c):
         name += f"/hkv:{c['hkv']}"
     name += f"/sq:{c['sq']}/sk:{c['sk']}/d:{c['d']}/causal:{causal}"
     name += "/bshd" if c["layout"] == "bshd" else ""
-    return name + (f"/splits:{c['splits']}" if c.get("splits") else "")
+    name += f"/splits:{c['splits']}" if c.get("splits") else ""
+    return name + ("/deterministic" if c.get("deterministic") == "1" else "")
 
 
 def select_cases(args):

@@ -22,6 +22,7 @@
 #include "bench/sweep.h"
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 #include "cuflash/error.h"
 #include "cuflash/io/npy.h"
 #include "cuflash/io/random_inputs.h"
@@ -165,6 +166,28 @@ TEST_CASE("sweep: case names", "[bench]") {
   bshd.layout = Layout::bshd;
   CHECK(case_label(bshd) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd");
   CHECK(run_name("bwd", bshd) == "bwd/" + case_label(bshd));
+  Problem deterministic = bshd;
+  deterministic.deterministic = true;
+  CHECK(case_label(deterministic) == "fp16/b:1/h:4/sq:8/sk:8/d:64/causal:0/bshd/deterministic");
+}
+
+// What bench reports as the backward's workspace (no GPU needed to size it).
+TEST_CASE("workspace: the deterministic backward adds one counter per 16 query rows", "[bench]") {
+  const AttentionShape s{2, 8, 2, 1000, 700, 64};
+  const size_t plain = backward_workspace_size(s, DType::fp16);
+  CHECK(backward_workspace_size(s, DType::fp16, false) == plain);
+  // 2 x 8 x ceil(1000 / 16) = 1008 counters of 4 bytes, rounded up to 256 bytes.
+  CHECK(backward_workspace_size(s, DType::fp16, true) == plain + 4096);
+}
+
+TEST_CASE("sweep: deterministic=0,1 runs each case in both backward modes", "[bench]") {
+  const auto cases = parse_sweep("sq=16 d=32,64 deterministic=0,1\nsq=8\n", "t.txt");
+  REQUIRE(cases.size() == 5);
+  CHECK(case_label(cases[0]) == "fp16/b:1/h:8/sq:16/sk:16/d:32/causal:0");
+  CHECK(case_label(cases[1]) == "fp16/b:1/h:8/sq:16/sk:16/d:32/causal:0/deterministic");
+  CHECK_FALSE(cases[2].deterministic);
+  CHECK(cases[3].deterministic);
+  CHECK_FALSE(cases[4].deterministic);  // the default
 }
 
 TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order", "[bench]") {
@@ -194,7 +217,9 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "layout, splits)");
+        "layout, splits, deterministic)");
+  CHECK(message("deterministic=yes") ==
+        "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
   CHECK(message("sq") == "--sweep bad.txt:1: expected key=value, got 'sq'");
   CHECK(message("sq=0") == "--sweep bad.txt:1: sq: '0' is not a positive integer");
@@ -728,6 +753,30 @@ TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   const Outcome samples = run_shell(cuflash + " bench --samples", tmp);  // needs --out-dir
   CHECK(samples.exit_code == 2);
   CHECK(samples.err.find("--out-dir") != std::string::npos);
+}
+
+TEST_CASE("cli: --deterministic names every case it applies to, sweeps included", "[bench]") {
+  TempDir tmp;
+  const std::string bench = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
+  const Outcome lists = run_shell(bench + " -s 100,200 -d 64 --deterministic --list", tmp);
+  INFO(lists.err);
+  CHECK(lists.exit_code == 0);
+  CHECK(lists.out == "fp16/b:1/h:8/sq:100/sk:100/d:64/causal:0/deterministic\n"
+                     "fp16/b:1/h:8/sq:200/sk:200/d:64/causal:0/deterministic\n");
+  const Outcome plain = run_shell(bench + " -s 100 -d 64 --list", tmp);
+  CHECK(plain.out == "fp16/b:1/h:8/sq:100/sk:100/d:64/causal:0\n");
+  const Outcome seed = run_shell(bench + " --sweep seed --deterministic --list", tmp);
+  CHECK(seed.exit_code == 0);
+  CHECK(count_lines(seed.out) == 48);
+  size_t named = 0;
+  for (size_t at = seed.out.find("/deterministic\n"); at != std::string::npos;
+       at = seed.out.find("/deterministic\n", at + 1)) {
+    ++named;
+  }
+  CHECK(named == 48);
+  const Outcome filtered =
+      run_shell(bench + " --sweep seed --deterministic --list --filter 'd:128/causal:1/det'", tmp);
+  CHECK(count_lines(filtered.out) == 12);
 }
 
 // The benchmark uploads io::random_input_bytes(case, tensor, seed); `run` (and `verify`, through

@@ -121,6 +121,16 @@ TEST_CASE("help, version and usage errors", "[cli]") {
     CHECK(list.out.find("/sk:200/d:64/causal:0\n") != std::string::npos);
     CHECK(list.out.find("/sk:200/d:64/causal:0/splits:3\n") != std::string::npos);
   }
+  SECTION("--deterministic: in every computing subcommand, on the CPU backend too") {
+    for (const char* sub : {"run", "verify", "bench"}) {
+      const Outcome help = cuflash(std::string(sub) + " --help", tmp);
+      INFO(sub);
+      CHECK(help.out.find("--deterministic") != std::string::npos);
+    }
+    const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --backward --deterministic", tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.find("/deterministic") != std::string::npos);  // the case's name in the log
+  }
   SECTION("run takes one value per option") {
     const Outcome o = cuflash("run --backend cpu -s 16,32", tmp);
     CHECK(o.exit_code == 2);
@@ -315,6 +325,17 @@ TEST_CASE("GPU commands without a GPU fail fast and clearly", "[cli]") {
   const Outcome info = cuflash("info", tmp);
   CHECK(info.exit_code == 0);
   CHECK(info.out.find("devices") != std::string::npos);
+}
+
+TEST_CASE("info names the backward's dQ orders and the option that fixes it", "[cli]") {
+  TempDir tmp;
+  const Outcome table = cuflash("info", tmp);
+  CHECK(table.exit_code == 0);
+  CHECK(table.out.find("backward_dq") != std::string::npos);
+  CHECK(table.out.find("--deterministic") != std::string::npos);
+  const Outcome json = cuflash("info --format json", tmp);
+  CHECK(json.exit_code == 0);
+  CHECK(json.out.find("\"backward_dq\":") != std::string::npos);
 }
 
 TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "[cli][out-dir]") {

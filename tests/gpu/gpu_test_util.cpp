@@ -114,7 +114,7 @@ size_t workspace_bytes(const Problem& p) {
   const AttentionShape& s = p.shape;
   const bool valid = is_supported_head_dim(s.head_dim) && s.heads % s.heads_kv == 0;
   if (valid) {
-    return std::max(backward_workspace_size(s, p.dtype),
+    return std::max(backward_workspace_size(s, p.dtype, p.deterministic),
                     forward_workspace_size(s, p.dtype, p.splits));
   }
   return 2 * (size_t(s.q_elements()) + size_t(s.lse_elements())) * sizeof(float);

@@ -68,6 +68,12 @@ struct BackwardArgs {
   TensorRef q, k, v, out, dout;  // inputs (out and lse from forward())
   const float* lse = nullptr;    // [batch, heads, seq_q] fp32, contiguous
   TensorRef dq, dk, dv;          // outputs, shaped like q, k, v
+  // dK and dV are always bitwise reproducible; dQ sums the contributions of every key block,
+  // by default in the order they finish (fastest), so its last bits may differ between runs.
+  // true: those sums run in a fixed order (increasing key blocks), so dQ, dK and dV are the
+  // same bits on every run of the same inputs on the same device and build, at some speed
+  // (README: "Deterministic backward"). Needs backward_workspace_size(shape, dtype, true).
+  bool deterministic = false;
   void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
   size_t workspace_bytes = 0;
 };
@@ -113,7 +119,8 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   return args;
 }
 
-// The backward() arguments: those of forward_args() plus dout, dq, dk, dv and the workspace.
+// The backward() arguments: those of forward_args() plus dout, dq, dk, dv, the deterministic
+// flag and the workspace.
 inline BackwardArgs backward_args(const Problem& problem, const DenseTensors& tensors) {
   const AttentionShape& s = problem.shape;
   BackwardArgs args = backward_args_for(forward_args(problem, tensors));
@@ -121,6 +128,7 @@ inline BackwardArgs backward_args(const Problem& problem, const DenseTensors& te
   args.dq = make_tensor_ref(tensors.dq, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
   args.dk = make_tensor_ref(tensors.dk, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
   args.dv = make_tensor_ref(tensors.dv, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
+  args.deterministic = problem.deterministic;
   args.workspace = tensors.workspace;
   args.workspace_bytes = tensors.workspace_bytes;
   return args;
@@ -176,8 +184,11 @@ struct MergePartialsArgs {
 void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream = nullptr);
 
 // Bytes of device scratch backward() needs: an fp32 dQ accumulator of batch*heads*seq_q*head_dim
-// and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes.
-size_t backward_workspace_size(const AttentionShape& shape, DType dtype);
+// and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes;
+// with `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
+// batch*heads*ceil(seq_q / 16), that orders the dQ sums.
+size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
+                               bool deterministic = false);
 
 void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 

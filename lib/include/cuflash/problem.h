@@ -44,6 +44,7 @@ struct Problem {
   double scale = 0.0;  // softmax scale; 0 means 1/sqrt(head_dim)
   Layout layout = Layout::bhsd;
   int64_t splits = 0;  // the GPU forward's key splits (ForwardArgs::splits; 0: automatic)
+  bool deterministic = false;  // fixed-order dQ sums in the GPU backward (BackwardArgs)
 
   double effective_scale() const {
     return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : scale;

@@ -8,6 +8,7 @@
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/ptx.cuh"
 #include "kernels/common/softmax.cuh"
 #include "workspace.h"
 
@@ -137,6 +138,54 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
   }
 }
 
+// --- Deterministic mode: dQ sums in a fixed order ----------------------------------------------
+//
+// Every key block of a kv head adds its part of dQ for a query block to the same fp32 rows of
+// the accumulator. By default the atomics land in whatever order the CTAs get there, and as
+// fp32 addition is not associative dQ's last bits vary from run to run. In deterministic mode
+// the semaphore of each (batch, query head, query block) counts the key blocks whose part is
+// in, and key block n adds its part only once it reads n: the key blocks that meet a query block
+// are always key blocks 0, 1, ..., N - 1 (the first query block of a key block,
+// query_block_schedule(), never decreases with its index), so n of them come before key block n
+// and every run adds the parts in the order 0, 1, ..., N - 1.
+//
+// Progress: key block n waits only for lower key blocks of its (batch, kv head), whose CTAs have
+// lower linear indices in both of block_order()'s orders. CTAs are dispatched in order of linear
+// index, so those were started first and are running or done, and (by induction over n) none
+// of them waits forever.
+
+// The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM).
+template <int kBlockM>
+__device__ __forceinline__ int* dq_semaphore(int* semaphores, const ProblemParams& p,
+                                             int64_t batch, int64_t head, int64_t q0) {
+  static_assert(kBlockM >= kMinDqBlockRows, "the workspace holds a semaphore per 16 rows");
+  const int64_t blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  return semaphores + (batch * p.heads + head) * blocks + q0 / kBlockM;
+}
+
+// Spins until the key blocks before `key_block` have added their parts (one thread).
+__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_block) {
+  while (load_acquire(semaphore) != key_block) {
+  }
+}
+
+// Hands the query block to the next key block: one thread, after a barrier that every adding
+// thread of the CTA passed after its atomics (the release makes them visible first).
+__device__ __forceinline__ void pass_dq_turn(int* semaphore) { add_release(semaphore, 1); }
+
+// Runs add(), the whole CTA's atomics of one query block's dQ part; with a semaphore (not
+// null: deterministic mode) only in key block `key_block`'s turn.
+template <typename Add>
+__device__ __forceinline__ void add_dq_in_turn(int* semaphore, int key_block, int thread,
+                                               Add&& add) {
+  if (semaphore == nullptr) return add();
+  if (thread == 0) wait_for_dq_turn(semaphore, key_block);
+  __syncthreads();
+  add();
+  __syncthreads();
+  if (thread == 0) pass_dq_turn(semaphore);
+}
+
 template <typename Element>
 BackwardParams<Element> backward_params(const BackwardArgs& args) {
   const BackwardWorkspace workspace = split_workspace(args);
@@ -153,10 +202,12 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   params.dv = global_tensor<Element>(args.dv);
   params.dq_accum = workspace.dq_accum;
   params.row_dot = workspace.row_dot;
+  params.dq_semaphores = workspace.dq_semaphores;
   return params;
 }
 
-// Before the main kernel: zero the fp32 dQ accumulator and compute D_i.
+// Before the main kernel: zero the fp32 dQ accumulator (and the semaphores of deterministic
+// mode) and compute D_i.
 template <typename Element, int kHeadDim>
 void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
   const ProblemParams& p = params.problem;
@@ -164,6 +215,11 @@ void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_
   check_cuda(cudaMemsetAsync(params.dq_accum, 0,
                                       size_t(query_rows) * kHeadDim * sizeof(float), stream),
                       "backward: zeroing the dQ accumulator");
+  if (params.dq_semaphores != nullptr) {
+    const AttentionShape shape{p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_k, kHeadDim};
+    check_cuda(cudaMemsetAsync(params.dq_semaphores, 0, dq_semaphore_bytes(shape), stream),
+               "backward: zeroing the dQ semaphores");
+  }
   const int64_t row_dot_threads = query_rows * (kHeadDim / 8);
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
                 dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, params);

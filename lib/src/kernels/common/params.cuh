@@ -82,6 +82,7 @@ struct BackwardParams {
   GlobalTensor<Element> dq, dk, dv;
   float* dq_accum;        // [B, H, Sq, D] fp32, contiguous
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i)
+  int* dq_semaphores;     // [B, H, query blocks] in deterministic mode, else null
   int64_t num_n_blocks;   // key blocks per kv head
   int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
 };

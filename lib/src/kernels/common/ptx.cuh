@@ -73,6 +73,21 @@ __device__ __forceinline__ void atomic_add_pair(float* address, float x, float y
 #endif
 }
 
+// A load that no later load or store of this thread moves before (acquire, device scope): what
+// another CTA wrote before its release to `address` is visible after it returns that value.
+__device__ __forceinline__ int load_acquire(const int* address) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+// *address += value after everything this thread's CTA did before a barrier it passed becomes
+// visible at device scope (release: pairs with load_acquire()).
+__device__ __forceinline__ void add_release(int* address, int value) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(address), "r"(value)
+               : "memory");
+}
+
 // 2^x with the hardware approximation (relative error ~2^-22); exp2(-inf) = 0.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -78,24 +78,34 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, num_m_blocks) that hold a row seeing one of
-// its keys. The head is worked out at each iteration rather than kept: the kernels that use
-// this sit at the register limit.
+// its keys. By default head after head, blocks in increasing order. In deterministic mode
+// (ordered dQ sums, backward_steps.cuh) blocks in decreasing order, each with all heads of the
+// group: every key block meets the last query block, so all CTAs of a kv head start on the
+// same blocks and go down together, each one turn behind the key block before it; increasing
+// order would have key block n wait for key block 0 to reach n's first block under a causal
+// mask. The head is worked out at each iteration rather than kept: the kernels that use this
+// sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;
   int64_t blocks_per_head;
   int64_t count;  // iterations
+  bool deterministic_order;
   __device__ int64_t head(const ProblemParams& p, int64_t kv_head, int64_t it) const {
-    return kv_head * p.heads_per_kv + it / blocks_per_head;
+    const int64_t in_group = deterministic_order ? it % p.heads_per_kv : it / blocks_per_head;
+    return kv_head * p.heads_per_kv + in_group;
   }
-  __device__ int64_t q0(int64_t it) const {
-    return (first_m_block + it % blocks_per_head) * kBlockM;
+  __device__ int64_t q0(const ProblemParams& p, int64_t it) const {
+    const int64_t block = deterministic_order
+                              ? first_m_block + blocks_per_head - 1 - it / p.heads_per_kv
+                              : first_m_block + it % blocks_per_head;
+    return block * kBlockM;
   }
 };
 
 template <int kBlockM>
 __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
-    const ProblemParams& p, int64_t k0) {
+    const ProblemParams& p, int64_t k0, bool deterministic_order) {
   QueryBlockSchedule<kBlockM> schedule{};
   const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
   if (p.causal && k0 - p.causal_offset > 0) {
@@ -103,6 +113,7 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
   }
   schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
+  schedule.deterministic_order = deterministic_order;
   return schedule;
 }
 

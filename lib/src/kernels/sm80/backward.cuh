@@ -15,7 +15,8 @@
 //                  dP^T = V_j dO_i^T
 //                  dS^T = P^T * (dP^T - D_i)
 //                  dK_j += dS^T Q_i                      (times scale at the end)
-//                  dQ_i += dS K_j                        (fp32 atomics into the accumulator)
+//                  dQ_i += dS K_j                        (fp32 atomics into the accumulator;
+//                                                         deterministic mode: in key block order)
 //                Working with the transposes keeps keys on the warps' rows, so P^T and dS^T are
 //                A operands straight from registers; dS^T goes through shared memory once more
 //                for dQ. dK and dV are summed over the group in registers: deterministic.
@@ -100,7 +101,9 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
   }
 }
 
-template <typename Element, typename Traits>
+// kDeterministic: ordered dQ sums (params.dq_semaphores set); a template flag rather than a
+// runtime one, because the default kernel sits at the register limit.
+template <typename Element, typename Traits, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> params) {
   using Ops = MmaOps<Element>;
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM>(p, k0);
+  const auto schedule = query_block_schedule<kBlockM>(p, k0, kDeterministic);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -144,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   auto load_query_block = [&](int64_t it, int stage) {
     const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(it);
+    const int64_t q0 = schedule.q0(p, it);
     load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
                                                  params.q.seq_stride, q0, p.seq_q, thread);
     load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     cp_async_commit();
 
     const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(it);
+    const int64_t q0 = schedule.q0(p, it);
     const Tile q_s{q_tile(stage).at(warp_query0, 0)};        // this warp's queries
     const Tile dout_s{dout_tile(stage).at(warp_query0, 0)};
     const float* lse_s = lse_stage(stage) + warp_query0;
@@ -242,9 +245,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
         Ops::mma_pair(dq_acc[2 * pair], dq_acc[2 * pair + 1], a, b);
       }
     }
-    add_to_dq_accumulator<kHeadDim>(
-        params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
-        dq_col0, p.seq_q, lane);
+    int* semaphore = kDeterministic
+                         ? dq_semaphore<kBlockM>(params.dq_semaphores, p, batch, head, q0)
+                         : nullptr;
+    add_dq_in_turn(semaphore, int(k0 / kBlockN), thread, [&] {
+      add_to_dq_accumulator<kHeadDim>(
+          params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
+          dq_col0, p.seq_q, lane);
+    });
   }
 
   // Epilogue: stage dK (scaled) and dV in the K and V tiles, then write whole rows.
@@ -277,7 +285,8 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
 
   launch_backward_prologue<Element, kHeadDim>(params, stream);
 
-  auto* kernel = &backward_kernel<Element, Traits>;
+  auto* kernel = params.dq_semaphores != nullptr ? &backward_kernel<Element, Traits, true>
+                                                 : &backward_kernel<Element, Traits, false>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {

@@ -12,6 +12,7 @@
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers
 //   dS^T -> shared memory; both warpgroups meet; dQ part += dS K_w..   wgmma, A = dS read
 //                                               M-major from shared memory; fp32 atomics
+// In deterministic mode a thread of the producer warpgroup keeps the dQ turns (keep_dq_turns()).
 #pragma once
 
 #include <cstddef>
@@ -78,6 +79,10 @@ struct BackwardSmem {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
+  // dq_turn and dq_added complete once per query block.
+  __device__ uint32_t dq_turn() const { return at(offsetof(Storage, dq_turn)); }
+  __device__ uint32_t dq_added() const { return at(offsetof(Storage, dq_added)); }
+  static __device__ uint32_t dq_parity(int64_t it) { return uint32_t(it) & 1u; }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -107,7 +112,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
   for (int64_t it = 0; it < schedule.count; ++it) {
     if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
     const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(it);
+    const int64_t q0 = schedule.q0(p, it);
     if (lane == 0) {
       mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
       for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
@@ -130,9 +135,33 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
   }
 }
 
+// Deterministic mode (backward_steps.cuh): one thread of the producer warpgroup spins on the
+// semaphores, so that the consumers never wait on global memory: it waits for key block
+// `key_block`'s turn at each query block ahead of the consumers, lets them add (dq_turn), waits
+// until all of them have issued their atomics (dq_added) and passes the turn on. The mbarriers
+// order the consumers' atomics before its release, and its acquire before their atomics.
+template <typename Traits, typename Element>
+__device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& base,
+                                              BackwardSmem<Traits> smem,
+                                              const QueryBlockSchedule<Traits::kBlockM>& schedule,
+                                              int64_t batch, int64_t kv_head, int key_block) {
+  using Smem = BackwardSmem<Traits>;
+  const ProblemParams& p = base.problem;
+  for (int64_t it = 0; it < schedule.count; ++it) {
+    int* semaphore = dq_semaphore<Traits::kBlockM>(
+        base.dq_semaphores, p, batch, schedule.head(p, kv_head, it), schedule.q0(p, it));
+    wait_for_dq_turn(semaphore, key_block);
+    mbarrier_arrive(smem.dq_turn());
+    mbarrier_wait(smem.dq_added(), Smem::dq_parity(it));
+    pass_dq_turn(semaphore);
+  }
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim>
+// kDeterministic: ordered dQ sums (base.dq_semaphores set); a template flag rather than a
+// runtime one, because the default kernel sits at the register limit.
+template <typename Element, int kHeadDim, bool kDeterministic>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -158,7 +187,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM>(p, k0);
+  const auto schedule = query_block_schedule<kBlockM>(p, k0, kDeterministic);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -170,6 +199,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
       mbarrier_init(smem.empty(slot), kConsumers);
     }
+    mbarrier_init(smem.dq_turn(), 1);
+    mbarrier_init(smem.dq_added(), kConsumers);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -179,6 +210,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     if (thread < kConsumers + 32) {
       produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
                                      lane);
+    } else if (kDeterministic && thread == kConsumers + 32) {
+      keep_dq_turns<Traits>(base, smem, schedule, batch, kv_head, int(k0 / kBlockN));
     }
     return;
   }
@@ -202,7 +235,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 
   for (int64_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(it);
+    const int64_t q0 = schedule.q0(p, it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
     mbarrier_wait(smem.full(it), Smem::parity(it));
@@ -292,9 +325,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_fence_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
+    if constexpr (kDeterministic) mbarrier_wait(smem.dq_turn(), Smem::dq_parity(it));
     add_to_dq_accumulator<kHeadDim>(
         base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc,
         q0 + dq_row0 + 16 * ((thread / 32) % 4), dq_col0, p.seq_q, lane);
+    if constexpr (kDeterministic) mbarrier_arrive(smem.dq_added());
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
@@ -340,7 +375,8 @@ bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  auto* kernel = &backward_kernel<Element, kHeadDim>;
+  auto* kernel = params.base.dq_semaphores != nullptr ? &backward_kernel<Element, kHeadDim, true>
+                                                      : &backward_kernel<Element, kHeadDim, false>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;

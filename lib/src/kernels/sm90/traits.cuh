@@ -55,6 +55,8 @@ struct BackwardStorage {
   uint64_t kv_full;          // K and V landed
   uint64_t full[kStages];    // Q, dO, LSE and D of the slot landed
   uint64_t empty[kStages];   // every consumer is done with the slot
+  uint64_t dq_turn;          // deterministic mode: the query block's dQ may be added
+  uint64_t dq_added;         // deterministic mode: every consumer has added its dQ part
 };
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): one CTA per (query block, head,

@@ -1,0 +1,103 @@
+// GPU tests of the deterministic backward (BackwardArgs::deterministic): dQ, dK and dV the same
+// bits over 100 runs, results within the accuracy rule of the other GPU tests, and the
+// workspace the mode needs. Registered twice (tests/CMakeLists.txt): as is, and with
+// CUFLASH_DISABLE_WGMMA=1, so that on an H100/H200 both kernel families are covered.
+#include <array>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cuflash/attention.h"
+#include "cuflash/error.h"
+#include "cuflash/host_runner.h"
+#include "gpu_test_util.h"
+
+namespace cuflash::gpu_test {
+namespace {
+
+constexpr int kRuns = 100;
+constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
+// Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
+// starts every query block's turns at a key block other than 0's diagonal.
+constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
+                                     Mask::causal_top_left};
+
+// B=2, H=4 over 2 kv heads (GQA: each CTA takes its turns for two query heads), odd lengths
+// that end inside a block, with 8 to 16 key blocks adding to every query block.
+Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
+  Problem p = make_problem(dtype, head_dim, mask, 113, 1023, 2, 4, 2, Layout::bhsd);
+  p.deterministic = true;
+  return p;
+}
+
+// Calls check(problem, seed) in one section per dtype x head_dim x mask.
+template <typename Check>
+void for_each_case(Check&& check) {
+  require_gpu();
+  uint64_t seed = 1300;
+  for (DType dtype : kDtypes) {
+    for (int head_dim : supported_head_dims()) {
+      for (Mask mask : kMasks) {
+        const Problem p = deterministic_case(dtype, head_dim, mask);
+        ++seed;
+        DYNAMIC_SECTION(describe(p)) { check(p, seed); }
+      }
+    }
+  }
+}
+
+TEST_CASE("deterministic backward: dQ, dK and dV are the same bits over 100 runs",
+          "[gpu][deterministic]") {
+  for_each_case([](const Problem& p, uint64_t seed) {
+    const CaseInputs in = make_inputs(p, seed);
+    const HostBackwardResult first =
+        run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes).backward;
+    int differing_dq = 0, differing_dk = 0, differing_dv = 0;
+    for (int run = 1; run < kRuns; ++run) {
+      const HostBackwardResult again =
+          run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes).backward;
+      differing_dq += again.dq != first.dq;
+      differing_dk += again.dk != first.dk;
+      differing_dv += again.dv != first.dv;
+    }
+    INFO("runs whose bytes differ from the first run's, of " << kRuns - 1);
+    CHECK(differing_dq == 0);
+    CHECK(differing_dk == 0);
+    CHECK(differing_dv == 0);
+  });
+}
+
+TEST_CASE("deterministic backward: forward and backward vs float64 reference",
+          "[gpu][deterministic]") {
+  for_each_case([](const Problem& p, uint64_t seed) {
+    for (const TensorCheck& check : run_and_check(p, seed)) {
+      INFO(check.report);
+      CHECK(check.pass);
+    }
+  });
+}
+
+TEST_CASE("deterministic backward: its workspace holds the semaphores, one byte less is refused",
+          "[gpu][deterministic]") {
+  require_gpu();
+  Problem p = deterministic_case(DType::fp16, 64, Mask::none);
+  p.splits = 1;  // no forward workspace, which could be the larger one
+  const DeviceProblem device(p);
+  BackwardArgs args = device.backward_args();
+  REQUIRE(args.deterministic);
+  REQUIRE(args.workspace_bytes == backward_workspace_size(args.shape, args.dtype, true));
+  CHECK(args.workspace_bytes > backward_workspace_size(args.shape, args.dtype));
+  args.workspace_bytes -= 1;
+  try {
+    backward(args);
+    FAIL("a workspace one byte short of the deterministic size was taken");
+  } catch (const Error& error) {
+    INFO(error.what());
+    CHECK(error.kind() == Error::Kind::invalid_argument);
+    CHECK_THAT(error.what(), Catch::Contains("backward_workspace_size(shape, dtype, true)"));
+  }
+}
+
+}  // namespace
+}  // namespace cuflash::gpu_test
