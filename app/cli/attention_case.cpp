@@ -174,6 +174,8 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.scale = options.scale.value_or(0.0);
   p.layout = layout;
   p.splits = options.splits.front();
+  p.page_size = options.page_size.front();
+  p.cache_seqlens = options.cache_seqlens;
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {
