@@ -46,9 +46,11 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     upload_input(v, p, io::InputTensor::v, seed);
   }
   if (p.page_size != 0 || !p.cache_seqlens.empty()) {
-    extras_ = std::make_unique<DeviceForwardExtras>(
-        p, io::random_input_bytes(p, io::InputTensor::k, seed),
-        io::random_input_bytes(p, io::InputTensor::v, seed), nullptr);
+    const auto host_kv = [&](io::InputTensor tensor) {  // only paging reads them
+      return p.page_size == 0 ? HostBytes{} : io::random_input_bytes(p, tensor, seed);
+    };
+    extras_ = std::make_unique<DeviceForwardExtras>(p, host_kv(io::InputTensor::k),
+                                                    host_kv(io::InputTensor::v), nullptr);
     if (p.page_size != 0) kv_device_bytes = 0;
     kv_device_bytes += extras_->bytes();
   }
