@@ -32,23 +32,36 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
 
   DenseTensors t;
   DeviceBuffer& q = allocate(q_bytes);
-  DeviceBuffer& k = allocate(kv_bytes);
-  DeviceBuffer& v = allocate(kv_bytes);
   t.q = q.data();
-  t.k = k.data();
-  t.v = v.data();
   t.out = allocate(q_bytes).data();
   t.lse = allocate(lse_bytes).as<float>();
   upload_input(q, p, io::InputTensor::q, seed);
-  upload_input(k, p, io::InputTensor::k, seed);
-  upload_input(v, p, io::InputTensor::v, seed);
+  size_t kv_device_bytes = 2 * kv_bytes;
+  if (p.page_size == 0) {  // paged K/V live in the pools alone
+    DeviceBuffer& k = allocate(kv_bytes);
+    DeviceBuffer& v = allocate(kv_bytes);
+    t.k = k.data();
+    t.v = v.data();
+    upload_input(k, p, io::InputTensor::k, seed);
+    upload_input(v, p, io::InputTensor::v, seed);
+  }
+  if (p.page_size != 0 || !p.cache_seqlens.empty()) {
+    const auto host_kv = [&](io::InputTensor tensor) {  // only paging reads them
+      return p.page_size == 0 ? HostBytes{} : io::random_input_bytes(p, tensor, seed);
+    };
+    extras_ = std::make_unique<DeviceForwardExtras>(p, host_kv(io::InputTensor::k),
+                                                    host_kv(io::InputTensor::v), nullptr);
+    if (p.page_size != 0) kv_device_bytes = 0;
+    kv_device_bytes += extras_->bytes();
+  }
   // The forward's key splits take a workspace of their own (none without a split).
   const size_t forward_workspace = forward_workspace_size(p.shape, p.dtype, p.splits);
   t.workspace = forward_workspace > 0 ? allocate(forward_workspace).data() : nullptr;
   t.workspace_bytes = forward_workspace;
   forward_workspace_bytes_ = int64_t(forward_workspace);
-  forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes + forward_workspace);
+  forward_bytes_ = int64_t(2 * q_bytes + kv_device_bytes + lse_bytes + forward_workspace);
   forward_ = cuflash::forward_args(p, t);
+  if (extras_) extras_->apply(forward_);
   if (!with_backward) {
     wait_for_uploads();
     return;

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 
 #include "cuflash/attention.h"
 #include "cuflash/device_buffer.h"
+#include "cuflash/host_runner.h"
 #include "cuflash/problem.h"
 
 namespace cuflash::bench {
@@ -15,7 +17,9 @@ namespace cuflash::bench {
 class DeviceCase {
  public:
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
-  // uploads seeded standard-normal Q, K, V (and dO). Throws cuflash::Error (out_of_memory, ...).
+  // uploads seeded standard-normal Q, K, V (and dO); with a page size, K and V go into a paged
+  // cache instead (host_runner.h: DeviceForwardExtras), and cache lengths go to the device.
+  // Throws cuflash::Error (out_of_memory, ...).
   DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
   const ForwardArgs& forward_args() const { return forward_; }
@@ -32,6 +36,7 @@ class DeviceCase {
   DeviceBuffer& allocate(size_t bytes);
 
   std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
+  std::unique_ptr<DeviceForwardExtras> extras_;  // paged K/V, cache lengths
   ForwardArgs forward_;
   BackwardArgs backward_;
   int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;

@@ -40,15 +40,17 @@ std::string failure_status(const Failure& f) {
 // One line of the human-readable outputs (table, markdown).
 using Cells = std::vector<std::string>;
 
-Cells header_cells(bool with_peak) {
+Cells header_cells(bool with_peak, bool with_peak_gbps) {
   Cells h{"pass", "case", "median_ms", "min_ms", "max_ms", "noise", "TFLOP/s"};
   if (with_peak) h.push_back("%peak");
+  h.push_back("GB/s");
+  if (with_peak_gbps) h.push_back("%peak_GB/s");
   for (const char* c : {"alloc_MiB", "memgetinfo_MiB", "timing", "status"}) h.push_back(c);
   return h;
 }
 
 Cells pass_cells(const CaseRecord& record, const PassResult& p, const RunSettings& settings,
-                 bool with_peak) {
+                 bool with_peak, bool with_peak_gbps) {
   const SampleStats s = summarize(p.samples_ms);
   const double tf = tflops(p.flops, s.median);
   Cells c{p.pass, cli::case_label(record.spec), printf_text("%.4g", s.median),
@@ -58,6 +60,9 @@ Cells pass_cells(const CaseRecord& record, const PassResult& p, const RunSetting
     const auto pct = percent_of_peak(settings, record.spec.dtype, tf);
     c.push_back(pct ? printf_text("%.1f", *pct) : "-");
   }
+  const double gbps = gb_per_second(p.bytes, s.median);
+  c.push_back(printf_text("%.1f", gbps));
+  if (with_peak_gbps) c.push_back(printf_text("%.1f", *percent_of_peak_gbps(settings, gbps)));
   c.push_back(printf_text("%.1f", double(p.memory.alloc_bytes) / kMiB));
   c.push_back(p.memory.memgetinfo_bytes < 0
                   ? "-"
@@ -78,9 +83,12 @@ Cells failure_cells(const CaseRecord& record, size_t columns) {
 
 std::vector<Cells> human_rows(const std::vector<CaseRecord>& records, const RunSettings& settings) {
   const bool with_peak = any_peak(records, settings);
-  std::vector<Cells> rows{header_cells(with_peak)};
+  const bool with_peak_gbps = settings.peak_gbps.has_value();
+  std::vector<Cells> rows{header_cells(with_peak, with_peak_gbps)};
   for (const CaseRecord& r : records) {
-    for (const PassResult& p : r.passes) rows.push_back(pass_cells(r, p, settings, with_peak));
+    for (const PassResult& p : r.passes) {
+      rows.push_back(pass_cells(r, p, settings, with_peak, with_peak_gbps));
+    }
     if (r.failure) rows.push_back(failure_cells(r, rows.front().size()));
   }
   return rows;
@@ -170,7 +178,8 @@ namespace {
 const std::vector<std::string> kCsvColumns{
     "name", "pass", "backend", "dtype", "batch", "heads", "heads_kv", "seq_q", "seq_k",
     "head_dim", "mask", "layout", "status", "error", "median_ms", "mean_ms", "min_ms", "max_ms",
-    "stddev_ms", "noise", "tflops", "pct_of_peak", "alloc_bytes", "workspace_bytes",
+    "stddev_ms", "noise", "tflops", "pct_of_peak", "bytes", "gbps", "pct_of_peak_gbps",
+    "alloc_bytes", "workspace_bytes",
     "memgetinfo_bytes", "samples", "calls_per_sample", "timing", "cold", "verify"};
 
 // The first twelve CSV columns: which benchmark the row is (name to layout).
@@ -187,12 +196,14 @@ std::vector<std::string> csv_pass_row(const CaseRecord& r, const PassResult& p,
                                       const RunSettings& settings) {
   const SampleStats s = summarize(p.samples_ms);
   const double tf = tflops(p.flops, s.median);
+  const double gbps = gb_per_second(p.bytes, s.median);
   std::vector<std::string> row = case_columns(r, p.pass, settings);
   const std::vector<std::string> rest{
       "ok", "", shortest_double(s.median), shortest_double(s.mean), shortest_double(s.min),
       shortest_double(s.max), shortest_double(s.stddev), shortest_double(s.noise),
       shortest_double(tf), number_or_empty(percent_of_peak(settings, r.spec.dtype, tf)),
-      std::to_string(p.memory.alloc_bytes), std::to_string(p.memory.workspace_bytes),
+      shortest_double(p.bytes), shortest_double(gbps),
+      number_or_empty(percent_of_peak_gbps(settings, gbps)), std::to_string(p.memory.alloc_bytes), std::to_string(p.memory.workspace_bytes),
       p.memory.memgetinfo_bytes < 0 ? "" : std::to_string(p.memory.memgetinfo_bytes),
       std::to_string(s.count), std::to_string(p.timing.calls_per_sample), p.timing.method,
       p.timing.cold ? "1" : "0", r.verify};
@@ -273,6 +284,8 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
   const AttentionShape& c = r.spec.shape;
   const double tf = tflops(p.flops, s.median);
   const auto pct = percent_of_peak(settings, r.spec.dtype, tf);
+  const double gbps = gb_per_second(p.bytes, s.median);
+  const auto pct_gbps = percent_of_peak_gbps(settings, gbps);
   row.update(Json{
       {"pass", p.pass},
       {"dtype", std::string(to_string(r.spec.dtype))},
@@ -287,6 +300,9 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"flops", p.flops},
       {"tflops", tf},
       {"pct_of_peak", pct ? Json(*pct) : Json()},
+      {"bytes", p.bytes},
+      {"gbps", gbps},
+      {"pct_of_peak_gbps", pct_gbps ? Json(*pct_gbps) : Json()},
       {"noise", s.noise},
       {"median_ms", s.median},
       {"mean_ms", s.mean},

@@ -98,6 +98,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& rec
     PassResult p;
     p.pass = "fwd";
     p.flops = pass_flops(c, p.pass);
+    p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
                           memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
@@ -109,6 +110,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& rec
     PassResult p;
     p.pass = "bwd";
     p.flops = pass_flops(c, p.pass);
+    p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { backward(ba, s); }, p);
     record.passes.push_back(std::move(p));

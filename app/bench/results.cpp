@@ -23,6 +23,21 @@ std::optional<double> percent_of_peak(const RunSettings& settings, DType dtype, 
   return 100.0 * tflops / it->second;
 }
 
+std::optional<double> percent_of_peak_gbps(const RunSettings& settings, double gbps) {
+  if (!settings.peak_gbps || *settings.peak_gbps <= 0) return std::nullopt;
+  return 100.0 * gbps / *settings.peak_gbps;
+}
+
+double parse_peak_gbps(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size() && value > 0 && value < 1e300) return value;
+  } catch (const std::exception&) {
+  }
+  throw cli::UsageError("--peak-gbps '" + text + "': not a positive number (e.g. 4800)");
+}
+
 namespace {
 
 double positive_number(const std::string& text, const std::string& whole) {

@@ -48,6 +48,7 @@ struct PassResult {
   TimingInfo timing;
   MemoryInfo memory;
   double flops = 0;                 // credited to one call (stats.h)
+  double bytes = 0;                 // moved by one call at least (stats.h, pass_bytes)
 };
 
 enum class FailureKind { unsupported, out_of_memory, cuda_error, verification_failed, error };
@@ -93,10 +94,16 @@ struct CaseRecord {
 struct RunSettings {
   std::string backend = "cuflash";
   std::map<std::string, double> peak_tflops;  // per dtype name; absent: no % of peak
+  std::optional<double> peak_gbps;            // memory bandwidth, GB/s; absent: no % of it
 };
 
 // The % of peak for `dtype`, when a peak was given for it.
 std::optional<double> percent_of_peak(const RunSettings& settings, DType dtype, double tflops);
+// The % of the peak bandwidth, when one was given.
+std::optional<double> percent_of_peak_gbps(const RunSettings& settings, double gbps);
+
+// Parses --peak-gbps: one positive number. Throws cli::UsageError naming the option.
+double parse_peak_gbps(const std::string& text);
 
 // Parses --peak-tflops: "989" (every dtype) or "fp16=989,bf16=989,fp32=67". Throws
 // cli::UsageError naming the option.

@@ -24,7 +24,9 @@ SampleStats summarize(std::vector<double> ms) {
   return s;
 }
 
-double visible_pairs(const Problem& p) {
+namespace {
+
+double visible_pairs_of(const Problem& p) {
   const double sq = double(p.shape.seq_q), sk = double(p.shape.seq_k);
   if (p.mask == Mask::none) return sq * sk;
   // Row i sees min(max(i + offset + 1, 0), Sk) keys. Summed in closed form over three ranges:
@@ -39,6 +41,19 @@ double visible_pairs(const Problem& p) {
   return band + (sq - std::max(first_full, first_seeing)) * sk;
 }
 
+}  // namespace
+
+double visible_pairs(const Problem& p) {
+  if (p.cache_seqlens.empty()) return visible_pairs_of(p);
+  double sum = 0;
+  for (const int64_t length : p.cache_seqlens) {
+    Problem entry = p;
+    entry.shape.seq_k = length;
+    sum += visible_pairs_of(entry);
+  }
+  return sum / double(p.cache_seqlens.size());
+}
+
 double forward_flops(const Problem& p) {
   const AttentionShape& s = p.shape;
   return 4.0 * double(s.batch) * double(s.heads) * double(s.head_dim) * visible_pairs(p);
@@ -46,6 +61,24 @@ double forward_flops(const Problem& p) {
 
 double pass_flops(const Problem& p, const std::string& pass) {
   return pass == "bwd" ? 2.5 * forward_flops(p) : forward_flops(p);
+}
+
+double pass_bytes(const Problem& p, const std::string& pass) {
+  const AttentionShape& s = p.shape;
+  const double element = dtype_size(p.dtype);
+  const double q_bytes = double(s.q_elements()) * element;
+  double keys = double(s.batch) * double(s.seq_k);  // summed over the batch entries
+  if (!p.cache_seqlens.empty()) {
+    keys = 0;
+    for (const int64_t length : p.cache_seqlens) keys += double(length);
+  }
+  const double kv_bytes = keys * double(s.heads_kv) * double(s.head_dim) * element;  // K or V
+  if (pass == "bwd") return 4 * q_bytes + 4 * kv_bytes;
+  return 2 * q_bytes + 2 * kv_bytes;
+}
+
+double gb_per_second(double bytes, double milliseconds) {
+  return milliseconds > 0 ? bytes / (milliseconds * 1e-3) / 1e9 : 0.0;
 }
 
 double tflops(double flops, double milliseconds) {

@@ -20,7 +20,8 @@ struct SampleStats {
 SampleStats summarize(std::vector<double> samples_ms);
 
 // (query, key) pairs the mask lets through, summed over one (batch, head): Sq*Sk without a mask;
-// for causal masks the visible part of the triangle (rows that see no key add nothing).
+// for causal masks the visible part of the triangle (rows that see no key add nothing). With
+// cache_seqlens, the mean over the batch entries, each with its own key length.
 double visible_pairs(const Problem& p);
 
 // FLOPs credited to one call: forward 4 * B * H * D per visible pair (two matrix products of
@@ -29,5 +30,12 @@ double forward_flops(const Problem& p);
 double pass_flops(const Problem& p, const std::string& pass);  // "fwd" or "bwd"
 
 double tflops(double flops, double milliseconds);
+
+// Bytes one call must move at least: forward reads Q and, once, the K and V rows each batch
+// entry has (its cache length's keys with cache_seqlens, else seq_k) and writes O; backward
+// reads Q, K, V, O, dO and writes dQ, dK, dV. LSE and workspaces are left out.
+double pass_bytes(const Problem& p, const std::string& pass);
+
+double gb_per_second(double bytes, double milliseconds);  // 10^9 bytes per second
 
 }  // namespace cuflash::bench

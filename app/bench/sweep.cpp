@@ -25,9 +25,9 @@ namespace {
 constexpr const char* kSweepExtension = ".txt";
 
 // The keys of a sweep line, in the order the product runs (outermost first).
-const std::vector<std::string> kKeys{"dtype", "d",  "mask",   "b",      "h",
-                                     "hkv",   "sq", "sk",   "layout", "splits",
-                                     "deterministic"};
+const std::vector<std::string> kKeys{"dtype",  "d",         "mask",         "b",  "h",
+                                     "hkv",    "sq",        "sk",           "layout",
+                                     "splits", "page_size", "deterministic"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
 const std::vector<std::string> kLayouts{"bhsd", "bshd"};
@@ -86,7 +86,7 @@ class LineParser {
     fail(key + ": '" + text + "' is not a positive integer");
   }
 
-  // splits: 0 (automatic) or more.
+  // splits: 0 (automatic) or more; page_size: 0 (contiguous) or more.
   int64_t non_negative(const std::string& key, const std::string& text) const {
     return text == "0" ? 0 : integer(key, text);
   }
@@ -116,7 +116,7 @@ class LineParser {
     if (key == "mask") return check_member(kMasks);
     if (key == "layout") return check_member(kLayouts);
     if (key == "deterministic") return check_member(kSwitches);
-    if (key == "splits") return (void)non_negative(key, item);
+    if (key == "splits" || key == "page_size") return (void)non_negative(key, item);
     integer(key, item);
   }
 
@@ -129,7 +129,8 @@ std::vector<std::string> values_or(const LineValues& values, const std::string& 
   return it == values.end() ? fallback : it->second;
 }
 
-// Forced key splits that the case cannot take (cli::check_case_size's rules), as line errors.
+// Forced key splits or a page size that the case cannot take (cli::check_case_size's rules), as
+// line errors.
 void check_splits(const Problem& p, const LineParser& parser) {
   try {
     cli::check_case_size(p);
@@ -154,6 +155,7 @@ void expand_line(const LineValues& values, const LineParser& parser,
                 for (const std::string& sk : values_or(values, "sk", {sq}))
                   for (const std::string& layout : values_or(values, "layout", {"bhsd"}))
                     for (const std::string& splits : values_or(values, "splits", {"0"}))
+                    for (const std::string& page : values_or(values, "page_size", {"0"}))
                     for (const std::string& deterministic :
                          values_or(values, "deterministic", {"0"})) {
                     Problem p;
@@ -170,7 +172,8 @@ void expand_line(const LineValues& values, const LineParser& parser,
                       parser.fail("hkv " + hkv + " does not divide h " + h);
                     }
                     p.splits = parser.non_negative("splits", splits);
-                    if (p.splits != 0) check_splits(p, parser);
+                    p.page_size = parser.non_negative("page_size", page);
+                    if (p.splits != 0 || p.page_size != 0) check_splits(p, parser);
                     p.deterministic = deterministic == "1";
                     cases.push_back(p);
                   }
@@ -272,6 +275,8 @@ std::string sweep_line(const Problem& p) {
   line << "b=" << s.batch << " h=" << s.heads << " hkv=" << s.heads_kv << " sq=" << s.seq_q
        << " sk=" << s.seq_k << " d=" << s.head_dim << " dtype=" << to_string(p.dtype)
        << " mask=" << to_string(p.mask) << " layout=" << to_string(p.layout);
+  if (p.splits != 0) line << " splits=" << p.splits;
+  if (p.page_size != 0) line << " page_size=" << p.page_size;
   return line.str();
 }
 

@@ -7,9 +7,10 @@
 // One line is one rule: whitespace-separated key=value pairs; a comma list makes the line expand
 // to the product of its lists; a line with single values is one explicit case. Keys and defaults
 // (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
-// d (64), dtype (fp16), mask (none), layout (bhsd), splits (0: automatic), deterministic (0; 1:
-// the deterministic backward). Cases come out in file order; within a line the product runs
-// dtype, d, mask, b, h, hkv, sq, sk, layout, splits, deterministic, the last varying fastest.
+// d (64), dtype (fp16), mask (none), layout (bhsd), splits (0: automatic), page_size (0:
+// contiguous K/V), deterministic (0; 1: the deterministic backward). Cases come out in file
+// order; within a line the product runs dtype, d, mask, b, h, hkv, sq, sk, layout, splits,
+// page_size, deterministic, the last varying fastest.
 #pragma once
 
 #include <string>
@@ -25,8 +26,8 @@ namespace cuflash::bench {
 std::vector<Problem> parse_sweep(const std::string& text, const std::string& origin);
 
 // One case as a sweep line that parse_sweep() reads back as that case (every key given):
-// "b=1 h=8 hkv=8 sq=1024 sk=1024 d=64 dtype=fp16 mask=causal layout=bhsd". The scale is not
-// part of it.
+// "b=1 h=8 hkv=8 sq=1024 sk=1024 d=64 dtype=fp16 mask=causal layout=bhsd", plus splits=N and
+// page_size=N when set. The scale and cache lengths are not part of it.
 std::string sweep_line(const Problem& p);
 
 // Where sweep names are looked up, in order: the folder installed next to the binary

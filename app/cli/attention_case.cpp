@@ -175,6 +175,8 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.layout = layout;
   p.splits = options.splits.front();
   p.deterministic = options.deterministic;
+  p.page_size = options.page_size.front();
+  p.cache_seqlens = options.cache_seqlens;
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {

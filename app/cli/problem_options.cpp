@@ -125,6 +125,10 @@ std::string case_label(const Problem& p) {
   out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
   if (p.layout == Layout::bshd) out << "/bshd";
   if (p.splits != 0) out << "/splits:" << p.splits;
+  if (p.page_size != 0) out << "/page:" << p.page_size;
+  for (size_t i = 0; i < p.cache_seqlens.size(); ++i) {
+    out << (i == 0 ? "/cache:" : "+") << p.cache_seqlens[i];
+  }
   if (p.deterministic) out << "/deterministic";
   return out.str();
 }
@@ -177,12 +181,62 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   command.add_flag("--deterministic", o.deterministic,
                    "GPU backward with dQ summed in a fixed order: dQ, dK, dV the same bits on "
                    "every run, at some speed (default: the faster arrival order)");
+  add_list(command, "--page-size", o.page_size,
+           "Forward only: K and V in a paged cache of this many keys per page (a power of two "
+           ">= 16: 16, 32, 64, 128, 256, ...), the pages in a shuffled order; the results equal "
+           "the contiguous run's bit for bit. 0 = contiguous; fp16 and bf16" + list, allow_lists)
+      ->check(kNonNegativeInteger);
+  command.add_option("--cache-seqlens", o.cache_seqlens,
+                     "Forward only: the keys of each batch entry, one per entry, each 1..seq_k "
+                     "(keys past an entry's length do not exist for it; the causal mask aligns "
+                     "to it); fp16 and bf16")
+      ->delimiter(',')
+      ->check(positive);
   command.add_option("--q", o.q_file, "Q from a .npy file (shape and dtype then come from files)")
       ->check(CLI::ExistingFile);
   command.add_option("--k", o.k_file, "K from a .npy file")->check(CLI::ExistingFile);
   command.add_option("--v", o.v_file, "V from a .npy file")->check(CLI::ExistingFile);
   command.add_option("--dout", o.dout_file, "dO from a .npy file (backward; default: generated)")
       ->check(CLI::ExistingFile);
+}
+
+namespace {
+
+// --page-size and --cache-seqlens against the case (check_case_size()).
+void check_paging(const Problem& p) {
+  const int64_t page = p.page_size;
+  if (page != 0 && (page < 16 || (page & (page - 1)) != 0)) {
+    throw UsageError("--page-size " + std::to_string(page) +
+                     ": not supported; a page holds a power of two of at least 16 keys (16, 32, "
+                     "64, 128, 256, ...)");
+  }
+  const std::vector<int64_t>& lengths = p.cache_seqlens;
+  if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != p.shape.batch) {
+    throw UsageError("--cache-seqlens: " + std::to_string(lengths.size()) +
+                     " lengths for batch " + std::to_string(p.shape.batch) +
+                     "; give one per batch entry");
+  }
+  for (const int64_t length : lengths) {
+    if (length < 1 || length > p.shape.seq_k) {
+      throw UsageError("--cache-seqlens: " + std::to_string(length) + " is outside 1..seq_k (" +
+                       std::to_string(p.shape.seq_k) + ") for " + case_label(p));
+    }
+  }
+  if ((page != 0 || !lengths.empty()) && p.dtype == DType::fp32) {
+    throw UsageError(std::string(page != 0 ? "--page-size" : "--cache-seqlens") +
+                     ": fp16 and bf16 only (the split kernel); not fp32");
+  }
+}
+
+}  // namespace
+
+void require_forward_only(const Problem& p, const std::string& what) {
+  if (p.page_size != 0) {
+    throw UsageError("--page-size: forward only; " + what + " asks for the backward pass");
+  }
+  if (!p.cache_seqlens.empty()) {
+    throw UsageError("--cache-seqlens: forward only; " + what + " asks for the backward pass");
+  }
 }
 
 void check_case_size(const Problem& p) {
@@ -210,6 +264,7 @@ void check_case_size(const Problem& p) {
     throw UsageError("--splits " + std::to_string(p.splits) +
                      ": fp32 runs unsplit; key splits take fp16 or bf16");
   }
+  check_paging(p);
 }
 
 void require_single_values(const ProblemOptions& o, const std::string& command) {
@@ -230,6 +285,7 @@ void require_single_values(const ProblemOptions& o, const std::string& command) 
   check(o.mask, "--mask");
   check(o.layout, "--layout");
   check(o.splits, "--splits");
+  check(o.page_size, "--page-size");
 }
 
 std::vector<Problem> expand_cases(const ProblemOptions& o) {
@@ -245,7 +301,8 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
               for (int64_t seq_q : o.seq)
                 for (int64_t seq_k : o.seq_k.empty() ? std::vector<int64_t>{seq_q} : o.seq_k)
                   for (const std::string& layout : o.layout)
-                    for (int64_t splits : o.splits) {
+                    for (int64_t splits : o.splits)
+                    for (int64_t page_size : o.page_size) {
                     if (heads % heads_kv != 0) {
                       throw UsageError("--heads-kv: " + std::to_string(heads_kv) +
                                        " does not divide --heads " + std::to_string(heads));
@@ -257,6 +314,8 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.scale = o.scale.value_or(0.0);
                     p.layout = parse_layout(layout);
                     p.splits = splits;
+                    p.page_size = page_size;
+                    p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
                     check_case_size(p);
                     cases.push_back(p);

@@ -24,6 +24,8 @@ struct ProblemOptions {
   std::vector<std::string> mask{"none"};
   std::vector<std::string> layout{"bhsd"};
   std::vector<int64_t> splits{0};  // the GPU forward's key splits; 0: automatic
+  std::vector<int64_t> page_size{0};  // keys per page of a paged K/V cache; 0: contiguous
+  std::vector<int64_t> cache_seqlens;  // keys of each batch entry (one list for every case)
   bool deterministic = false;      // the GPU backward's fixed-order dQ sums, for every case
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
@@ -42,7 +44,8 @@ struct ProblemOptions {
 // heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
 // (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
 // (top-left with sq != sk), "/bshd" only for that layout, "/splits:N" only for forced key
-// splits and "/deterministic" only for the deterministic backward. `bench --filter` matches it.
+// splits, "/page:N" only for a paged K/V cache, "/cache:L0+L1+..." only with per-sequence key
+// lengths and "/deterministic" only for the deterministic backward. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -53,13 +56,19 @@ void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_
 std::vector<Problem> expand_cases(const ProblemOptions& options);
 
 // Throws UsageError when the tensors of the problem would hold more elements than memory can
-// address (products that overflow int64, or above 2^40 elements), or when its key splits do not
-// fit it (more than one per 64 keys, or fp32).
+// address (products that overflow int64, or above 2^40 elements), when its key splits do not
+// fit it (more than one per 64 keys, or fp32), or its page size or key lengths are not
+// supported (a page size other than 0 or a power of two >= 16, lengths of the wrong count or
+// outside [1, seq_k], either with fp32).
 void check_case_size(const Problem& p);
 
 // For commands that compute one case: throws UsageError when an option was given more than once
 // (there, each occurrence is one value).
 void require_single_values(const ProblemOptions& options, const std::string& command);
+
+// Throws UsageError when a forward-only option (--page-size, --cache-seqlens) meets a backward
+// pass; `what` names the request (e.g. "--backward").
+void require_forward_only(const Problem& p, const std::string& what);
 
 // Non-empty text; `kind` ("DIR" or "FILE") shows in --help and tells the shell completion what
 // to offer.

@@ -39,6 +39,7 @@ struct BenchOptions {
   bool cold = false;
   bool verify = false;
   std::string peak_tflops;
+  std::string peak_gbps;
   std::string format;  // empty: the global --format
   std::string output;
   std::string out_dir;
@@ -64,12 +65,24 @@ Selection select_cases(const BenchOptions& o) {
     if (o.problem.splits != std::vector<int64_t>{0}) {
       throw UsageError("--splits: with --sweep, give the key splits in the sweep (splits=N)");
     }
+    if (o.problem.page_size != std::vector<int64_t>{0}) {
+      throw UsageError("--page-size: with --sweep, give the page size in the sweep (page_size=N)");
+    }
+    if (!o.problem.cache_seqlens.empty()) {
+      throw UsageError("--cache-seqlens: not with --sweep (the lengths are one per batch entry "
+                       "of one case)");
+    }
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
     for (Problem& c : s.cases) {
       c.scale = o.problem.scale.value_or(0.0);
       c.deterministic = c.deterministic || o.problem.deterministic;
+    }
+  }
+  if (o.pass != "fwd") {
+    for (const Problem& c : s.cases) {
+      require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)");
     }
   }
   if (!o.filter.empty()) {
@@ -111,6 +124,7 @@ Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings&
               {"verify_max_work", kVerifyMaxWork},
               {"seed", static_cast<int64_t>(o.problem.seed)},
               {"peak_tflops", settings.peak_tflops.empty() ? Json() : Json(settings.peak_tflops)},
+              {"peak_gbps", settings.peak_gbps ? Json(*settings.peak_gbps) : Json()},
               {"samples", o.samples},
               {"compare", o.compare.empty() ? Json() : Json(o.compare)},
               {"profile", o.profile},
@@ -135,6 +149,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   SessionPlan plan;
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
+  if (!o.peak_gbps.empty()) plan.settings.peak_gbps = parse_peak_gbps(o.peak_gbps);
   if (o.list) {  // names alone, or with --format json one {"case": NAME} object a line
     if (plan.format == Format::json) {
       std::vector<Record> records;
@@ -206,6 +221,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "sample replays N calls captured in a CUDA graph: launch overhead does not count");
   cmd.add_flag("--cold", o.cold,
                "Flush L2 (write 2x its size) before every sample; one call per sample");
+  cmd.add_option("--peak-gbps", o.peak_gbps,
+                 "Peak memory bandwidth in GB/s (10^9 bytes/s) to report a % of, e.g. 4800");
   cmd.add_option("--peak-tflops", o.peak_tflops,
                  "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'");
   cmd.add_flag("--verify", o.verify,

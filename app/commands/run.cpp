@@ -224,6 +224,7 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
     require_single_values(o.problem, "run");
     p = expand_cases(o.problem).front();
   }
+  if (o.backward) require_forward_only(p, "--backward");
   if (o.backend == "cuda") require_gpu_support(p);
 
   // 2. The output folder: its rules, then created and proven writable, with room for the files.

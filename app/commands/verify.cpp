@@ -78,6 +78,9 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
     throw UsageError("verify generates its inputs; --q/--k/--v belong to `cuflash run`");
   }
   const std::vector<Problem> cases = expand_cases(o.problem);
+  if (o.backward) {
+    for (const Problem& p : cases) require_forward_only(p, "--backward");
+  }
   require_reference_size(cases, o);
   if (device_count() == 0) {
     throw RuntimeFailure(

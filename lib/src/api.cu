@@ -192,6 +192,46 @@ void validate_splits(const std::string& context, const AttentionShape& s, DType 
   }
 }
 
+// The page pools and block table of a paged K/V cache (PagedKV in attention.h).
+void validate_paged(const std::string& context, const AttentionShape& s, DType dtype,
+                    const PagedKV& paged) {
+  const int64_t page_size = paged.page_size;
+  if (page_size < 16 || (page_size & (page_size - 1)) != 0 || page_size > kMaxSeqLen) {
+    invalid(context, "paged.page_size must be a power of two of at least 16, got " +
+                         std::to_string(page_size));
+  }
+  if (paged.num_pages <= 0) {
+    invalid(context, "paged.num_pages must be positive, got " + std::to_string(paged.num_pages));
+  }
+  const std::pair<const char*, const void*> pools[] = {{"paged.k_pages", paged.k_pages},
+                                                       {"paged.v_pages", paged.v_pages}};
+  for (const auto& [name, pool] : pools) {
+    if (pool == nullptr) invalid(context, std::string(name) + " is null");
+    if (!is_aligned(pool, kTensorAlignment)) {
+      invalid(context, std::string(name) + " must be 16-byte aligned");
+    }
+  }
+  const int64_t pool_bytes = checked_mul(
+      checked_mul(checked_mul(checked_mul(paged.num_pages, page_size), s.heads_kv), s.head_dim),
+      dtype_size(dtype));
+  if (pool_bytes < 0) invalid(context, "paged pools are too large (sizes overflow 64 bits)");
+  if (!is_aligned(paged.block_table, alignof(int32_t))) {
+    invalid(context, "paged.block_table must be 4-byte aligned");
+  }
+  const int64_t pages_per_sequence = (s.seq_k + page_size - 1) / page_size;
+  if (paged.block_table_stride < pages_per_sequence) {
+    invalid(context, "paged.block_table_stride (" + std::to_string(paged.block_table_stride) +
+                         ") must be at least the " + std::to_string(pages_per_sequence) +
+                         " pages of seq_k " + std::to_string(s.seq_k));
+  }
+}
+
+void validate_cache_seqlens(const std::string& context, const int32_t* cache_seqlens) {
+  if (cache_seqlens != nullptr && !is_aligned(cache_seqlens, alignof(int32_t))) {
+    invalid(context, "cache_seqlens must be 4-byte aligned");
+  }
+}
+
 }  // namespace
 
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
@@ -240,8 +280,13 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_tensor(context, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
-  validate_tensor(context, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
-  validate_tensor(context, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  if (args.paged.enabled()) {
+    validate_paged(context, s, args.dtype, args.paged);
+  } else {
+    validate_tensor(context, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+    validate_tensor(context, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  }
+  validate_cache_seqlens(context, args.cache_seqlens);
   validate_tensor(context, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_lse(context, args.lse);
   validate_splits(context, s, args.dtype, args.splits);
@@ -250,6 +295,15 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   } else if (!is_aligned(args.workspace, detail::kWorkspaceAlignment)) {
     invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
                          "-byte aligned");
+  }
+  if (detail::split::needs_split_kernel(args)) {
+    if (args.dtype == DType::fp32) {
+      unsupported(context, "paged K/V and cache_seqlens need fp16 or bf16 (the split kernel)");
+    }
+    if (detail::split::plan_forward(resolved).kernel == detail::split::ForwardKernel::tiled) {
+      unsupported(context, "paged K/V and cache_seqlens: the device lacks the shared memory of "
+                           "the split kernel at head_dim " + std::to_string(s.head_dim));
+    }
   }
   if (args.splits > 1) {
     if (detail::split::plan_forward(resolved).splits != args.splits) {

@@ -44,7 +44,8 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
 SWEEP_KEYS = (  # outermost first
-    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits", "deterministic"
+    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits", "page_size",
+    "deterministic"
 )
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
@@ -57,6 +58,7 @@ SWEEP_DEFAULTS = {
     "sk": None,
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
+    "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
     "deterministic": "0",  # cuflash's deterministic backward: the same
 }  # hkv = h and sk = sq by default
 CHOICES = {
@@ -99,7 +101,7 @@ def check_item(key, item, where):
             raise SweepError(
                 f"{where}: {key}: unknown value '{item}' (expected {', '.join(CHOICES[key])})"
             )
-    elif key == "splits":
+    elif key in ("splits", "page_size"):
         if not item.isdigit():
             raise SweepError(f"{where}: {key}: '{item}' is not a non-negative integer")
     elif not (item.isdigit() and int(item) > 0):
@@ -112,7 +114,7 @@ def expand_rule(rule, where):
     for values in itertools.product(*(rule.get(key, [SWEEP_DEFAULTS[key]]) for key in SWEEP_KEYS)):
         c = dict(zip(SWEEP_KEYS, values))
         c["hkv"], c["sk"] = c["hkv"] or c["h"], c["sk"] or c["sq"]  # default: h and sq
-        for key in ("d", "b", "h", "hkv", "sq", "sk", "splits"):
+        for key in ("d", "b", "h", "hkv", "sq", "sk", "splits", "page_size"):
             c[key] = int(c[key])
         if c["h"] % c["hkv"]:
             raise SweepError(f"{where}: hkv {c['hkv']} does not divide h {c['h']}")
@@ -161,6 +163,8 @@ def case_name(c):
     name += f"/sq:{c['sq']}/sk:{c['sk']}/d:{c['d']}/causal:{causal}"
     name += "/bshd" if c["layout"] == "bshd" else ""
     name += f"/splits:{c['splits']}" if c.get("splits") else ""
+    name += f"/page:{c['page_size']}" if c.get("page_size") else ""
+    name += "/cache:" + "+".join(map(str, c["cache"])) if c.get("cache") else ""
     return name + ("/deterministic" if c.get("deterministic") == "1" else "")
 
 
@@ -189,6 +193,8 @@ def select_cases(args):
             for item in items:
                 check_item(key, item, "command line")
         cases = expand_rule(rule, "command line")
+        for c in cases:  # named like cuflash's cases, then skipped with the reason
+            c["cache"] = [int(x) for x in (args.cache_seqlens or "").split(",") if x]
     if args.filter:
         import re
 
@@ -213,6 +219,15 @@ def visible_pairs(c):
 def pass_flops(c, pass_name):
     fwd = 4.0 * c["b"] * c["h"] * c["d"] * visible_pairs(c)
     return 2.5 * fwd if pass_name == "bwd" else fwd
+
+
+def pass_bytes(c, pass_name):
+    """Bytes one call must move at least (app/bench/stats.h): Q, O and K, V once forward."""
+    element = 4 if c["dtype"] == "fp32" else 2
+    q = c["b"] * c["h"] * c["sq"] * c["d"] * element
+    keys = sum(c["cache"]) if c.get("cache") else c["b"] * c["sk"]
+    kv = keys * c["hkv"] * c["d"] * element
+    return 4 * (q + kv) if pass_name == "bwd" else 2 * (q + kv)
 
 
 def summarize(samples):
@@ -360,6 +375,10 @@ def sdpa_call(torch, c, args, views):
 
 
 def check_backend_fits(c, backend, args):
+    if c.get("page_size"):
+        raise Unsupported(f"SDPA has no paged K/V cache (page_size {c['page_size']})")
+    if c.get("cache"):
+        raise Unsupported("SDPA has no per-sequence key lengths (--cache-seqlens)")
     if c["dtype"] == "fp32" and backend not in FP32_BACKENDS:
         raise Unsupported(f"sdpa-{backend} has no fp32 kernel")
     scores = c["b"] * c["h"] * c["sq"] * c["sk"]
@@ -503,6 +522,8 @@ def benchmark_rows(record, p, label, family, peak, samples=True):
 def case_fields(c, p, s, peak):
     """Our fields on the median row, as cuflash writes them (share/docs/bench.md)."""
     tflops = p["flops"] / (s["median"] * 1e-3) / 1e12
+    moved = pass_bytes(c, p["pass_"])
+    gbps = moved / (s["median"] * 1e-3) / 1e9
     return {
         "pass": p["pass_"],
         "dtype": c["dtype"],
@@ -517,6 +538,9 @@ def case_fields(c, p, s, peak):
         "flops": p["flops"],
         "tflops": tflops,
         "pct_of_peak": 100 * tflops / peak[c["dtype"]] if c["dtype"] in peak else None,
+        "bytes": moved,
+        "gbps": gbps,
+        "pct_of_peak_gbps": 100 * gbps / peak["gbps"] if "gbps" in peak else None,
         "noise": s["noise"],
         "median_ms": s["median"],
         "mean_ms": s["mean"],
@@ -804,6 +828,9 @@ def parse_args(argv):
         "--mask", help="none, causal (bottom-right), causal-top-left (PyTorch is_causal)"
     )
     p.add_argument("--layout")
+    p.add_argument(
+        "--cache-seqlens", help="per-sequence key lengths: named as cuflash does, then skipped"
+    )
     p.add_argument("--scale", type=float)
     p.add_argument(
         "--backends",
@@ -823,6 +850,7 @@ def parse_args(argv):
     p.add_argument("--cold", action="store_true", help="flush L2 before every sample")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peak-tflops", help="a number, or fp16=989,bf16=989,fp32=67")
+    p.add_argument("--peak-gbps", type=float, help="peak memory bandwidth, GB/s (e.g. 4800)")
     p.add_argument("--out-dir", help="write a result package into this new folder")
     p.add_argument(
         "--samples",
@@ -849,6 +877,7 @@ def parse_args(argv):
             args.dtype,
             args.mask,
             args.layout,
+            args.cache_seqlens,
         ]
     ):
         p.error("--sweep replaces the shape options")
@@ -904,7 +933,9 @@ def main(argv):
 
 
 def run(torch, args, cases, backends):
-    peak = parse_peak(args.peak_tflops)
+    peak = parse_peak(args.peak_tflops)  # per dtype, and "gbps" for the bandwidth
+    if args.peak_gbps:
+        peak["gbps"] = args.peak_gbps
     metadata = run_metadata(torch, args, cases, backends)
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)

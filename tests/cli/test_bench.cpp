@@ -63,6 +63,7 @@ PassResult fake_pass(const Problem& c, const std::string& pass, double ms) {
   PassResult p;
   p.pass = pass;
   p.flops = pass_flops(c, pass);
+  p.bytes = pass_bytes(c, pass);
   for (int i = 0; i < 5; ++i) p.samples_ms.push_back(ms * (1.0 + 0.01 * ((i * 7) % 5 - 2)));
   p.timing.method = "graph";
   p.timing.calls_per_sample = 12;
@@ -153,6 +154,26 @@ TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
   CHECK(tflops(1e12, 1000) == Approx(1));
 }
 
+TEST_CASE("stats: bytes moved, with and without cache lengths", "[bench]") {
+  // Decoding, B=8, 32/8 heads, 1 x 32768, D=128, bf16: K and V dominate.
+  Problem decode = make_case(8, 32, 1, 32768, 128, DType::bf16, Mask::causal_bottom_right);
+  decode.shape.heads_kv = 8;
+  const double q = 8.0 * 32 * 1 * 128 * 2;        // Q or O
+  const double kv = 8.0 * 8 * 32768 * 128 * 2;    // K or V
+  CHECK(pass_bytes(decode, "fwd") == 2 * q + 2 * kv);
+  CHECK(pass_bytes(decode, "bwd") == 4 * q + 4 * kv);
+  CHECK(gb_per_second(1e9, 1000) == Approx(1));
+  // Cache lengths: only each entry's own keys are read, and only its own pairs count.
+  Problem lengths = decode;
+  lengths.cache_seqlens = {100, 4000, 32768, 1, 7, 8, 9, 10};
+  const double keys = 100 + 4000 + 32768 + 1 + 7 + 8 + 9 + 10;
+  CHECK(pass_bytes(lengths, "fwd") == 2 * q + 2 * keys * 8 * 128 * 2);
+  CHECK(visible_pairs(lengths) == Approx(keys / 8));
+  Problem page = decode;
+  page.page_size = 64;  // paging moves the same bytes
+  CHECK(pass_bytes(page, "fwd") == pass_bytes(decode, "fwd"));
+}
+
 // --- Sweeps and names ----------------------------------------------------------------------------
 
 TEST_CASE("sweep: case names", "[bench]") {
@@ -190,6 +211,23 @@ TEST_CASE("sweep: deterministic=0,1 runs each case in both backward modes", "[be
   CHECK_FALSE(cases[4].deterministic);  // the default
 }
 
+TEST_CASE("sweep: page_size and cache lengths in names, and the sweep key", "[bench]") {
+  Problem c = make_case(2, 8, 1, 4096, 128, DType::bf16, Mask::causal_bottom_right);
+  c.page_size = 16;
+  CHECK(case_label(c) == "bf16/b:2/h:8/sq:1/sk:4096/d:128/causal:1/page:16");
+  c.cache_seqlens = {100, 4000};
+  CHECK(case_label(c) == "bf16/b:2/h:8/sq:1/sk:4096/d:128/causal:1/page:16/cache:100+4000");
+  const auto cases = parse_sweep("b=8 sq=1 sk=32768 dtype=bf16 page_size=0,16,256", "t");
+  REQUIRE(cases.size() == 3);
+  CHECK(cases[0].page_size == 0);
+  CHECK(cases[1].page_size == 16);
+  CHECK(cases[2].page_size == 256);
+  CHECK_THROWS_WITH(parse_sweep("page_size=24 dtype=bf16", "bad.txt"),
+                    Catch::Contains("bad.txt:1") && Catch::Contains("--page-size 24"));
+  CHECK_THROWS_WITH(parse_sweep("page_size=16 dtype=fp32", "bad.txt"),
+                    Catch::Contains("fp16 and bf16"));
+}
+
 TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order", "[bench]") {
   const auto cases = parse_sweep(
       "# comment\n\n  b=2 h=4,8 sq=16 sk=32,64 d=64 dtype=bf16 mask=none,causal # tail\n"
@@ -217,7 +255,7 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "layout, splits, deterministic)");
+        "layout, splits, page_size, deterministic)");
   CHECK(message("deterministic=yes") ==
         "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
@@ -289,6 +327,16 @@ TEST_CASE("formats: --peak-tflops", "[bench]") {
   CHECK_FALSE(percent_of_peak(settings, DType::bf16, 450).has_value());
 }
 
+TEST_CASE("formats: --peak-gbps", "[bench]") {
+  CHECK(parse_peak_gbps("4800") == 4800);
+  CHECK_THROWS_AS(parse_peak_gbps("0"), cli::UsageError);
+  CHECK_THROWS_AS(parse_peak_gbps("fast"), cli::UsageError);
+  RunSettings settings;
+  CHECK_FALSE(percent_of_peak_gbps(settings, 100).has_value());
+  settings.peak_gbps = 4000;
+  CHECK(*percent_of_peak_gbps(settings, 1000) == Approx(25));
+}
+
 namespace {
 
 std::vector<CaseRecord> sample_records() {
@@ -330,6 +378,14 @@ TEST_CASE("formats: table, markdown and csv", "[bench]") {
     settings.peak_tflops = parse_peak_tflops("100");
     CHECK(format_table(records, settings).find("%peak") != std::string::npos);
   }
+  SECTION("GB/s always; --peak-gbps adds its % column after it") {
+    const std::string plain = format_table(records, settings);
+    CHECK(plain.find(" GB/s ") != std::string::npos);
+    CHECK(plain.find("%peak_GB/s") == std::string::npos);
+    settings.peak_gbps = 4800;
+    const std::string md = format_markdown(records, settings);
+    CHECK(md.find("| TFLOP/s | GB/s | %peak_GB/s | alloc_MiB |") != std::string::npos);
+  }
   SECTION("markdown") {
     const std::string md = format_markdown(records, settings);
     CHECK(md.rfind("| pass | case | median_ms |", 0) == 0);
@@ -341,6 +397,8 @@ TEST_CASE("formats: table, markdown and csv", "[bench]") {
     CHECK(count_lines(csv) == 5);
     CHECK(csv.rfind("name,pass,backend,dtype,batch,heads,heads_kv,seq_q,seq_k,head_dim,mask,layout,"
                     "status,error,median_ms,", 0) == 0);
+    CHECK(csv.find(",tflops,pct_of_peak,bytes,gbps,pct_of_peak_gbps,alloc_bytes,") !=
+          std::string::npos);
     CHECK(csv.find("fwd/fp16/b:1/h:8/sq:1024/sk:1024/d:64/causal:0,fwd,cuflash,fp16,1,8,8,1024,"
                    "1024,64,none,bhsd,ok,,0.01,") != std::string::npos);
     CHECK(csv.find(",failed,\"out_of_memory: cudaMalloc: out of device memory, again\",") !=
@@ -376,11 +434,14 @@ assert [a["aggregate_name"] for a in aggs] == ["mean", "median", "stddev", "cv",
 median = aggs[1]
 assert median["name"] == first["name"] + "_median" and median["run_name"] == first["name"]
 assert median["aggregate_unit"] == "time" and aggs[3]["aggregate_unit"] == "percentage"
-for key in ("tflops", "flops", "noise", "alloc_bytes", "workspace_bytes", "memgetinfo_bytes",
+for key in ("tflops", "flops", "bytes", "gbps", "pct_of_peak_gbps", "noise", "alloc_bytes",
+            "workspace_bytes", "memgetinfo_bytes",
             "calls_per_sample", "timing", "cold", "verify", "pass", "dtype", "seq_q", "mask"):
     assert key in median, key
 assert median["pct_of_peak"] is None and median["verify"] == "pass"
 assert abs(median["tflops"] - median["flops"] / (median["real_time"] * 1e-6) / 1e12) < 1e-9
+assert abs(median["gbps"] - median["bytes"] / (median["real_time"] * 1e-6) / 1e9) < 1e-9
+assert median["bytes"] == 2 * 2 * 8 * 1024 * 64 * 2 and median["pct_of_peak_gbps"] is None
 assert abs(median["real_time"] - 10.0) < 1e-9 and aggs[3]["real_time"] == median["noise"]
 for key, agg in (("median_ms", 1), ("mean_ms", 0), ("stddev_ms", 2), ("min_ms", 4), ("max_ms", 5)):
     assert abs(median[key] * 1e3 - aggs[agg]["real_time"]) < 1e-9, key

@@ -240,7 +240,7 @@ TEST_CASE("profile: report folder, file names, shell quoting, sweep lines", "[be
         "/bin/ncu --case 'b=1 h=8' 'it'\\''s' a,b");
   for (const char* line : {"b=2 h=8 hkv=2 sq=100 sk=300 d=32 dtype=bf16 mask=causal-top-left "
                            "layout=bshd",
-                           "sq=64 mask=causal"}) {
+                           "sq=64 mask=causal", "sq=1 sk=4096 dtype=bf16 splits=3 page_size=16"}) {
     const Problem c = parse_sweep(line, "t").front();
     const std::vector<Problem> back = parse_sweep(sweep_line(c), "t");
     REQUIRE(back.size() == 1);

@@ -39,6 +39,22 @@ struct TensorRef {
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
                           int64_t head_dim);
 
+// A paged key/value cache (FlashAttention's and vLLM's layout): the keys of every sequence live
+// in fixed-size pages of two shared pools, and a block table lists each sequence's pages in key
+// order, so key j of batch entry b is row j % page_size of page block_table[b, j / page_size].
+// Page indices are not checked (they live on the device): each entry the forward reads, those
+// of keys below the sequence's length, must lie in [0, num_pages).
+struct PagedKV {
+  const void* k_pages = nullptr;  // [num_pages, page_size, heads_kv, head_dim], dense, 16-byte aligned
+  const void* v_pages = nullptr;  // the same for V
+  int64_t num_pages = 0;
+  int64_t page_size = 0;  // keys per page: a power of two, at least 16
+  const int32_t* block_table = nullptr;  // [batch, block_table_stride] page indices
+  int64_t block_table_stride = 0;  // >= ceil(seq_k / page_size): the pages of seq_k keys
+
+  bool enabled() const { return block_table != nullptr; }
+};
+
 struct ForwardArgs {
   AttentionShape shape;
   DType dtype = DType::fp16;
@@ -58,6 +74,13 @@ struct ForwardArgs {
   // bytes, 256-byte aligned. May be null when splits is 0 or 1.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Optional, both on the split kernel (fp16 / bf16; with either, k and v describe no memory
+  // when `paged` is enabled, and forward() routes every seq_q to the split kernel):
+  PagedKV paged;  // K and V read through a block table instead of k and v
+  // Device int32 [batch]: the keys of batch entry b are [0, cache_seqlens[b]), each in
+  // [0, seq_k]; keys past it do not exist for that entry, and the causal masks align to it
+  // (bottom-right: row i sees key j when j <= i + cache_seqlens[b] - seq_q). Null: seq_k.
+  const int32_t* cache_seqlens = nullptr;
 };
 
 struct BackwardArgs {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuflash/attention.h"
+#include "cuflash/device_buffer.h"
 
 namespace cuflash {
 
@@ -24,11 +25,40 @@ struct HostBackwardResult {
   HostBytes dq, dk, dv;  // like q, k, v
 };
 
+// K and V of `problem` (stored as run_forward() takes them) moved into a paged cache of
+// problem.page_size keys per page: every batch entry's pages sit in a shuffled order (a fixed
+// seed) in a pool that also holds unused pages, and the unused pages and the slots past seq_k
+// hold NaN, so that a kernel reading a wrong page or slot gives NaN.
+struct HostPagedKV {
+  HostBytes k_pages, v_pages;        // [num_pages, page_size, heads_kv, head_dim]
+  std::vector<int32_t> block_table;  // [batch, pages_per_sequence]
+  int64_t num_pages = 0;
+  int64_t pages_per_sequence = 0;    // ceil(seq_k / page_size)
+};
+HostPagedKV page_kv(const Problem& problem, const HostBytes& k, const HostBytes& v);
+
+// The device side of the forward options that live in device memory: page_kv()'s pools and
+// table when problem.page_size > 0, and the key lengths when problem.cache_seqlens is set.
+// Throws cuflash::Error (invalid_argument for lengths of the wrong count or outside [1, seq_k]).
+class DeviceForwardExtras {
+ public:
+  DeviceForwardExtras(const Problem& problem, const HostBytes& k, const HostBytes& v,
+                      cudaStream_t stream);
+  void apply(ForwardArgs& args) const;  // sets args.paged and args.cache_seqlens
+  size_t bytes() const;                 // of the device buffers
+
+ private:
+  DeviceBuffer k_pages_, v_pages_, block_table_, cache_seqlens_;
+  PagedKV paged_;
+};
+
 // Throws cuflash::Error (invalid_argument when a buffer's size does not match the problem).
+// A problem with page_size or cache_seqlens runs through DeviceForwardExtras.
 HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
                               const HostBytes& v);
 
-// Runs forward (for O and LSE) and then backward.
+// Runs forward (for O and LSE) and then backward. Refuses (invalid_argument) a problem with
+// page_size or cache_seqlens: those are forward only.
 struct HostForwardBackwardResult {
   HostForwardResult forward;
   HostBackwardResult backward;

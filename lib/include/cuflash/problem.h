@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cuflash/types.h"
 
@@ -44,6 +45,12 @@ struct Problem {
   double scale = 0.0;  // softmax scale; 0 means 1/sqrt(head_dim)
   Layout layout = Layout::bhsd;
   int64_t splits = 0;  // the GPU forward's key splits (ForwardArgs::splits; 0: automatic)
+  // Forward only. Keys per page of a paged K/V cache on the GPU (ForwardArgs::paged; the host
+  // runner stores K and V into pages in a shuffled order); 0: contiguous K/V.
+  int64_t page_size = 0;
+  // Keys of each batch entry, each in [1, seq_k] (ForwardArgs::cache_seqlens): keys past an
+  // entry's length do not exist for it and its causal mask aligns to it. Empty: seq_k for all.
+  std::vector<int64_t> cache_seqlens;
   bool deterministic = false;  // fixed-order dQ sums in the GPU backward (BackwardArgs)
 
   double effective_scale() const {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention_engine.h"
+#include "per_sequence.h"
 
 namespace cuflash::reference {
 
@@ -73,6 +74,7 @@ void validate(const Problem& problem) {
     overflow |= __builtin_mul_overflow(kv, f, &kv);
   }
   if (overflow) throw std::invalid_argument("shape is too large: element counts overflow int64");
+  engine::check_cache_seqlens(problem);
 }
 
 namespace engine {
@@ -90,6 +92,9 @@ void check_backward_inputs(const Problem& p, const std::vector<double>& q,
                            const std::vector<double>& k, const std::vector<double>& v,
                            const ForwardResult& fwd, const std::vector<double>& dout) {
   check_forward_inputs(p, q, k, v);
+  if (!p.cache_seqlens.empty()) {
+    throw std::invalid_argument("cache_seqlens: the backward pass takes none (forward only)");
+  }
   const AttentionShape& s = p.shape;
   check_size("out", fwd.out, s.q_elements(), "[B,H,Sq,D]", q_dims(s));
   check_size("lse", fwd.lse, s.lse_elements(), "[B,H,Sq]",
@@ -126,6 +131,14 @@ int64_t scratch_bytes(const Problem& p, bool backward) {
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                       const std::vector<double>& v, const ProgressCallback& progress) {
   engine::check_forward_inputs(p, q, k, v);
+  if (!p.cache_seqlens.empty()) {
+    return engine::forward_per_sequence(
+        p, q, k, v, progress,
+        [](const Problem& sub, const std::vector<double>& sq, const std::vector<double>& sk,
+           const std::vector<double>& sv,
+           const ProgressCallback& sub_progress) { return forward(sub, sq, sk, sv, sub_progress); },
+        [](const Problem& sub) { return engine::query_block_count(engine::Geometry(sub)); });
+  }
   ForwardResult result;
   result.out.resize(p.shape.q_elements());
   result.lse.resize(p.shape.lse_elements());

@@ -16,6 +16,10 @@
 // Narrow configurations give the four warps a quarter of each key block and merge their
 // states at the end (sm80::merge_key_parts). No atomics: results are bitwise reproducible for a
 // given split count.
+// Two options change only where keys come from and how many there are, never the arithmetic:
+// a paged cache (each K/V row's address through the block table, still 16-byte cp.async
+// vectors), so paged and contiguous K/V give the same bits; and per-sequence key lengths (the
+// CTAs of a short sequence walk only its own key blocks).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +49,30 @@ struct SplitParams {
   float* partial_lse;        // [splits, B, H, Sq] when splits > 1
   int64_t splits;            // CTAs per row block, each with a run of its key blocks
   int64_t bh_offset;         // batch * heads_kv + kv head of blockIdx.y == 0
+  // Paged K/V: k and v are the pools seen as [page row, kv head, D] (batch stride 0), and the
+  // key j of batch b is page row block_table[b, j >> page_shift] << page_shift | j % page size.
+  const int32_t* block_table;  // [B, block_table_stride]; null for contiguous K/V
+  int64_t block_table_stride;
+  int page_shift;              // log2(page_size)
+  const int32_t* cache_seqlens;  // [B] keys per batch entry; null: seq_k for every entry
+  bool diagonal_follows_length;  // causal bottom-right: the diagonal ends at each entry's length
 };
+
+// The keys [0, length) of one batch entry and its causal offset (row i sees key j <= i + offset).
+struct SequenceKeys {
+  int64_t length;
+  int64_t causal_offset;
+};
+
+template <typename Element>
+__device__ __forceinline__ SequenceKeys sequence_keys(const SplitParams<Element>& params,
+                                                      int64_t batch) {
+  const ProblemParams& p = params.problem;
+  if (params.cache_seqlens == nullptr) return {p.seq_k, p.causal_offset};
+  // Clamped so that a bad length cannot send the loads past the caller's memory.
+  const int64_t length = clamp64(__ldg(params.cache_seqlens + batch), 0, p.seq_k);
+  return {length, p.causal_offset + (params.diagonal_follows_length ? length - p.seq_k : 0)};
+}
 
 // The packed rows of one thread's fragment rows (group, group + 8) in a CTA's block.
 // Query indices and key counts fit 32 bits (sequence lengths stay below 2^31, api.cu).
@@ -56,7 +83,8 @@ struct FragmentRows {
   int visible_end[2];   // the row sees keys [0, visible_end)
 };
 
-__device__ __forceinline__ FragmentRows fragment_rows(const ProblemParams& p, int64_t kv_head,
+__device__ __forceinline__ FragmentRows fragment_rows(const ProblemParams& p,
+                                                      const SequenceKeys& keys, int64_t kv_head,
                                                       int64_t first_row) {
   const int64_t rows = p.heads_per_kv * p.seq_q;
   FragmentRows f;
@@ -68,17 +96,42 @@ __device__ __forceinline__ FragmentRows fragment_rows(const ProblemParams& p, in
     f.query[half] = static_cast<int>(query);
     f.head[half] = kv_head * p.heads_per_kv + row % p.heads_per_kv;
     f.visible_end[half] = static_cast<int>(
-        p.causal ? clamp64(query + p.causal_offset + 1, 0, p.seq_k) : p.seq_k);
+        p.causal ? clamp64(query + keys.causal_offset + 1, 0, keys.length) : keys.length);
   }
   return f;
 }
 
 // Keys [0, end) some row of the block [row0, row0 + block_rows) sees: the last row sees most.
-__device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, int64_t row0,
-                                                 int block_rows) {
+__device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, const SequenceKeys& keys,
+                                                 int64_t row0, int block_rows) {
   const int64_t last_row = min64(row0 + block_rows, p.heads_per_kv * p.seq_q) - 1;
-  return p.causal ? clamp64(last_row / p.heads_per_kv + p.causal_offset + 1, 0, p.seq_k)
-                  : p.seq_k;
+  return p.causal ? clamp64(last_row / p.heads_per_kv + keys.causal_offset + 1, 0, keys.length)
+                  : keys.length;
+}
+
+// Starts loading keys key0..key0+kRows-1 of one (batch, kv head) into a K or V tile (kRows, D);
+// keys at or past `length` become zeros. `pages` is the batch entry's block table row (paged
+// K/V: `slice` then addresses page rows) or null (contiguous: `slice` addresses keys).
+template <int kRows, int kCols, int kThreads, typename Element, int kStride>
+__device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> tile,
+                                                   const Element* slice, int64_t seq_stride,
+                                                   const int32_t* pages, int page_shift,
+                                                   int64_t key0, int64_t length, int thread) {
+  if (pages == nullptr) {
+    load_tile_async<kRows, kCols, kThreads>(tile, slice, seq_stride, key0, length, thread);
+    return;
+  }
+  static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,
+                "every thread copies the same number of chunks");
+  const int64_t slot_mask = (int64_t{1} << page_shift) - 1;
+  for_each_chunk<kRows, kCols, kThreads, Element>(thread, [&](int row, int col) {
+    const int64_t key = key0 + row;
+    const bool valid = key < length;  // the table holds no page for keys past the length
+    const int64_t page_row =
+        valid ? (int64_t(__ldg(pages + (key >> page_shift))) << page_shift) | (key & slot_mask)
+              : 0;
+    cp_async_16(tile.at(row, col), slice + page_row * seq_stride + col, valid);
+  });
 }
 
 // Q (16 rows of this warp, D) as A fragments, loaded from global memory: 32-bit pairs at
@@ -183,10 +236,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   const int64_t bh_kv = params.bh_offset + blockIdx.y;  // batch * heads_kv + kv head
   const int64_t batch = bh_kv / p.heads_kv;
   const int64_t kv_head = bh_kv % p.heads_kv;
-  const FragmentRows rows = fragment_rows(p, kv_head, row0 + 16 * row_group + lane / 4);
+  const SequenceKeys keys = sequence_keys(params, batch);
+  const FragmentRows rows = fragment_rows(p, keys, kv_head, row0 + 16 * row_group + lane / 4);
 
   // This split's run [first, last) of the key blocks the row block sees.
-  const int64_t blocks = ceil_div(block_key_end(p, row0, Config::kBlockM), kBlockN);
+  const int64_t blocks = ceil_div(block_key_end(p, keys, row0, Config::kBlockM), kBlockN);
   const int64_t first = split * blocks / params.splits;
   const int64_t last = (split + 1) * blocks / params.splits;
 
@@ -196,14 +250,19 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   auto v_tile = [&](int stage) {
     return Tile{smem + (kStages + stage) * kBlockN * Config::kStride};
   };  // both (kBlockN, D)
-  const Element* k = params.k.slice(batch, kv_head);  // [Sk, D]
-  const Element* v = params.v.slice(batch, kv_head);  // [Sk, D]
+  const Element* k = params.k.slice(batch, kv_head);  // [Sk, D], or [page rows, D] paged
+  const Element* v = params.v.slice(batch, kv_head);
+  const int32_t* pages = params.block_table == nullptr
+                             ? nullptr
+                             : params.block_table + batch * params.block_table_stride;
   auto stage_of = [&](int64_t block) { return static_cast<int>((block - first) % kStages); };
   auto load_block = [&](int64_t block) {
-    load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k, params.k.seq_stride,
-                                                 block * kBlockN, p.seq_k, thread);
-    load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v, params.v.seq_stride,
-                                                 block * kBlockN, p.seq_k, thread);
+    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k,
+                                                    params.k.seq_stride, pages, params.page_shift,
+                                                    block * kBlockN, keys.length, thread);
+    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v,
+                                                    params.v.seq_stride, pages, params.page_shift,
+                                                    block * kBlockN, keys.length, thread);
   };
   // One commit group per block, empty past the run, so that waiting for "all but the
   // kStages - 2 newest" always means "the current block landed".
@@ -261,6 +320,25 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, lane);
 }
 
+// Points params.k and v at the page pools, seen as [page row, kv head, D] tensors (one "batch"),
+// with the block table that maps keys to page rows.
+template <typename Element>
+void set_paged_kv(SplitParams<Element>& params, const ForwardArgs& args) {
+  const PagedKV& paged = args.paged;
+  const int64_t row_stride = args.shape.heads_kv * args.shape.head_dim;
+  const auto pool = [&](const void* data) {
+    return GlobalTensor<const Element>{static_cast<const Element*>(data), 0,
+                                       args.shape.head_dim, row_stride};
+  };
+  params.k = pool(paged.k_pages);
+  params.v = pool(paged.v_pages);
+  params.block_table = paged.block_table;
+  params.block_table_stride = paged.block_table_stride;
+  int shift = 0;
+  while ((int64_t{1} << shift) < paged.page_size) ++shift;  // a power of two (api.cu)
+  params.page_shift = shift;
+}
+
 // Runs the split kernel with Config and `splits` key splits, then, with more than one, the merge
 // of their partials from the workspace (split_workspace()) into O and LSE.
 template <typename Element, typename Config>
@@ -271,6 +349,9 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
   params.q = global_tensor<const Element>(args.q);
   params.k = global_tensor<const Element>(args.k);
   params.v = global_tensor<const Element>(args.v);
+  if (args.paged.enabled()) set_paged_kv(params, args);
+  params.cache_seqlens = args.cache_seqlens;
+  params.diagonal_follows_length = args.mask == Mask::causal_bottom_right;
   params.out = global_tensor<Element>(args.out);
   params.lse = args.lse;
   params.splits = splits;

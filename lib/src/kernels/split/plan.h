@@ -116,10 +116,17 @@ inline bool tiled_grid_is_small(const AttentionShape& s, const DeviceLimits& lim
   return 2 * ctas <= limits.multiprocessors && s.seq_k >= kMinSplitKeys;
 }
 
+// Whether only the split kernel can serve the call: it alone reads K/V through a block table
+// and follows per-sequence key lengths.
+inline bool needs_split_kernel(const ForwardArgs& args) {
+  return args.paged.enabled() || args.cache_seqlens != nullptr;
+}
+
 // The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
-// split kernel for packed rows <= 64 (decoding, GQA groups of short queries) and for small
-// tiled grids over long keys; `args.splits` when given, otherwise auto_splits(), reduced to 1
-// when the caller's workspace cannot hold the partial results.
+// split kernel for packed rows <= 64 (decoding, GQA groups of short queries), for small tiled
+// grids over long keys and for every call that needs it (needs_split_kernel()); `args.splits`
+// when given, otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the
+// partial results. A tiled plan for a call that needs the split kernel is refused by forward().
 template <int kHeadDim>
 ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   using Traits = SplitTraits<kHeadDim>;
@@ -140,7 +147,7 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
     if (forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
   }
   const bool decode = rows <= Traits::Wide::kBlockM;
-  if (!decode && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
+  if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }
   return {narrow ? ForwardKernel::split_narrow : ForwardKernel::split_wide, splits};

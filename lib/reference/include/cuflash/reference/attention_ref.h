@@ -13,6 +13,8 @@
 //   A row that sees no key (causal_bottom_right with seq_q > seq_k) has O = 0 and LSE = +inf:
 //   +inf makes the backward's recomputation exp(S - LSE) give exactly zero probabilities, so
 //   such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is ever NaN.
+//   Per-sequence key lengths (Problem::cache_seqlens, forward only): batch entry b sees only its
+//   keys [0, cache_seqlens[b]), and the causal masks align to that length as if it were seq_k.
 //   NaN or Inf in the inputs are not sanitized: they reach exactly the outputs that depend on them
 //   (a masked key never affects a row that cannot see it).
 //
@@ -42,7 +44,8 @@ struct Gradients {
 };
 
 // Throws std::invalid_argument (naming the field) for non-positive sizes, heads % heads_kv != 0,
-// a non-finite scale, or element counts that overflow int64; forward() and backward() also for
+// a non-finite scale, cache_seqlens of the wrong count or outside [1, seq_k] (and for backward()
+// with any), or element counts that overflow int64; forward() and backward() also for
 // input vectors of the wrong length.
 void validate(const Problem& p);
 
