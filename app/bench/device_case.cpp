@@ -42,6 +42,11 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
   upload_input(q, p, io::InputTensor::q, seed);
   upload_input(k, p, io::InputTensor::k, seed);
   upload_input(v, p, io::InputTensor::v, seed);
+  if (!p.alibi_slopes.empty()) {
+    DeviceBuffer& slopes = allocate(p.alibi_slopes.size() * sizeof(float));
+    slopes.copy_from_host(p.alibi_slopes.data());
+    t.alibi_slopes = slopes.as<const float>();
+  }
   forward_bytes_ = int64_t(2 * q_bytes + 2 * kv_bytes + lse_bytes);
   forward_ = cuflash::forward_args(p, t);
   if (!with_backward) {

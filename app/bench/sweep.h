@@ -7,8 +7,10 @@
 // One line is one rule: whitespace-separated key=value pairs; a comma list makes the line expand
 // to the product of its lists; a line with single values is one explicit case. Keys and defaults
 // (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
-// d (64), dtype (fp16), mask (none), layout (bhsd). Cases come out in file order; within a line
-// the product runs dtype, d, mask, b, h, hkv, sq, sk, layout, the last varying fastest.
+// d (64), dtype (fp16), mask (none), window (LEFT:RIGHT, -1:-1 for none), softcap (0: none),
+// alibi (0 or 1: the paper's slopes), layout (bhsd). Cases come out in file order; within a line
+// the product runs dtype, d, mask, b, h, hkv, sq, sk, window, softcap, alibi, layout, the last
+// varying fastest.
 #pragma once
 
 #include <string>

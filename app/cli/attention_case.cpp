@@ -164,6 +164,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.mask = options.causal ? Mask::causal_bottom_right : parse_mask(options.mask.front());
   p.scale = options.scale.value_or(0.0);
   p.layout = layout;
+  apply_variant_options(options, p);
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {

@@ -55,6 +55,12 @@ Selection select_cases(const BenchOptions& o) {
   if (o.sweep.empty()) {
     s.cases = expand_cases(o.problem);
   } else {
+    const ProblemOptions& given = o.problem;
+    if (!given.window.empty() || !given.softcap.empty() || given.alibi ||
+        !given.alibi_slopes_file.empty()) {
+      throw UsageError("--window, --softcap and --alibi do not combine with --sweep: its lines "
+                       "set them (keys window, softcap, alibi)");
+    }
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);

@@ -503,6 +503,9 @@ def case_fields(c, p, s, peak):
         "seq_k": c["sk"],
         "head_dim": c["d"],
         "mask": c["mask"],
+        "window": None,  # the variants cuflash's rows name; SDPA cases have none
+        "softcap": 0,
+        "alibi": False,
         "layout": c["layout"],
         "flops": p["flops"],
         "tflops": tflops,

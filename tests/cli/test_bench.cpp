@@ -130,7 +130,7 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
         p.shape.seq_k = sk;
         p.mask = mask;
         double expected = 0;
-        const int64_t offset = causal_offset(mask, sq, sk);
+        const int64_t offset = diagonal_offset(mask, sq, sk);
         for (int64_t i = 0; i < sq; ++i) {
           expected += mask == Mask::none ? double(sk)
                                          : double(std::clamp<int64_t>(i + offset + 1, 0, sk));
@@ -194,7 +194,7 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "layout)");
+        "window, softcap, alibi, layout)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
   CHECK(message("sq") == "--sweep bad.txt:1: expected key=value, got 'sq'");
   CHECK(message("sq=0") == "--sweep bad.txt:1: sq: '0' is not a positive integer");

@@ -4,6 +4,9 @@
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise, with its Narrow configuration where the grid would
 //     leave SMs without a CTA and the device has the shared memory for it.
+// Each family has a second instantiation for calls with a softcap or ALiBi (kScoreMod), so that
+// the default kernels carry none of their code; in sm80 only for the default configuration,
+// which keeps the number of kernels (and the build time) down.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -50,10 +53,11 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
     if (use_sm90_kernels_here() && sm90::launch_forward<Element, kHeadDim>(args, stream)) return;
   }
   using Traits = sm80::ForwardTraits<kHeadDim, sizeof(Element)>;
+  if (modifies_scores(args)) return sm80::launch_forward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_q, Traits::kBlockM) * s.batch * s.heads;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
-    sm80::launch_forward<Element, decltype(config)>(args, stream);
+    sm80::launch_forward<Element, decltype(config), false>(args, stream);
   });
 }
 
@@ -65,10 +69,11 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
     }
   }
   using Traits = sm80::BackwardTraits<kHeadDim, sizeof(Element)>;
+  if (modifies_scores(args)) return sm80::launch_backward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_k, Traits::kBlockN) * s.batch * s.heads_kv;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
-    sm80::launch_backward<Element, decltype(config)>(args, stream);
+    sm80::launch_backward<Element, decltype(config), false>(args, stream);
   });
 }
 

@@ -1,7 +1,7 @@
 // The work of one CTA, the same for both kernel families: which (batch, head) and which block
 // of rows it owns, in which order CTAs start, which keys (forward) or query blocks (backward)
-// it visits, and which columns of a fragment the causal mask and the sequence ends leave
-// visible.
+// it visits, and which columns of a fragment the causal mask, the window and the sequence ends
+// leave visible. Blocks the band (mask and window) hides entirely are never visited.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +36,13 @@ struct ForwardBlock {
   int64_t head;
   int64_t kv_head;
   int64_t q0;
-  int64_t key_end;  // keys [0, key_end) are visible to at least one row; <= 0: to none
+  // Key blocks [first_key_block, first_key_block + key_blocks) hold every key a row of the
+  // block sees; key_blocks == 0 when no row sees one.
+  int64_t first_key_block;
+  int64_t key_blocks;
 };
 
-template <int kBlockM>
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
                                                       int64_t num_m_blocks, BlockOrder order) {
   ForwardBlock block;
@@ -48,7 +51,14 @@ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, in
   block.head = block.bh % p.heads;
   block.kv_head = block.head / p.heads_per_kv;
   block.q0 = (num_m_blocks - 1 - order.block) * kBlockM;
-  block.key_end = p.causal ? min64(p.seq_k, block.q0 + kBlockM + p.causal_offset) : p.seq_k;
+  // The band's left end moves right with the rows: the first row has the leftmost, the last
+  // row the rightmost key.
+  const int64_t key_begin = block.q0 + p.offset - p.window_left;
+  const int64_t key_end = min64(p.seq_k, block.q0 + kBlockM + p.offset + p.window_right);
+  block.first_key_block = key_begin > 0 ? key_begin / kBlockN : 0;
+  block.key_blocks = key_end > key_begin && key_end > 0
+                         ? (key_end + kBlockN - 1) / kBlockN - block.first_key_block
+                         : 0;
   return block;
 }
 
@@ -77,8 +87,8 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 }
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
-// the kv head's group, the blocks [first_m_block, num_m_blocks) that hold a row seeing one of
-// its keys. The head is worked out at each iteration rather than kept: the kernels that use
+// the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
+// row seeing one of its keys. The head is worked out at each iteration rather than kept: the kernels that use
 // this sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
@@ -93,31 +103,36 @@ struct QueryBlockSchedule {
   }
 };
 
-template <int kBlockM>
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
     const ProblemParams& p, int64_t k0) {
   QueryBlockSchedule<kBlockM> schedule{};
-  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
-  if (p.causal && k0 - p.causal_offset > 0) {
-    schedule.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
-  }
-  schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
+  // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
+  // first key at the band's right end, the last its last key at the band's left end.
+  const int64_t last_key = min64(k0 + kBlockN, p.seq_k) - 1;
+  const int64_t row_begin = clamp64(k0 - p.offset - p.window_right, 0, p.seq_q);
+  const int64_t row_end = clamp64(last_key - p.offset + p.window_left + 1, row_begin, p.seq_q);
+  schedule.first_m_block = row_begin / kBlockM;
+  schedule.blocks_per_head =
+      row_end > row_begin ? (row_end + kBlockM - 1) / kBlockM - schedule.first_m_block : 0;
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
   return schedule;
 }
 
-// For the two key rows of a thread's transposed fragment (S^T, dP^T), the first of the
-// kColumns query columns from q0 that each may see: query column c of key row r is visible iff
-// r < Sk and (not causal or q0 + c >= r - causal_offset). kColumns when none is.
+// For the two key rows of a thread's transposed fragment (S^T, dP^T), the query columns
+// [first, end) of the kColumns from q0 that each sees: query column c of key row r is visible
+// iff r < Sk and r - offset - window_right <= q0 + c <= r - offset + window_left.
 template <int kColumns>
-__device__ __forceinline__ void first_visible_columns(const ProblemParams& p,
-                                                      const int64_t (&fragment_key)[2],
-                                                      int64_t q0, int (&first_visible)[2]) {
+__device__ __forceinline__ void visible_columns(const ProblemParams& p,
+                                                const int64_t (&fragment_key)[2], int64_t q0,
+                                                int (&first)[2], int (&end)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t key = fragment_key[half];
-    const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
-    first_visible[half] = key < p.seq_k ? static_cast<int>(clamp64(first, 0, kColumns)) : kColumns;
+    const int64_t column_begin = clamp64(key - p.offset - p.window_right - q0, 0, kColumns);
+    const int64_t column_end = clamp64(key - p.offset + p.window_left + 1 - q0, 0, kColumns);
+    first[half] = key < p.seq_k ? static_cast<int>(column_begin) : kColumns;
+    end[half] = static_cast<int>(column_end);
   }
 }
 
