@@ -142,6 +142,33 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
   }
 }
 
+TEST_CASE("stats: visible pairs of a window match a pair-by-pair count", "[bench]") {
+  for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
+    for (const Window window : {Window{0, 0}, Window{3, 1}, Window{-1, 2}, Window{5, -1}}) {
+      for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{9, 9}, {4, 11}, {13, 6}}) {
+        Problem p;
+        p.shape.seq_q = sq;
+        p.shape.seq_k = sk;
+        p.mask = mask;
+        p.window = window;
+        const int64_t offset = mask == Mask::causal_top_left ? 0 : sk - sq;
+        double expected = 0;
+        for (int64_t i = 0; i < sq; ++i) {
+          for (int64_t j = 0; j < sk; ++j) {
+            const bool causal_ok = mask == Mask::none || j <= i + offset;
+            const bool left_ok = window.left < 0 || j >= i + offset - window.left;
+            const bool right_ok = window.right < 0 || j <= i + offset + window.right;
+            expected += causal_ok && left_ok && right_ok ? 1 : 0;
+          }
+        }
+        INFO("mask " << to_string(mask) << " window " << window.left << "," << window.right
+                     << " sq " << sq << " sk " << sk);
+        CHECK(visible_pairs(p) == expected);
+      }
+    }
+  }
+}
+
 TEST_CASE("stats: FLOP counts of the protocol", "[bench]") {
   const Problem full = make_case(1, 8, 4096, 4096, 64, DType::fp16, Mask::none);
   CHECK(forward_flops(full) == 4.0 * 8 * 4096.0 * 4096 * 64);
