@@ -230,7 +230,8 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
       "Sliding window LEFT,RIGHT: query i sees keys i+off-LEFT .. i+off+RIGHT (off: the "
       "diagonal's offset, bottom-right unless causal-top-left); -1 leaves a side unbounded; under "
       "a causal mask RIGHT is 0" + std::string(allow_lists ? " (repeat for several)" : ""));
-  window->type_name("LEFT,RIGHT")->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  window->type_name("LEFT,RIGHT")->expected(1);
+  window->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_list(command, "--softcap", o.softcap,
            "Soft cap C > 0 of the scores: s -> C * tanh(s / C)" + list, allow_lists)
       ->check(kPositiveFinite);

@@ -116,7 +116,7 @@ TEST_CASE("variants bf16: window, softcap, ALiBi vs float64 reference",
   run_variants(DType::bf16);
 }
 
-// --- Named cases the design may not pair up -------------------------------------------------------
+// --- Named cases the design may not pair up ------------------------------------------------
 
 TEST_CASE("variants on larger grids: per-batch slopes, bshd, all three together",
           "[gpu][matrix][variants]") {

@@ -679,7 +679,8 @@ TEST_CASE("windows, softcap and ALiBi match naive loops", "[reference][variants]
   }
 }
 
-TEST_CASE("variants across several query and key blocks, per-batch slopes", "[reference][variants]") {
+TEST_CASE("variants across several query and key blocks, per-batch slopes",
+          "[reference][variants]") {
   Problem p = with_variants(make_problem(2, 3, 1, 300, 520, 8, Mask::none), {37, 5}, 2.0, false);
   p.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.01f, 0.02f, 0.03f};  // [batch, heads]
   check_matches_naive(p, random_inputs(p, 11), 1e-10);

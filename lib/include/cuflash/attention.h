@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/error.h"
 #include "cuflash/problem.h"
 #include "cuflash/types.h"
 
@@ -104,7 +105,9 @@ struct DenseTensors {
 };
 
 // The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale and softcap
-// as float, window, ALiBi slopes, and make_tensor_ref() views in problem.layout.
+// as float, window, ALiBi slopes, and make_tensor_ref() views in problem.layout. Throws
+// cuflash::Error (invalid_argument) when the problem has ALiBi slopes and tensors.alibi_slopes
+// is null, rather than silently leaving the bias out.
 inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tensors) {
   const AttentionShape& s = problem.shape;
   ForwardArgs args;
@@ -115,6 +118,10 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   args.window = problem.window;
   args.softcap = static_cast<float>(problem.softcap);
   if (!problem.alibi_slopes.empty()) {
+    if (tensors.alibi_slopes == nullptr) {
+      throw Error(Error::Kind::invalid_argument,
+                  "forward_args: the problem has ALiBi slopes but tensors.alibi_slopes is null");
+    }
     args.alibi = {tensors.alibi_slopes, problem.alibi_batch_stride()};
   }
   args.q = make_tensor_ref(tensors.q, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);

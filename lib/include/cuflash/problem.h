@@ -76,8 +76,12 @@ inline VisibleBand visible_band(const AttentionShape& s, Mask mask, Window windo
   const bool causal = mask != Mask::none;
   VisibleBand band;
   band.offset = diagonal_offset(mask, s.seq_q, s.seq_k);
-  band.left = window.left < 0 ? kUnboundedBand : window.left;
-  band.right = causal ? 0 : (window.right < 0 ? kUnboundedBand : window.right);
+  // Bounds beyond any sequence are all the same: unbounded (and safe from overflow).
+  const auto bound = [](int64_t side) {
+    return side < 0 ? kUnboundedBand : std::min(side, kUnboundedBand);
+  };
+  band.left = bound(window.left);
+  band.right = causal ? 0 : bound(window.right);
   return band;
 }
 
@@ -87,7 +91,9 @@ inline VisibleBand visible_band(const AttentionShape& s, Mask mask, Window windo
 inline std::vector<float> alibi_default_slopes(int64_t heads) {
   const auto power_of_two_slopes = [](int64_t n) {
     std::vector<float> slopes;
-    for (int64_t h = 0; h < n; ++h) slopes.push_back(float(std::exp2(-8.0 * double(h + 1) / double(n))));
+    for (int64_t h = 0; h < n; ++h) {
+      slopes.push_back(float(std::exp2(-8.0 * double(h + 1) / double(n))));
+    }
     return slopes;
   };
   int64_t below = 1;

@@ -101,7 +101,9 @@ struct Geometry {
 
   // Query row `row` sees keys [visible_begin(row), visible_end(row)), a band that moves right
   // (never left) from one row to the next.
-  int64_t visible_begin(int64_t row) const { return std::clamp<int64_t>(band.begin(row), 0, seq_k); }
+  int64_t visible_begin(int64_t row) const {
+    return std::clamp<int64_t>(band.begin(row), 0, seq_k);
+  }
   int64_t visible_end(int64_t row) const {
     return std::clamp<int64_t>(band.end(row, seq_k), visible_begin(row), seq_k);
   }

@@ -4,9 +4,11 @@
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise, with its Narrow configuration where the grid would
 //     leave SMs without a CTA and the device has the shared memory for it.
-// Each family has a second instantiation for calls with a softcap or ALiBi (kScoreMod), so that
-// the default kernels carry none of their code; in sm80 only for the default configuration,
-// which keeps the number of kernels (and the build time) down.
+// Each family has a second instantiation (kVariants) for calls with a softcap, ALiBi or a window
+// bounded on the left (uses_variant_kernels()), so that the default kernels carry none of their
+// code and keep their registers: they serve no mask, the causal masks and windows bounded on the
+// right only, which move the causal bound. In sm80 only for the default configuration, which
+// keeps the number of kernels (and the build time) down.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -53,7 +55,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
     if (use_sm90_kernels_here() && sm90::launch_forward<Element, kHeadDim>(args, stream)) return;
   }
   using Traits = sm80::ForwardTraits<kHeadDim, sizeof(Element)>;
-  if (modifies_scores(args)) return sm80::launch_forward<Element, Traits, true>(args, stream);
+  if (uses_variant_kernels(args)) return sm80::launch_forward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_q, Traits::kBlockM) * s.batch * s.heads;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
@@ -69,7 +71,7 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
     }
   }
   using Traits = sm80::BackwardTraits<kHeadDim, sizeof(Element)>;
-  if (modifies_scores(args)) return sm80::launch_backward<Element, Traits, true>(args, stream);
+  if (uses_variant_kernels(args)) return sm80::launch_backward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_k, Traits::kBlockN) * s.batch * s.heads_kv;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {

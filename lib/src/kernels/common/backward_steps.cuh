@@ -8,6 +8,7 @@
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
 #include "kernels/common/score_mod.cuh"
 #include "kernels/common/softmax.cuh"
 #include "workspace.h"
@@ -77,24 +78,12 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// The query columns [first, end) of each of a thread's two key rows (visible_columns()) that
-// are not masked, when the block needs a mask at all.
-struct VisibleColumns {
-  bool masked;
-  int first[2];
-  int end[2];
-
-  __device__ __forceinline__ bool hides(int half, int col) const {
-    return masked && (col < first[half] || col >= end[half]);
-  }
-};
-
 // P^T = exp2(S^T * scale_log2 - LSE * log2e) in place, for this thread's part of a warp's
-// (16 keys, 8 * kTiles queries) block; masked columns get 0.
-template <int kTiles>
+// (16 keys, 8 * kTiles queries) block; the columns `visible` hides get 0.
+template <int kTiles, bool kLeftBound>
 __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
                                                          const float* lse, float scale_log2,
-                                                         const VisibleColumns& visible,
+                                                         const VisibleColumns<kLeftBound>& visible,
                                                          int lane) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
@@ -113,14 +102,15 @@ __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
   }
 }
 
-// probabilities_transposed() through the score modifications: P^T = exp2(mod(S^T) - LSE *
-// log2e), and softcap_slope = d(capped)/d(scaled) per element for score_gradients_transposed().
+// probabilities_transposed() through the score modifications, without the mask (hide_columns()
+// follows): P^T = exp2(mod(S^T) - LSE * log2e), and softcap_slope = d(capped)/d(scaled) per
+// element for apply_softcap_slope().
 // `distance0` is q0 + offset - (key of fragment row `group`): the distance of the block's first
 // query column to that key.
 template <int kTiles>
 __device__ __forceinline__ void modified_probabilities_transposed(
     float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
-    const ScoreMod& mod, int64_t distance0, const VisibleColumns& visible, int lane) {
+    const ScoreMod& mod, int64_t distance0, int lane) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     const int col = 8 * t + 2 * (lane % 4);
@@ -133,8 +123,21 @@ __device__ __forceinline__ void modified_probabilities_transposed(
       for (int e = 0; e < 2; ++e) {
         float& x = st[t][2 * half + e];
         x = fast_exp2(mod(x, distance + float(e), softcap_slope[t][2 * half + e]) - lse_log2[e]);
-        if (visible.hides(half, col + e)) x = 0.f;
       }
+    }
+  }
+}
+
+// Zeroes the columns `visible` hides, after modified_probabilities_transposed(): a pass of its
+// own, so that the mask's bounds take registers only in blocks that need it.
+template <int kTiles>
+__device__ __forceinline__ void hide_columns(float (&pt)[kTiles][4],
+                                             const VisibleColumns<true>& visible, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (visible.hides(i / 2, 8 * t + 2 * (lane % 4) + i % 2)) pt[t][i] = 0.f;
     }
   }
 }

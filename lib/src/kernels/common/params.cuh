@@ -46,12 +46,13 @@ struct ProblemParams {
   float scale;       // softmax scale (> 0)
   float scale_log2;  // scale * log2(e): scores go straight into exp2
   bool causal;  // a causal mask: query blocks differ in cost (block_order())
-  // Query i sees key j iff i + offset - window_left <= j <= i + offset + window_right
-  // (VisibleBand, problem.h: kUnboundedBand for a side without a bound, window_right = 0 under a
-  // causal mask).
-  int64_t offset;
-  int64_t window_left;
-  int64_t window_right;
+  // Query i sees key j iff i + band_first <= j <= i + band_last: the band of VisibleBand
+  // (problem.h) as two offsets from the query's index, so that the kernels' bounds each take one
+  // addition (a side without a bound is kUnboundedBand away; band_last = offset under a causal
+  // mask).
+  int64_t band_first;  // offset - left
+  int64_t band_last;   // offset + right
+  int64_t offset;      // the diagonal's, for ALiBi's distances
   // Read by the kernels compiled for score modifications only (score_mod.cuh).
   float softcap_in;   // scale / softcap; 0 without a softcap
   float softcap_out;  // softcap * log2(e)
@@ -74,9 +75,9 @@ ProblemParams problem_params(const Args& args) {
   p.scale_log2 = args.scale * kLog2e;
   p.causal = args.mask != Mask::none;
   const VisibleBand band = visible_band(shape, args.mask, args.window);
+  p.band_first = band.offset - band.left;
+  p.band_last = band.offset + band.right;
   p.offset = band.offset;
-  p.window_left = band.left;
-  p.window_right = band.right;
   p.softcap_in = args.softcap > 0.f ? args.scale / args.softcap : 0.f;
   p.softcap_out = args.softcap * kLog2e;
   p.alibi_slopes = args.alibi.data;
@@ -84,10 +85,12 @@ ProblemParams problem_params(const Args& args) {
   return p;
 }
 
-// Whether the kernels compiled for score modifications (softcap, ALiBi) must run.
+// Whether the kernels compiled for the variants (kVariants) must run: a softcap, ALiBi or a
+// window's left bound. The default kernels serve none, causal masks and windows bounded on the
+// right only (the causal bound, moved), with the registers and instructions they always had.
 template <typename Args>
-bool modifies_scores(const Args& args) {
-  return args.softcap > 0.f || args.alibi.data != nullptr;
+bool uses_variant_kernels(const Args& args) {
+  return args.softcap > 0.f || args.alibi.data != nullptr || args.window.left >= 0;
 }
 
 template <typename Element>

@@ -42,7 +42,8 @@ struct ForwardBlock {
   int64_t key_blocks;
 };
 
-template <int kBlockM, int kBlockN>
+// kLeftBound: the band may have a left end (mask.cuh, crosses_band()).
+template <int kBlockM, int kBlockN, bool kLeftBound>
 __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
                                                       int64_t num_m_blocks, BlockOrder order) {
   ForwardBlock block;
@@ -51,10 +52,10 @@ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, in
   block.head = block.bh % p.heads;
   block.kv_head = block.head / p.heads_per_kv;
   block.q0 = (num_m_blocks - 1 - order.block) * kBlockM;
-  // The band's left end moves right with the rows: the first row has the leftmost, the last
-  // row the rightmost key.
-  const int64_t key_begin = block.q0 + p.offset - p.window_left;
-  const int64_t key_end = min64(p.seq_k, block.q0 + kBlockM + p.offset + p.window_right);
+  // The band's ends move right with the rows: the first row has the leftmost key, the last
+  // row the rightmost.
+  const int64_t key_begin = kLeftBound ? block.q0 + p.band_first : 0;
+  const int64_t key_end = min64(p.seq_k, block.q0 + kBlockM + p.band_last);
   block.first_key_block = key_begin > 0 ? key_begin / kBlockN : 0;
   block.key_blocks = key_end > key_begin && key_end > 0
                          ? (key_end + kBlockN - 1) / kBlockN - block.first_key_block
@@ -88,8 +89,8 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
-// row seeing one of its keys. The head is worked out at each iteration rather than kept: the kernels that use
-// this sit at the register limit.
+// row seeing one of its keys. The head is worked out at each iteration rather than kept: the
+// kernels that use this sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;
@@ -103,37 +104,59 @@ struct QueryBlockSchedule {
   }
 };
 
-template <int kBlockM, int kBlockN>
+template <int kBlockM, int kBlockN, bool kLeftBound>
 __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
     const ProblemParams& p, int64_t k0) {
   QueryBlockSchedule<kBlockM> schedule{};
   // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
   // first key at the band's right end, the last its last key at the band's left end.
-  const int64_t last_key = min64(k0 + kBlockN, p.seq_k) - 1;
-  const int64_t row_begin = clamp64(k0 - p.offset - p.window_right, 0, p.seq_q);
-  const int64_t row_end = clamp64(last_key - p.offset + p.window_left + 1, row_begin, p.seq_q);
-  schedule.first_m_block = row_begin / kBlockM;
-  schedule.blocks_per_head =
-      row_end > row_begin ? (row_end + kBlockM - 1) / kBlockM - schedule.first_m_block : 0;
+  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  if (k0 - p.band_last > 0) {
+    schedule.first_m_block = min64((k0 - p.band_last) / kBlockM, num_m_blocks);
+  }
+  schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
+  if constexpr (kLeftBound) {
+    const int64_t row_begin = schedule.first_m_block * kBlockM;
+    const int64_t last_key = min64(k0 + kBlockN, p.seq_k) - 1;
+    const int64_t row_end = clamp64(last_key - p.band_first + 1, row_begin, p.seq_q);
+    schedule.blocks_per_head =
+        row_end > row_begin ? (row_end + kBlockM - 1) / kBlockM - schedule.first_m_block : 0;
+  }
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
   return schedule;
 }
 
-// For the two key rows of a thread's transposed fragment (S^T, dP^T), the query columns
-// [first, end) of the kColumns from q0 that each sees: query column c of key row r is visible
-// iff r < Sk and r - offset - window_right <= q0 + c <= r - offset + window_left.
-template <int kColumns>
-__device__ __forceinline__ void visible_columns(const ProblemParams& p,
-                                                const int64_t (&fragment_key)[2], int64_t q0,
-                                                int (&first)[2], int (&end)[2]) {
+// Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment
+// (S^T, dP^T) see: query column c of key row r is visible iff r < Sk and
+// r - band_last <= q0 + c <= r - band_first, i.e. first[half] <= c < end[half]. Without
+// kLeftBound, end is kColumns and not kept: the kernels that use this sit at the register limit.
+template <bool kLeftBound>
+struct VisibleColumns {
+  bool masked;  // the block needs a mask at all (needs_mask())
+  int first[2];
+  int end[kLeftBound ? 2 : 1];
+
+  __device__ __forceinline__ bool hides(int half, int col) const {
+    if constexpr (kLeftBound) return masked && (col < first[half] || col >= end[half]);
+    return masked && col < first[half];
+  }
+};
+
+template <bool kLeftBound, int kColumns>
+__device__ __forceinline__ VisibleColumns<kLeftBound> visible_columns(
+    const ProblemParams& p, bool masked, const int64_t (&fragment_key)[2], int64_t q0) {
+  VisibleColumns<kLeftBound> visible;
+  visible.masked = masked;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t key = fragment_key[half];
-    const int64_t column_begin = clamp64(key - p.offset - p.window_right - q0, 0, kColumns);
-    const int64_t column_end = clamp64(key - p.offset + p.window_left + 1 - q0, 0, kColumns);
-    first[half] = key < p.seq_k ? static_cast<int>(column_begin) : kColumns;
-    end[half] = static_cast<int>(column_end);
+    const int64_t first = clamp64(key - p.band_last - q0, 0, kColumns);
+    visible.first[half] = key < p.seq_k ? static_cast<int>(first) : kColumns;
+    if constexpr (kLeftBound) {
+      visible.end[half] = static_cast<int>(clamp64(key - p.band_first + 1 - q0, 0, kColumns));
+    }
   }
+  return visible;
 }
 
 }  // namespace cuflash::detail

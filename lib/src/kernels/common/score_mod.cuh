@@ -1,5 +1,5 @@
-// Softcap and ALiBi on mma accumulator fragments, for the kernels compiled with kScoreMod
-// (dispatched at launch when a call asks for either; the default kernels never see this code).
+// Softcap and ALiBi on mma accumulator fragments, for the kernels compiled with kVariants
+// (dispatched at launch, uses_variant_kernels(); the default kernels never see this code).
 // Scores leave in log2 units, ready for exp2: the softmax then multiplies them by 1 instead of
 // scale * log2(e).
 #pragma once

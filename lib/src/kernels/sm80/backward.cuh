@@ -11,10 +11,10 @@
 //                interleaves heads under a causal mask):
 //                  S^T  = K_j Q_i^T                      (16 keys x kWarpQueries per warp)
 //                  P^T  = exp2(S^T * scale*log2e - LSE_i * log2e), 0 where masked
-//                         (kScoreMod: exp2(mod(S^T) - LSE_i * log2e), score_mod.cuh)
+//                         (kVariants: exp2(mod(S^T) - LSE_i * log2e), score_mod.cuh)
 //                  dV_j += P^T dO_i
 //                  dP^T = V_j dO_i^T
-//                  dS^T = P^T * (dP^T - D_i)          (kScoreMod: times 1 - tanh^2)
+//                  dS^T = P^T * (dP^T - D_i)          (kVariants: times 1 - tanh^2)
 //                  dK_j += dS^T Q_i                      (times scale at the end)
 //                  dQ_i += dS K_j                        (fp32 atomics into the accumulator)
 //                Working with the transposes keeps keys on the warps' rows, so P^T and dS^T are
@@ -28,10 +28,10 @@
 #include "kernels/common/backward_steps.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/launch_util.cuh"
+#include "kernels/common/mask.cuh"
 #include "kernels/sm80/mma.cuh"
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
-#include "kernels/common/mask.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
@@ -102,7 +102,7 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
   }
 }
 
-template <typename Element, typename Traits, bool kScoreMod>
+template <typename Element, typename Traits, bool kVariants>
 __global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> params) {
   using Ops = MmaOps<Element>;
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN>(p, k0);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -206,15 +206,19 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
     // P^T, with the columns the mask hides or past the end of the keys set to 0.
     const int64_t warp_q0 = q0 + warp_query0;
-    VisibleColumns visible;
-    visible.masked = needs_mask(p, warp_q0, kWarpQueries, k0, kBlockN);
-    visible_columns<kWarpQueries>(p, fragment_key, warp_q0, visible.first, visible.end);
-    [[maybe_unused]] float softcap_slope[kScoreMod ? kQueryTiles : 1][4];
-    if constexpr (kScoreMod) {
+    const bool masked = needs_mask<kVariants>(p, warp_q0, kWarpQueries, k0, kBlockN);
+    [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    if constexpr (kVariants) {
       modified_probabilities_transposed(st, softcap_slope, lse_s, score_mod(p, batch, head),
-                                        warp_q0 + p.offset - fragment_key[0], visible, lane);
+                                        warp_q0 + p.offset - fragment_key[0], lane);
+      if (masked) {
+        hide_columns(st, visible_columns<true, kWarpQueries>(p, true, fragment_key, warp_q0),
+                     lane);
+      }
     } else {
-      probabilities_transposed(st, lse_s, p.scale_log2, visible, lane);
+      probabilities_transposed(
+          st, lse_s, p.scale_log2,
+          visible_columns<false, kWarpQueries>(p, masked, fragment_key, warp_q0), lane);
     }
 
     // dV += P^T dO: (16 keys, D)
@@ -225,7 +229,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
     score_gradients_transposed(st, st, dpt, row_dot_s, lane);  // st now holds dS^T
-    if constexpr (kScoreMod) apply_softcap_slope(st, softcap_slope);
+    if constexpr (kVariants) apply_softcap_slope(st, softcap_slope);
 
     // dK += dS^T Q: (16 keys, D)
     add_product_of_accumulators<1>(dk_acc, st, q_s, lane);
@@ -275,9 +279,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
 }
 
 // Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion
-// (kScoreMod: the instantiation that applies softcap and ALiBi; modifies_scores(args) must
-// agree).
-template <typename Element, typename Traits, bool kScoreMod>
+// (kVariants: the instantiation for softcap, ALiBi and left-bounded windows;
+// uses_variant_kernels(args) must agree).
+template <typename Element, typename Traits, bool kVariants>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   constexpr int kHeadDim = Traits::kHeadDim;
   const AttentionShape& shape = args.shape;
@@ -286,7 +290,7 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
 
   launch_backward_prologue<Element, kHeadDim>(params, stream);
 
-  auto* kernel = &backward_kernel<Element, Traits, kScoreMod>;
+  auto* kernel = &backward_kernel<Element, Traits, kVariants>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {

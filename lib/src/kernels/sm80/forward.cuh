@@ -7,7 +7,7 @@
 //   Q (kBlockM, D) -> shared memory once (and into registers as A fragments when they fit)
 //   for each key block j visible to the block (K_j, V_j (kBlockN, D) double-buffered):
 //     S = Q K_j^T                       (fp32, 16 x kBlockN per m tile)
-//     kScoreMod: softcap and ALiBi on S, into log2 units (score_mod.cuh)
+//     kVariants: softcap and ALiBi on S, into log2 units (score_mod.cuh)
 //     mask S on blocks that cross the band (causal mask, window) or the end of the keys
 //     m_new = max(m, rowmax(S)); P = exp2(S * scale * log2e - m_new)
 //     l = l * exp2(m - m_new) + rowsum(P)
@@ -96,7 +96,7 @@ __device__ __forceinline__ void merge_key_parts(float* merge, OnlineSoftmax (&so
   }
 }
 
-template <typename Element, typename Traits, bool kScoreMod>
+template <typename Element, typename Traits, bool kVariants>
 __global__ void __launch_bounds__(Traits::kThreads)
     forward_kernel(const ForwardParams<Element> params) {
   using Ops = MmaOps<Element>;
@@ -117,9 +117,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const ForwardBlock block = forward_block<kBlockM, kBlockN>(p, params.bh_offset,
-                                                             params.num_m_blocks,
-                                                             block_order(p.causal));
+  const ForwardBlock block = forward_block<kBlockM, kBlockN, kVariants>(
+      p, params.bh_offset, params.num_m_blocks, block_order(p.causal));
   const int64_t q0 = block.q0;
   const Element* q = params.q.slice(block.batch, block.head);     // [Sq, D]
   const Element* k = params.k.slice(block.batch, block.kv_head);  // [Sk, D]
@@ -169,10 +168,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) zero(o_acc[mi]);
-  [[maybe_unused]] ScoreMod mod;
-  if constexpr (kScoreMod) mod = score_mod(p, block.batch, block.head);
+  const ScoreMod mod = kVariants ? score_mod(p, block.batch, block.head) : ScoreMod{};
   // Modified scores are already in log2 units.
-  const float softmax_scale = kScoreMod ? 1.f : p.scale_log2;
+  const float softmax_scale = kVariants ? 1.f : p.scale_log2;
 
   for (int64_t key_block = 0; key_block < num_key_blocks; ++key_block) {
     const int stage = static_cast<int>(key_block % kStages);
@@ -219,11 +217,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
 
     const int64_t k0 = key_start(key_block) + warp_key0;
-    const bool masked = needs_mask(p, q0, kBlockM, k0, kWarpKeys);
+    const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kWarpKeys);
 #pragma unroll
     for (int mi = 0; mi < kMTiles; ++mi) {
-      if constexpr (kScoreMod) modify_scores(s[mi], mod, p, k0, fragment_row + 16 * mi, lane);
-      if (masked) mask_scores(s[mi], p, k0, fragment_row + 16 * mi, lane);
+      if constexpr (kVariants) modify_scores(s[mi], mod, p, k0, fragment_row + 16 * mi, lane);
+      if (masked) mask_scores<kVariants>(s[mi], p, k0, fragment_row + 16 * mi, lane);
       softmax[mi].update(s[mi], o_acc[mi], softmax_scale);  // s now holds P
     }
 
@@ -263,9 +261,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
                                                          q_tile, thread);
 }
 
-// Launches forward_kernel with the tile shapes of Traits (kScoreMod: the instantiation that
-// applies softcap and ALiBi; modifies_scores(args) must agree).
-template <typename Element, typename Traits, bool kScoreMod>
+// Launches forward_kernel with the tile shapes of Traits (kVariants: the instantiation for
+// softcap, ALiBi and left-bounded windows; uses_variant_kernels(args) must agree).
+template <typename Element, typename Traits, bool kVariants>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardParams<Element> params{};
   params.problem = problem_params(args);
@@ -276,7 +274,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   params.lse = args.lse;
   params.num_m_blocks = ceil_div(args.shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = &forward_kernel<Element, Traits, kScoreMod>;
+  auto* kernel = &forward_kernel<Element, Traits, kVariants>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(args.shape.batch * args.shape.heads, [&](int64_t offset, unsigned count) {

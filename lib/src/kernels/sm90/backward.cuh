@@ -133,7 +133,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim, bool kScoreMod>
+template <typename Element, int kHeadDim, bool kVariants>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN>(p, k0);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -229,22 +229,22 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_wait<0>();
     wgmma_fence_operands(st);
     wgmma_fence_operands(dpt);
-    VisibleColumns visible;
-    visible.masked = needs_mask(p, q0, kBlockM, k0, kBlockN);
-    visible_columns<kBlockM>(p, fragment_key, q0, visible.first, visible.end);
+    const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
+    const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    [[maybe_unused]] float softcap_slope[kScoreMod ? kQueryTiles : 1][4];
-    if constexpr (kScoreMod) {
+    [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    if constexpr (kVariants) {
       modified_probabilities_transposed(st, softcap_slope, lse, score_mod(p, batch, head),
-                                        q0 + p.offset - fragment_key[0], visible, lane);
+                                        q0 + p.offset - fragment_key[0], lane);
+      if (masked) hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
     } else {
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
     }
     // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
     // the products that keep their packed forms alive start (register pressure).
     score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-    if constexpr (kScoreMod) apply_softcap_slope(dpt, softcap_slope);
+    if constexpr (kVariants) apply_softcap_slope(dpt, softcap_slope);
     uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
@@ -346,7 +346,7 @@ bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  auto* kernel = modifies_scores(args) ? &backward_kernel<Element, kHeadDim, true>
+  auto* kernel = uses_variant_kernels(args) ? &backward_kernel<Element, kHeadDim, true>
                                        : &backward_kernel<Element, kHeadDim, false>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {

@@ -116,7 +116,7 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim, bool kScoreMod>
+template <typename Element, int kHeadDim, bool kVariants>
 __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     forward_kernel(const __grid_constant__ ForwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   // Plain block order: CTAs of one head run together and share its K/V in L2.
-  const ForwardBlock block = forward_block<kBlockM, kBlockN>(
+  const ForwardBlock block = forward_block<kBlockM, kBlockN, kVariants>(
       p, params.base.bh_offset, params.base.num_m_blocks, block_order(false));
   const int64_t q0 = block.q0;
   const int64_t batch = block.batch;
@@ -191,18 +191,18 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     }
     wgmma_commit();
   };
-  // Modifies (kScoreMod) and masks S_j where needed and turns it into P_j (unnormalized
+  // Modifies (kVariants) and masks S_j where needed and turns it into P_j (unnormalized
   // probabilities); `it` counts the key blocks visited.
   OnlineSoftmax softmax;
   [[maybe_unused]] ScoreMod mod;
-  if constexpr (kScoreMod) mod = score_mod(p, batch, head);
-  const float softmax_scale = kScoreMod ? 1.f : p.scale_log2;  // modified scores: log2 units
+  if constexpr (kVariants) mod = score_mod(p, batch, head);
+  const float softmax_scale = kVariants ? 1.f : p.scale_log2;  // modified scores: log2 units
   auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t it, float (&rescale)[2]) {
     const int64_t k0 = (block.first_key_block + it) * kBlockN;
     const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
-    if constexpr (kScoreMod) modify_scores(s, mod, p, k0, fragment_row, lane);
-    if (crosses_end || crosses_band(p, q0, kBlockM, k0, kBlockN)) {
-      mask_scores(s, p, k0, fragment_row, lane);
+    if constexpr (kVariants) modify_scores(s, mod, p, k0, fragment_row, lane);
+    if (crosses_end || crosses_band<kVariants>(p, q0, kBlockM, k0, kBlockN)) {
+      mask_scores<kVariants>(s, p, k0, fragment_row, lane);
     }
     softmax.exponentiate(s, softmax_scale, rescale);
   };
@@ -334,7 +334,7 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   base.lse = args.lse;
   base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = modifies_scores(args) ? &forward_kernel<Element, kHeadDim, true>
+  auto* kernel = uses_variant_kernels(args) ? &forward_kernel<Element, kHeadDim, true>
                                        : &forward_kernel<Element, kHeadDim, false>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads, [&](int64_t offset, unsigned count) {

@@ -13,9 +13,10 @@
 //   natural log. The backward differentiates through the softcap (factor 1 - tanh^2).
 //   Grouped-query attention: query head h reads key/value head h / (heads / heads_kv); dK and dV
 //   of a key/value head are the sums over the query heads of its group.
-//   A row that sees no key (causal_bottom_right with seq_q > seq_k, or a window) has O = 0 and LSE = +inf:
-//   +inf makes the backward's recomputation exp(S - LSE) give exactly zero probabilities, so
-//   such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is ever NaN.
+//   A row that sees no key (causal_bottom_right with seq_q > seq_k, or a window) has O = 0 and
+//   LSE = +inf: +inf makes the backward's recomputation exp(S - LSE) give exactly zero
+//   probabilities, so such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is
+//   ever NaN.
 //   NaN or Inf in the inputs are not sanitized: they reach exactly the outputs that depend on them
 //   (a masked key never affects a row that cannot see it).
 //
@@ -46,8 +47,8 @@ struct Gradients {
 
 // Throws std::invalid_argument (naming the field) for non-positive sizes, heads % heads_kv != 0,
 // a non-finite scale, window bounds below -1, a negative or non-finite softcap, ALiBi slopes
-// that are not [heads] or [batch, heads] or not finite, or element counts that overflow int64; forward() and backward() also for
-// input vectors of the wrong length.
+// that are not [heads] or [batch, heads] or not finite, or element counts that overflow int64;
+// forward() and backward() also for input vectors of the wrong length.
 void validate(const Problem& p);
 
 // Progress of a long forward() or backward(): called with done = 0 before the work starts and
