@@ -54,6 +54,11 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     if (p.page_size != 0) kv_device_bytes = 0;
     kv_device_bytes += extras_->bytes();
   }
+  if (!p.alibi_slopes.empty()) {
+    DeviceBuffer& slopes = allocate(p.alibi_slopes.size() * sizeof(float));
+    slopes.copy_from_host(p.alibi_slopes.data());
+    t.alibi_slopes = slopes.as<const float>();
+  }
   // The forward's key splits take a workspace of their own (none without a split).
   const size_t forward_workspace = forward_workspace_size(p.shape, p.dtype, p.splits);
   t.workspace = forward_workspace > 0 ? allocate(forward_workspace).data() : nullptr;

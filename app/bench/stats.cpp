@@ -28,17 +28,14 @@ namespace {
 
 double visible_pairs_of(const Problem& p) {
   const double sq = double(p.shape.seq_q), sk = double(p.shape.seq_k);
-  if (p.mask == Mask::none) return sq * sk;
-  // Row i sees min(max(i + offset + 1, 0), Sk) keys. Summed in closed form over three ranges:
-  // rows that see nothing, rows on the diagonal band (1..Sk-1 keys), rows that see every key.
-  const double offset = double(causal_offset(p.mask, p.shape.seq_q, p.shape.seq_k));
-  const double first_seeing = std::clamp(-offset, 0.0, sq);           // first row with >= 1 key
-  const double first_full = std::clamp(sk - 1 - offset, 0.0, sq);     // first row with all Sk
-  const double band_rows = std::max(0.0, first_full - first_seeing);
-  // Keys seen by rows first_seeing .. first_full-1: an arithmetic series.
-  const double first_count = first_seeing + offset + 1;
-  const double band = band_rows * (2 * first_count + band_rows - 1) / 2;
-  return band + (sq - std::max(first_full, first_seeing)) * sk;
+  if (!p.masked()) return sq * sk;
+  // A row at a time: the band's two ends move by one key per row, clipped at 0 and Sk.
+  const VisibleBand band = p.band();
+  double pairs = 0;
+  for (int64_t row = 0; row < p.shape.seq_q; ++row) {
+    pairs += double(std::max<int64_t>(band.end(row, p.shape.seq_k) - band.begin(row), 0));
+  }
+  return pairs;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "bench/sweep.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,13 +26,14 @@ namespace {
 constexpr const char* kSweepExtension = ".txt";
 
 // The keys of a sweep line, in the order the product runs (outermost first).
-const std::vector<std::string> kKeys{"dtype",  "d",         "mask",         "b",  "h",
-                                     "hkv",    "sq",        "sk",           "layout",
-                                     "splits", "page_size", "deterministic"};
+const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
+                                     "hkv",    "sq",      "sk",    "window", "softcap",
+                                     "alibi",  "layout",  "splits", "page_size",
+                                     "deterministic"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
 const std::vector<std::string> kLayouts{"bhsd", "bshd"};
-const std::vector<std::string> kSwitches{"0", "1"};
+const std::vector<std::string> kSwitches{"0", "1"};  // alibi, deterministic
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
@@ -91,6 +93,25 @@ class LineParser {
     return text == "0" ? 0 : integer(key, text);
   }
 
+  Window window(const std::string& text) const {
+    try {
+      return cli::parse_window(text, "window");
+    } catch (const UsageError& error) {
+      fail(error.what());
+    }
+  }
+
+  // A finite softcap >= 0 (0: off).
+  double softcap(const std::string& text) const {
+    try {
+      size_t used = 0;
+      const double value = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(value) && value >= 0) return value;
+    } catch (const std::exception&) {
+    }
+    fail("softcap: '" + text + "' is not a finite number >= 0 (0: off)");
+  }
+
   [[noreturn]] void fail(const std::string& message) const {
     throw UsageError("--sweep " + where_ + ": " + message);
   }
@@ -115,7 +136,9 @@ class LineParser {
     if (key == "dtype") return check_member(kDtypes);
     if (key == "mask") return check_member(kMasks);
     if (key == "layout") return check_member(kLayouts);
-    if (key == "deterministic") return check_member(kSwitches);
+    if (key == "alibi" || key == "deterministic") return check_member(kSwitches);
+    if (key == "window") return (void)window(item);
+    if (key == "softcap") return (void)softcap(item);
     if (key == "splits" || key == "page_size") return (void)non_negative(key, item);
     integer(key, item);
   }
@@ -153,11 +176,14 @@ void expand_line(const LineValues& values, const LineParser& parser,
             for (const std::string& hkv : values_or(values, "hkv", {h}))
               for (const std::string& sq : values_or(values, "sq", {"1024"}))
                 for (const std::string& sk : values_or(values, "sk", {sq}))
+                  for (const std::string& window : values_or(values, "window", {"-1:-1"}))
+                  for (const std::string& softcap : values_or(values, "softcap", {"0"}))
+                  for (const std::string& alibi : values_or(values, "alibi", {"0"}))
                   for (const std::string& layout : values_or(values, "layout", {"bhsd"}))
-                    for (const std::string& splits : values_or(values, "splits", {"0"}))
-                    for (const std::string& page : values_or(values, "page_size", {"0"}))
-                    for (const std::string& deterministic :
-                         values_or(values, "deterministic", {"0"})) {
+                  for (const std::string& splits : values_or(values, "splits", {"0"}))
+                  for (const std::string& page : values_or(values, "page_size", {"0"}))
+                  for (const std::string& deterministic :
+                       values_or(values, "deterministic", {"0"})) {
                     Problem p;
                     p.shape.batch = num("b", b);
                     p.shape.heads = num("h", h);
@@ -168,6 +194,9 @@ void expand_line(const LineValues& values, const LineParser& parser,
                     p.mask = cli::parse_mask(mask);
                     p.dtype = cli::parse_dtype(dtype);
                     p.layout = cli::parse_layout(layout);
+                    p.window = parser.window(window);
+                    p.softcap = parser.softcap(softcap);
+                    if (alibi == "1") p.alibi_slopes = alibi_default_slopes(p.shape.heads);
                     if (p.shape.heads % p.shape.heads_kv != 0) {
                       parser.fail("hkv " + hkv + " does not divide h " + h);
                     }

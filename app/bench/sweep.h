@@ -7,10 +7,11 @@
 // One line is one rule: whitespace-separated key=value pairs; a comma list makes the line expand
 // to the product of its lists; a line with single values is one explicit case. Keys and defaults
 // (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
-// d (64), dtype (fp16), mask (none), layout (bhsd), splits (0: automatic), page_size (0:
+// d (64), dtype (fp16), mask (none), window (LEFT:RIGHT, -1:-1 for none), softcap (0: none),
+// alibi (0 or 1: the paper's slopes), layout (bhsd), splits (0: automatic), page_size (0:
 // contiguous K/V), deterministic (0; 1: the deterministic backward). Cases come out in file
-// order; within a line the product runs dtype, d, mask, b, h, hkv, sq, sk, layout, splits,
-// page_size, deterministic, the last varying fastest.
+// order; within a line the product runs dtype, d, mask, b, h, hkv, sq, sk, window, softcap,
+// alibi, layout, splits, page_size, deterministic, the last varying fastest.
 #pragma once
 
 #include <string>

@@ -177,6 +177,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.deterministic = options.deterministic;
   p.page_size = options.page_size.front();
   p.cache_seqlens = options.cache_seqlens;
+  apply_variant_options(options, p);
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/io/npy.h"
 
 namespace cuflash::cli {
 
@@ -113,6 +115,63 @@ Layout parse_layout(const std::string& text) {
   throw UsageError("--layout: unknown value '" + text + "' (expected bhsd or bshd)");
 }
 
+Window parse_window(const std::string& text, const std::string& option) {
+  const size_t separator = text.find_first_of(",:");
+  const auto bound = [&](const std::string& item) -> int64_t {
+    try {
+      size_t used = 0;
+      const long long value = std::stoll(item, &used);
+      if (used == item.size() && value >= -1) return value;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(option + ": '" + text +
+                     "' is not LEFT,RIGHT with each bound an integer >= -1 (-1: unbounded)");
+  };
+  if (separator == std::string::npos) bound("");  // throws
+  return Window{bound(text.substr(0, separator)), bound(text.substr(separator + 1))};
+}
+
+namespace {
+
+// Slopes from a .npy file: fp32, [heads] or [batch, heads] of the case, every value finite.
+std::vector<float> read_alibi_slopes(const std::string& path, const AttentionShape& s) {
+  io::NpyArray array;
+  try {
+    array = io::read_npy(path, io::ReadOptions{false});
+  } catch (const io::NpyError& error) {
+    throw UsageError(std::string("--alibi-slopes: ") + error.what());
+  }
+  const std::vector<int64_t> heads{s.heads};
+  const std::vector<int64_t> batch_heads{s.batch, s.heads};
+  if (array.type != io::ElementType::f32 || (array.shape != heads && array.shape != batch_heads)) {
+    throw UsageError("--alibi-slopes " + path + ": expected fp32 of shape [" +
+                     std::to_string(s.heads) + "] or [" + std::to_string(s.batch) + ", " +
+                     std::to_string(s.heads) + "], got " + io::to_string(array.type) + " [" +
+                     join(array.shape) + "]");
+  }
+  std::vector<float> slopes(size_t(array.element_count()));
+  std::memcpy(slopes.data(), array.bytes.data(), slopes.size() * sizeof(float));
+  for (const float slope : slopes) {
+    if (!std::isfinite(slope)) {
+      throw UsageError("--alibi-slopes " + path + ": holds a non-finite value");
+    }
+  }
+  return slopes;
+}
+
+std::vector<float> alibi_slopes_of(const ProblemOptions& o, const AttentionShape& s) {
+  if (!o.alibi_slopes_file.empty()) return read_alibi_slopes(o.alibi_slopes_file, s);
+  return o.alibi ? alibi_default_slopes(s.heads) : std::vector<float>{};
+}
+
+}  // namespace
+
+void apply_variant_options(const ProblemOptions& o, Problem& p) {
+  p.window = o.window.empty() ? Window{} : parse_window(o.window.front());
+  p.softcap = o.softcap.empty() ? 0.0 : o.softcap.front();
+  p.alibi_slopes = alibi_slopes_of(o, p.shape);
+}
+
 std::string case_label(const Problem& p) {
   const AttentionShape& s = p.shape;
   const char* causal = p.mask == Mask::none                  ? "0"
@@ -123,6 +182,12 @@ std::string case_label(const Problem& p) {
   out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads;
   if (s.heads_kv != s.heads) out << "/hkv:" << s.heads_kv;
   out << "/sq:" << s.seq_q << "/sk:" << s.seq_k << "/d:" << s.head_dim << "/causal:" << causal;
+  if (p.window.bounded()) out << "/win:" << p.window.left << ":" << p.window.right;
+  if (p.softcap > 0) out << "/softcap:" << p.softcap;
+  if (!p.alibi_slopes.empty()) {
+    const bool paper = p.alibi_slopes == alibi_default_slopes(s.heads);
+    out << "/alibi:" << (paper ? "1" : "file");
+  }
   if (p.layout == Layout::bshd) out << "/bshd";
   if (p.splits != 0) out << "/splits:" << p.splits;
   if (p.page_size != 0) out << "/page:" << p.page_size;
@@ -167,6 +232,22 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   command.add_flag("--causal", o.causal, "Shorthand for --mask causal")->excludes(mask);
   command.add_option("--scale", o.scale, "Softmax scale (default: 1/sqrt(head_dim))")
       ->check(kPositiveFinite);
+  CLI::Option* window = command.add_option(
+      "--window", o.window,
+      "Sliding window LEFT,RIGHT: query i sees keys i+off-LEFT .. i+off+RIGHT (off: the "
+      "diagonal's offset, bottom-right unless causal-top-left); -1 leaves a side unbounded; under "
+      "a causal mask RIGHT is 0" + std::string(allow_lists ? " (repeat for several)" : ""));
+  window->type_name("LEFT,RIGHT")->expected(1);
+  window->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_list(command, "--softcap", o.softcap,
+           "Soft cap C > 0 of the scores: s -> C * tanh(s / C)" + list, allow_lists)
+      ->check(kPositiveFinite);
+  CLI::Option* alibi =
+      command.add_flag("--alibi", o.alibi, "ALiBi bias with the paper's slopes for the heads");
+  command.add_option("--alibi-slopes", o.alibi_slopes_file,
+                     "ALiBi bias with slopes from a .npy file: fp32 [heads] or [batch, heads]")
+      ->check(CLI::ExistingFile)
+      ->excludes(alibi);
   command.add_option("--seed", o.seed, "Seed of the generated standard-normal inputs")
       ->check(kNonNegativeInteger)
       ->capture_default_str();
@@ -286,11 +367,17 @@ void require_single_values(const ProblemOptions& o, const std::string& command) 
   check(o.layout, "--layout");
   check(o.splits, "--splits");
   check(o.page_size, "--page-size");
+  check(o.window, "--window");
+  check(o.softcap, "--softcap");
 }
 
 std::vector<Problem> expand_cases(const ProblemOptions& o) {
   std::vector<std::string> masks = o.mask;
   if (o.causal) masks = {"causal"};
+  std::vector<Window> windows;
+  for (const std::string& text : o.window) windows.push_back(parse_window(text));
+  if (windows.empty()) windows.push_back(Window{});
+  const std::vector<double> softcaps = o.softcap.empty() ? std::vector<double>{0.0} : o.softcap;
   std::vector<Problem> cases;
   for (const std::string& dtype : o.dtype)
     for (int64_t head_dim : o.head_dim)
@@ -317,8 +404,16 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.page_size = page_size;
                     p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
+                    p.alibi_slopes = alibi_slopes_of(o, p.shape);
                     check_case_size(p);
-                    cases.push_back(p);
+                    // The variants vary fastest.
+                    for (const Window& window : windows) {
+                      for (const double softcap : softcaps) {
+                        p.window = window;
+                        p.softcap = softcap;
+                        cases.push_back(p);
+                      }
+                    }
                   }
   return cases;
 }

@@ -29,6 +29,10 @@ struct ProblemOptions {
   bool deterministic = false;      // the GPU backward's fixed-order dQ sums, for every case
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
+  std::vector<std::string> window;  // "LEFT,RIGHT" per occurrence; empty: no window
+  std::vector<double> softcap;      // empty: none
+  bool alibi = false;               // the ALiBi paper's slopes for the case's heads
+  std::string alibi_slopes_file;    // or slopes from a .npy file: fp32 [heads] or [batch, heads]
   uint64_t seed = 0;
   // Input files; when given, shape and dtype come from them.
   std::string q_file, k_file, v_file, dout_file;
@@ -43,9 +47,11 @@ struct ProblemOptions {
 // share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
 // heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
 // (none), causal:1 (bottom-right, or top-left when sq == sk: the same mask) or causal:tl
-// (top-left with sq != sk), "/bshd" only for that layout, "/splits:N" only for forced key
-// splits, "/page:N" only for a paged K/V cache, "/cache:L0+L1+..." only with per-sequence key
-// lengths and "/deterministic" only for the deterministic backward. `bench --filter` matches it.
+// (top-left with sq != sk), then the variants when set: "/win:LEFT:RIGHT" (-1 for an unbounded
+// side), "/softcap:C", "/alibi:1" (the paper's slopes) or "/alibi:file", then "/bshd" only for
+// that layout, "/splits:N" only for forced key splits, "/page:N" only for a paged K/V cache,
+// "/cache:L0+L1+..." only with per-sequence key lengths and "/deterministic" only for the
+// deterministic backward. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -73,6 +79,15 @@ void require_forward_only(const Problem& p, const std::string& what);
 // Non-empty text; `kind` ("DIR" or "FILE") shows in --help and tells the shell completion what
 // to offer.
 CLI::Validator non_empty_path(const std::string& kind);
+
+// "LEFT,RIGHT" (as --window takes it) or "LEFT:RIGHT" (as the label and sweep files write it),
+// each bound an integer >= -1. Throws UsageError naming `option`.
+Window parse_window(const std::string& text, const std::string& option = "--window");
+
+// The window, softcap and ALiBi slopes of `options` (one value each) set on `p`, whose shape is
+// known. Throws UsageError for a bad window or a slopes file that is unreadable, not fp32, of a
+// shape other than [heads] or [batch, heads], or holds a non-finite value.
+void apply_variant_options(const ProblemOptions& options, Problem& p);
 
 DType parse_dtype(const std::string& text);
 Mask parse_mask(const std::string& text);

@@ -72,6 +72,12 @@ Selection select_cases(const BenchOptions& o) {
       throw UsageError("--cache-seqlens: not with --sweep (the lengths are one per batch entry "
                        "of one case)");
     }
+    const ProblemOptions& given = o.problem;
+    if (!given.window.empty() || !given.softcap.empty() || given.alibi ||
+        !given.alibi_slopes_file.empty()) {
+      throw UsageError("--window, --softcap and --alibi do not combine with --sweep: its lines "
+                       "set them (keys window, softcap, alibi)");
+    }
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);

@@ -113,6 +113,29 @@ float effective_scale(const std::string& context, float scale, int64_t head_dim)
   return scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : scale;
 }
 
+// Window bounds >= -1, softcap finite and >= 0, ALiBi slopes aligned with a valid stride.
+void validate_variants(const std::string& context, const AttentionShape& s, Window window,
+                       float softcap, AlibiSlopes alibi) {
+  if (window.left < -1 || window.right < -1) {
+    invalid(context, "window bounds must be >= -1 (-1: unbounded), got " +
+                         std::to_string(window.left) + "," + std::to_string(window.right));
+  }
+  if (!std::isfinite(softcap) || softcap < 0.f) {
+    invalid(context, "softcap must be finite and non-negative (0: off), got " +
+                         std::to_string(softcap));
+  }
+  if (alibi.data != nullptr) {
+    if (reinterpret_cast<uintptr_t>(alibi.data) % alignof(float) != 0) {
+      invalid(context, "alibi.data must be 4-byte aligned");
+    }
+    if (alibi.batch_stride != 0 && alibi.batch_stride < s.heads) {
+      invalid(context, "alibi.batch_stride (" + std::to_string(alibi.batch_stride) +
+                           ") must be 0 or at least shape.heads (" + std::to_string(s.heads) +
+                           ")");
+    }
+  }
+}
+
 bool is_aligned(const void* pointer, size_t alignment) {
   return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
 }
@@ -279,6 +302,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   validate_problem(context, s, args.dtype, args.mask);
   ForwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
+  validate_variants(context, s, args.window, args.softcap, args.alibi);
   validate_tensor(context, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   if (args.paged.enabled()) {
     validate_paged(context, s, args.dtype, args.paged);
@@ -295,6 +319,11 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   } else if (!is_aligned(args.workspace, detail::kWorkspaceAlignment)) {
     invalid(context, "workspace must be " + std::to_string(detail::kWorkspaceAlignment) +
                          "-byte aligned");
+  }
+  if (detail::split::has_score_variants(args) &&
+      (detail::split::needs_split_kernel(args) || args.splits > 1)) {
+    unsupported(context, "paged K/V, cache_seqlens and splits > 1 do not combine with a window, "
+                         "softcap or ALiBi yet (the split kernel applies none of them)");
   }
   if (detail::split::needs_split_kernel(args)) {
     if (args.dtype == DType::fp32) {
@@ -385,6 +414,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   validate_problem(context, s, args.dtype, args.mask);
   BackwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
+  validate_variants(context, s, args.window, args.softcap, args.alibi);
   const std::pair<const char*, const TensorRef*> query_shaped[] = {
       {"q", &args.q}, {"out", &args.out}, {"dout", &args.dout}, {"dq", &args.dq}};
   for (const auto& [name, ref] : query_shaped) {
@@ -420,6 +450,9 @@ BackwardArgs backward_args_for(const ForwardArgs& forward) {
   args.dtype = forward.dtype;
   args.mask = forward.mask;
   args.scale = forward.scale;
+  args.window = forward.window;
+  args.softcap = forward.softcap;
+  args.alibi = forward.alibi;
   args.q = forward.q;
   args.k = forward.k;
   args.v = forward.v;

@@ -100,12 +100,18 @@ void require_device() {
 
 struct DeviceInputs {
   DeviceBuffer q, k, v;
-  DeviceInputs(const ProblemBytes& bytes, const HostBytes& hq, const HostBytes& hk,
-               const HostBytes& hv, cudaStream_t stream)
+  DeviceBuffer alibi_slopes;  // empty without ALiBi
+  DeviceInputs(const Problem& problem, const ProblemBytes& bytes, const HostBytes& hq,
+               const HostBytes& hk, const HostBytes& hv, cudaStream_t stream)
       : q(bytes.q), k(bytes.kv), v(bytes.kv) {
     q.copy_from_host(hq.data(), stream);
     k.copy_from_host(hk.data(), stream);
     v.copy_from_host(hv.data(), stream);
+    const std::vector<float>& slopes = problem.alibi_slopes;
+    if (!slopes.empty()) {
+      alibi_slopes = DeviceBuffer(slopes.size() * sizeof(float));
+      alibi_slopes.copy_from_host(slopes.data(), stream);
+    }
   }
 };
 
@@ -136,6 +142,7 @@ DenseTensors forward_tensors(const DeviceInputs& in, const DeviceForwardOutputs&
   t.v = in.v.data();
   t.out = fwd.out.data();
   t.lse = fwd.lse.as<float>();
+  t.alibi_slopes = in.alibi_slopes.as<const float>();
   return t;
 }
 
@@ -182,6 +189,14 @@ ProblemBytes checked_problem_bytes(const Problem& problem, const HostBytes& q,
   check_host_size("q", q, bytes.q, problem.dtype);
   check_host_size("k", k, bytes.kv, problem.dtype);
   check_host_size("v", v, bytes.kv, problem.dtype);
+  const auto slopes = int64_t(problem.alibi_slopes.size());
+  const AttentionShape& s = problem.shape;
+  if (slopes != 0 && slopes != s.heads && slopes != s.batch * s.heads) {
+    throw Error(Error::Kind::invalid_argument,
+                "alibi_slopes has " + std::to_string(slopes) + " values, expected heads (" +
+                    std::to_string(s.heads) + ") or batch * heads (" +
+                    std::to_string(s.batch * s.heads) + ")");
+  }
   return bytes;
 }
 
@@ -315,7 +330,7 @@ HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const 
   require_device();
 
   Stream stream;
-  DeviceInputs inputs(bytes, q, k, v, stream.get());
+  DeviceInputs inputs(problem, bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
   const DeviceBuffer workspace(forward_workspace_size(problem.shape, problem.dtype, problem.splits));
   const DeviceForwardExtras extras(problem, k, v, stream.get());
@@ -342,7 +357,7 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   require_device();
 
   Stream stream;
-  DeviceInputs inputs(bytes, q, k, v, stream.get());
+  DeviceInputs inputs(problem, bytes, q, k, v, stream.get());
   DeviceBuffer device_dout(bytes.q);
   device_dout.copy_from_host(dout.data(), stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());

@@ -44,8 +44,8 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
 SWEEP_KEYS = (  # outermost first
-    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "layout", "splits", "page_size",
-    "deterministic"
+    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "window", "softcap", "alibi", "layout",
+    "splits", "page_size", "deterministic"
 )
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
@@ -56,6 +56,9 @@ SWEEP_DEFAULTS = {
     "hkv": None,
     "sq": "1024",
     "sk": None,
+    "window": "-1:-1",  # cuflash's sliding window, softcap and ALiBi: SDPA's fused kernels have
+    "softcap": "0",  # none of them, so such cases are named as cuflash names them and skipped
+    "alibi": "0",
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
@@ -66,6 +69,7 @@ CHOICES = {
     "mask": ("none", "causal", "causal-top-left"),
     "layout": ("bhsd", "bshd"),
     "deterministic": ("0", "1"),
+    "alibi": ("0", "1"),
 }
 
 
@@ -104,6 +108,17 @@ def check_item(key, item, where):
     elif key in ("splits", "page_size"):
         if not item.isdigit():
             raise SweepError(f"{where}: {key}: '{item}' is not a non-negative integer")
+    elif key == "window":
+        bounds = item.replace(",", ":").split(":")
+        if len(bounds) != 2 or not all(b.lstrip("-").isdigit() and int(b) >= -1 for b in bounds):
+            raise SweepError(f"{where}: window: '{item}' is not LEFT:RIGHT, each an integer >= -1")
+    elif key == "softcap":
+        try:
+            ok = math.isfinite(float(item)) and float(item) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SweepError(f"{where}: softcap: '{item}' is not a finite number >= 0 (0: off)")
     elif not (item.isdigit() and int(item) > 0):
         raise SweepError(f"{where}: {key}: '{item}' is not a positive integer")
 
@@ -116,6 +131,8 @@ def expand_rule(rule, where):
         c["hkv"], c["sk"] = c["hkv"] or c["h"], c["sk"] or c["sq"]  # default: h and sq
         for key in ("d", "b", "h", "hkv", "sq", "sk", "splits", "page_size"):
             c[key] = int(c[key])
+        c["window"] = tuple(int(b) for b in c["window"].replace(",", ":").split(":"))
+        c["softcap"] = float(c["softcap"])
         if c["h"] % c["hkv"]:
             raise SweepError(f"{where}: hkv {c['hkv']} does not divide h {c['h']}")
         cases.append(c)
@@ -161,6 +178,10 @@ def case_name(c):
     if c["hkv"] != c["h"]:
         name += f"/hkv:{c['hkv']}"
     name += f"/sq:{c['sq']}/sk:{c['sk']}/d:{c['d']}/causal:{causal}"
+    left, right = c.get("window", (-1, -1))
+    name += f"/win:{left}:{right}" if left >= 0 or right >= 0 else ""
+    name += f"/softcap:{c['softcap']:g}" if c.get("softcap") else ""
+    name += "/alibi:1" if c.get("alibi") == "1" else ""
     name += "/bshd" if c["layout"] == "bshd" else ""
     name += f"/splits:{c['splits']}" if c.get("splits") else ""
     name += f"/page:{c['page_size']}" if c.get("page_size") else ""
@@ -375,6 +396,8 @@ def sdpa_call(torch, c, args, views):
 
 
 def check_backend_fits(c, backend, args):
+    if max(c.get("window", (-1, -1))) >= 0 or c.get("softcap") or c.get("alibi") == "1":
+        raise Unsupported("SDPA's fused kernels have no sliding window, softcap or ALiBi")
     if c.get("page_size"):
         raise Unsupported(f"SDPA has no paged K/V cache (page_size {c['page_size']})")
     if c.get("cache"):
@@ -534,6 +557,9 @@ def case_fields(c, p, s, peak):
         "seq_k": c["sk"],
         "head_dim": c["d"],
         "mask": c["mask"],
+        "window": None,  # the variants cuflash's rows name; SDPA cases have none
+        "softcap": 0,
+        "alibi": False,
         "layout": c["layout"],
         "flops": p["flops"],
         "tflops": tflops,

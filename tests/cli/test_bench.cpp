@@ -132,12 +132,39 @@ TEST_CASE("stats: visible pairs match a row-by-row count for every mask", "[benc
         p.shape.seq_k = sk;
         p.mask = mask;
         double expected = 0;
-        const int64_t offset = causal_offset(mask, sq, sk);
+        const int64_t offset = diagonal_offset(mask, sq, sk);
         for (int64_t i = 0; i < sq; ++i) {
           expected += mask == Mask::none ? double(sk)
                                          : double(std::clamp<int64_t>(i + offset + 1, 0, sk));
         }
         INFO("mask " << to_string(mask) << " sq " << sq << " sk " << sk);
+        CHECK(visible_pairs(p) == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("stats: visible pairs of a window match a pair-by-pair count", "[bench]") {
+  for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
+    for (const Window window : {Window{0, 0}, Window{3, 1}, Window{-1, 2}, Window{5, -1}}) {
+      for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{9, 9}, {4, 11}, {13, 6}}) {
+        Problem p;
+        p.shape.seq_q = sq;
+        p.shape.seq_k = sk;
+        p.mask = mask;
+        p.window = window;
+        const int64_t offset = mask == Mask::causal_top_left ? 0 : sk - sq;
+        double expected = 0;
+        for (int64_t i = 0; i < sq; ++i) {
+          for (int64_t j = 0; j < sk; ++j) {
+            const bool causal_ok = mask == Mask::none || j <= i + offset;
+            const bool left_ok = window.left < 0 || j >= i + offset - window.left;
+            const bool right_ok = window.right < 0 || j <= i + offset + window.right;
+            expected += causal_ok && left_ok && right_ok ? 1 : 0;
+          }
+        }
+        INFO("mask " << to_string(mask) << " window " << window.left << "," << window.right
+                     << " sq " << sq << " sk " << sk);
         CHECK(visible_pairs(p) == expected);
       }
     }
@@ -255,7 +282,7 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "layout, splits, page_size, deterministic)");
+        "window, softcap, alibi, layout, splits, page_size, deterministic)");
   CHECK(message("deterministic=yes") ==
         "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");

@@ -42,6 +42,9 @@ std::string describe(const Problem& p) {
   out << to_string(p.dtype) << " D=" << s.head_dim << " mask=" << to_string(p.mask)
       << " Sq=" << s.seq_q << " Sk=" << s.seq_k << " B=" << s.batch << " H=" << s.heads
       << " Hkv=" << s.heads_kv << " layout=" << to_string(p.layout);
+  if (p.window.bounded()) out << " window=" << p.window.left << "," << p.window.right;
+  if (p.softcap > 0) out << " softcap=" << p.softcap;
+  if (!p.alibi_slopes.empty()) out << " alibi=" << p.alibi_slopes.size();
   return out.str();
 }
 
@@ -83,6 +86,18 @@ CaseInputs make_inputs(const Problem& p, uint64_t seed) {
     *bytes = io::random_input_bytes(p, tensor, seed);
   }
   return in;
+}
+
+void scale_queries(const Problem& p, CaseInputs& in, double factor) {
+  const io::ElementType type = io::element_type(p.dtype);
+  io::NpyArray array;
+  array.type = type;
+  array.shape = {q_dims(p).count()};
+  array.bytes = in.q_bytes;
+  std::vector<double> values = io::to_double(array);  // in the layout's order
+  for (double& x : values) x *= factor;
+  in.q_bytes = io::from_double(values, array.shape, type).bytes;
+  in.q = decode(in.q_bytes, q_dims(p), p.dtype, p.layout);
 }
 
 std::vector<double> q_side_values(const Problem& c, const HostBytes& bytes) {
@@ -294,7 +309,10 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
 }
 
 std::vector<TensorCheck> run_and_check(const Problem& c, uint64_t seed) {
-  const CaseInputs in = make_inputs(c, seed);
+  return run_and_check(c, make_inputs(c, seed));
+}
+
+std::vector<TensorCheck> run_and_check(const Problem& c, const CaseInputs& in) {
   const HostForwardBackwardResult gpu =
       run_forward_backward(c, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
 

@@ -37,6 +37,10 @@ struct CaseInputs {
 };
 CaseInputs make_inputs(const Problem& p, uint64_t seed);
 
+// Q times `factor`, rounded to the dtype (values and bytes alike): large scores, e.g. to drive a
+// softcap's tanh into saturation.
+void scale_queries(const Problem& p, CaseInputs& in, double factor);
+
 // GPU results (dtype elements in the case's layout) as doubles in the reference's order.
 std::vector<double> q_side_values(const Problem& p, const HostBytes& bytes);   // O, dQ
 std::vector<double> kv_side_values(const Problem& p, const HostBytes& bytes);  // dK, dV
@@ -92,5 +96,6 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
 // Runs forward + backward of `c` on the GPU, the float64 reference and the low-precision
 // baseline on the same (dtype-rounded) inputs, and returns the check of O, LSE, dQ, dK and dV.
 std::vector<TensorCheck> run_and_check(const Problem& p, uint64_t seed);
+std::vector<TensorCheck> run_and_check(const Problem& p, const CaseInputs& in);
 
 }  // namespace cuflash::gpu_test

@@ -99,17 +99,47 @@ bool row_is(bool nan, const Vec& values, int64_t first, int64_t count) {
 
 // --- Naive loops, written straight from the definitions ------------------------------------
 
+// The diagonal: bottom-right, unless the mask is causal top-left.
+int64_t naive_offset(const Problem& p) {
+  return p.mask == Mask::causal_top_left ? 0 : p.shape.seq_k - p.shape.seq_q;
+}
+
 bool naive_visible(const Problem& p, int64_t i, int64_t j) {
-  switch (p.mask) {
-    case Mask::none: return true;
-    case Mask::causal_bottom_right: return j <= i + (p.shape.seq_k - p.shape.seq_q);
-    case Mask::causal_top_left: return j <= i;
-  }
-  return false;
+  const int64_t diagonal = i + naive_offset(p);
+  if (p.mask != Mask::none && j > diagonal) return false;
+  if (p.window.left >= 0 && j < diagonal - p.window.left) return false;
+  if (p.window.right >= 0 && j > diagonal + p.window.right) return false;
+  return true;
 }
 
 int64_t at(int64_t b, int64_t h, int64_t s, int64_t heads, int64_t seq, int64_t dim) {
   return ((b * heads + h) * seq + s) * dim;
+}
+
+// The score of (b, h, i, j): scaled, capped, biased. `softcap_slope` gets d(capped)/d(scaled).
+double naive_score(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64_t i,
+                   int64_t j, double* softcap_slope = nullptr) {
+  const cuflash::AttentionShape& sz = p.shape;
+  const int64_t hkv = h / (sz.heads / sz.heads_kv);
+  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(sz.head_dim)) : p.scale;
+  double dot = 0.0;
+  for (int64_t d = 0; d < sz.head_dim; ++d) {
+    dot += in.q[at(b, h, i, sz.heads, sz.seq_q, sz.head_dim) + d] *
+           in.k[at(b, hkv, j, sz.heads_kv, sz.seq_k, sz.head_dim) + d];
+  }
+  double score = scale * dot;
+  if (softcap_slope != nullptr) *softcap_slope = 1.0;
+  if (p.softcap > 0) {
+    const double t = std::tanh(score / p.softcap);
+    score = p.softcap * t;
+    if (softcap_slope != nullptr) *softcap_slope = 1.0 - t * t;
+  }
+  if (!p.alibi_slopes.empty()) {
+    const size_t per_batch = p.alibi_slopes.size() == size_t(sz.heads) ? 0 : size_t(sz.heads);
+    const double slope = p.alibi_slopes[size_t(b) * per_batch + size_t(h)];
+    score -= slope * double(std::abs(i + naive_offset(p) - j));
+  }
+  return score;
 }
 
 // Probabilities of query row i of (b, h) over all keys (0 where masked); empty when no key is
@@ -117,18 +147,11 @@ int64_t at(int64_t b, int64_t h, int64_t s, int64_t heads, int64_t seq, int64_t 
 Vec naive_probabilities(const Problem& p, const Inputs& in, int64_t b, int64_t h, int64_t i,
                         double* lse) {
   const cuflash::AttentionShape& sz = p.shape;
-  const int64_t hkv = h / (sz.heads / sz.heads_kv);
-  const double scale = p.scale == 0.0 ? 1.0 / std::sqrt(double(sz.head_dim)) : p.scale;
   Vec scores(sz.seq_k, -kInf);
   double max = -kInf;
   for (int64_t j = 0; j < sz.seq_k; ++j) {
     if (!naive_visible(p, i, j)) continue;
-    double dot = 0.0;
-    for (int64_t d = 0; d < sz.head_dim; ++d) {
-      dot += in.q[at(b, h, i, sz.heads, sz.seq_q, sz.head_dim) + d] *
-             in.k[at(b, hkv, j, sz.heads_kv, sz.seq_k, sz.head_dim) + d];
-    }
-    scores[j] = scale * dot;
+    scores[j] = naive_score(p, in, b, h, i, j);
     max = std::max(max, scores[j]);
   }
   if (max == -kInf) {
@@ -185,7 +208,9 @@ ref::Gradients naive_backward(const Problem& p, const Inputs& in) {
         }
         for (size_t j = 0; j < probs.size(); ++j) {
           const int64_t kj = at(b, hkv, int64_t(j), sz.heads_kv, sz.seq_k, dim);
-          const double dscore = probs[j] * (dprobs[j] - row_dot);
+          double softcap_slope = 1.0;
+          naive_score(p, in, b, h, i, int64_t(j), &softcap_slope);
+          const double dscore = probs[j] * (dprobs[j] - row_dot) * softcap_slope;
           for (int64_t d = 0; d < dim; ++d) {
             g.dq[qi + d] += scale * dscore * in.k[kj + d];
             g.dk[kj + d] += scale * dscore * in.q[qi + d];
@@ -226,6 +251,39 @@ Vec rounded_to(DType dtype, const Vec& values) {
   return rounded;
 }
 
+// L = sum(O * dO) for a fixed random dO, so dL/dX is what backward() returns for that dO:
+// checks every element of dQ, dK, dV against central finite differences of L.
+void check_finite_differences(const Problem& p, uint64_t seed) {
+  INFO(describe(p));
+  Inputs in = random_inputs(p, seed);
+  const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
+  const ref::Gradients grads = ref::backward(p, in.q, in.k, in.v, fwd, in.dout);
+  const auto loss = [&] {
+    const Vec out = ref::forward(p, in.q, in.k, in.v).out;
+    double sum = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) sum += out[i] * in.dout[i];
+    return sum;
+  };
+  const auto check_gradient = [&](Vec& input, const Vec& analytic, const char* name) {
+    INFO(name);
+    constexpr double kStep = 1e-5;
+    for (size_t i = 0; i < input.size(); ++i) {
+      const double saved = input[i];
+      input[i] = saved + kStep;
+      const double above = loss();
+      input[i] = saved - kStep;
+      const double below = loss();
+      input[i] = saved;
+      const double numeric = (above - below) / (2 * kStep);
+      INFO("element " << i << ": numeric " << numeric << ", analytic " << analytic[i]);
+      CHECK(std::abs(numeric - analytic[i]) < 1e-7 * (1.0 + std::abs(analytic[i])));
+    }
+  };
+  check_gradient(in.q, grads.dq, "dq");
+  check_gradient(in.k, grads.dk, "dk");
+  check_gradient(in.v, grads.dv, "dv");
+}
+
 }  // namespace
 
 // --- Reference ---------------------------------------------------------------------------------
@@ -256,41 +314,13 @@ TEST_CASE("reference matches naive loops across several query and key blocks", "
 }
 
 TEST_CASE("reference gradients match central finite differences", "[reference]") {
-  // L = sum(O * dO) for a fixed random dO, so dL/dX is what backward() returns for that dO.
   const std::vector<std::vector<int64_t>> shapes = {
       {1, 2, 1, 3, 4, 3}, {1, 2, 2, 4, 3, 2}, {2, 1, 1, 2, 2, 1}};
   uint64_t seed = 500;
   for (const auto& s : shapes) {
     for (const Mask mask : kMasks) {
-      const Problem p = make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask);
-      INFO(describe(p));
-      Inputs in = random_inputs(p, seed += 10);
-      const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
-      const ref::Gradients grads = ref::backward(p, in.q, in.k, in.v, fwd, in.dout);
-      const auto loss = [&] {
-        const Vec out = ref::forward(p, in.q, in.k, in.v).out;
-        double sum = 0.0;
-        for (size_t i = 0; i < out.size(); ++i) sum += out[i] * in.dout[i];
-        return sum;
-      };
-      const auto check_gradient = [&](Vec& input, const Vec& analytic, const char* name) {
-        INFO(name);
-        constexpr double kStep = 1e-5;
-        for (size_t i = 0; i < input.size(); ++i) {
-          const double saved = input[i];
-          input[i] = saved + kStep;
-          const double above = loss();
-          input[i] = saved - kStep;
-          const double below = loss();
-          input[i] = saved;
-          const double numeric = (above - below) / (2 * kStep);
-          INFO("element " << i << ": numeric " << numeric << ", analytic " << analytic[i]);
-          CHECK(std::abs(numeric - analytic[i]) < 1e-7 * (1.0 + std::abs(analytic[i])));
-        }
-      };
-      check_gradient(in.q, grads.dq, "dq");
-      check_gradient(in.k, grads.dk, "dk");
-      check_gradient(in.v, grads.dv, "dv");
+      check_finite_differences(make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask),
+                               seed += 10);
     }
   }
 }
@@ -606,6 +636,184 @@ TEST_CASE("NaN inputs reach only the outputs that depend on them", "[reference]"
 }
 
 // --- compare() and the pass rule ------------------------------------------------------------
+
+// --- Variants: window, softcap, ALiBi ------------------------------------------------------------
+
+namespace {
+
+const cuflash::Window kWindows[] = {{0, 0}, {1, 0}, {2, 1}, {-1, 1}, {1, -1}, {100, 100}};
+
+Problem with_variants(Problem p, cuflash::Window window, double softcap, bool alibi) {
+  p.window = window;
+  p.softcap = softcap;
+  if (alibi) p.alibi_slopes = cuflash::alibi_default_slopes(p.shape.heads);
+  return p;
+}
+
+std::string describe_variants(const Problem& p) {
+  return describe(p) + " window=" + std::to_string(p.window.left) + "," +
+         std::to_string(p.window.right) + " softcap=" + std::to_string(p.softcap) +
+         " alibi=" + std::to_string(p.alibi_slopes.size());
+}
+
+}  // namespace
+
+TEST_CASE("windows, softcap and ALiBi match naive loops", "[reference][variants]") {
+  // {batch, heads, heads_kv, seq_q, seq_k, head_dim}: square, Sq < Sk, Sq > Sk with GQA.
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 2, 1, 5, 5, 3}, {2, 2, 2, 3, 7, 2}, {1, 4, 2, 7, 3, 4}};
+  uint64_t seed = 900;
+  for (const auto& s : shapes) {
+    for (const Mask mask : kMasks) {
+      for (const cuflash::Window& window : kWindows) {
+        for (const double softcap : {0.0, 0.7}) {
+          for (const bool alibi : {false, true}) {
+            const Problem p = with_variants(make_problem(s[0], s[1], s[2], s[3], s[4], s[5], mask),
+                                            window, softcap, alibi);
+            INFO(describe_variants(p));
+            check_matches_naive(p, random_inputs(p, seed += 10), 1e-12);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("variants across several query and key blocks, per-batch slopes",
+          "[reference][variants]") {
+  Problem p = with_variants(make_problem(2, 3, 1, 300, 520, 8, Mask::none), {37, 5}, 2.0, false);
+  p.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.01f, 0.02f, 0.03f};  // [batch, heads]
+  check_matches_naive(p, random_inputs(p, 11), 1e-10);
+  const Problem causal =
+      with_variants(make_problem(1, 2, 2, 520, 300, 8, Mask::causal_bottom_right), {260, -1},
+                    0.0, true);
+  check_matches_naive(causal, random_inputs(causal, 12), 1e-10);
+}
+
+TEST_CASE("a window equals the mask built by hand", "[reference][variants]") {
+  // Sq = 4, Sk = 6, bottom-right (offset 2), window 1,0: row i sees keys i+1 .. i+2.
+  Problem p = make_problem(1, 1, 1, 4, 6, 2, Mask::none);
+  p.window = {1, 0};
+  const Inputs in = random_inputs(p, 31);
+  const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
+  for (int64_t i = 0; i < 4; ++i) {
+    // Softmax over the two visible keys only.
+    double scores[2];
+    for (int64_t n = 0; n < 2; ++n) {
+      const int64_t j = i + 1 + n;
+      scores[n] = (in.q[2 * i] * in.k[2 * j] + in.q[2 * i + 1] * in.k[2 * j + 1]) / std::sqrt(2.0);
+    }
+    const double max = std::max(scores[0], scores[1]);
+    const double lse = max + std::log(std::exp(scores[0] - max) + std::exp(scores[1] - max));
+    CHECK(std::abs(fwd.lse[i] - lse) < 1e-12);
+    for (int64_t d = 0; d < 2; ++d) {
+      const double o = std::exp(scores[0] - lse) * in.v[2 * (i + 1) + d] +
+                       std::exp(scores[1] - lse) * in.v[2 * (i + 2) + d];
+      CHECK(std::abs(fwd.out[2 * i + d] - o) < 1e-12);
+    }
+  }
+  // A window wider than both sequences changes nothing.
+  Problem wide = p;
+  wide.window = {1000, 1000};
+  Problem none = p;
+  none.window = {};
+  const ref::ForwardResult wide_fwd = ref::forward(wide, in.q, in.k, in.v);
+  const ref::ForwardResult none_fwd = ref::forward(none, in.q, in.k, in.v);
+  CHECK(max_difference(wide_fwd.out, none_fwd.out) == 0.0);
+  CHECK(max_difference(wide_fwd.lse, none_fwd.lse) == 0.0);
+}
+
+TEST_CASE("rows outside every window see nothing: O = 0, LSE = +inf", "[reference][variants]") {
+  // Sq = 6 > Sk = 3 bottom-right (offset -3) with window 0,0: rows 0..2 see nothing.
+  Problem p = make_problem(1, 1, 1, 6, 3, 2, Mask::none);
+  p.window = {0, 0};
+  const Inputs in = random_inputs(p, 41);
+  const ref::ForwardResult fwd = ref::forward(p, in.q, in.k, in.v);
+  const ref::Gradients grads = ref::backward(p, in.q, in.k, in.v, fwd, in.dout);
+  for (int64_t i = 0; i < 3; ++i) {
+    CHECK(fwd.lse[i] == kInf);
+    CHECK(fwd.out[2 * i] == 0.0);
+    CHECK(grads.dq[2 * i] == 0.0);
+  }
+  CHECK(std::isfinite(fwd.lse[3]));
+  CHECK(all_finite(grads.dk));
+}
+
+TEST_CASE("a huge softcap changes nothing measurable", "[reference][variants]") {
+  const Problem plain = make_problem(1, 2, 1, 9, 11, 4, Mask::causal_bottom_right);
+  Problem capped = plain;
+  capped.softcap = 1e7;
+  const Inputs in = random_inputs(plain, 51);
+  const ref::ForwardResult a = ref::forward(plain, in.q, in.k, in.v);
+  const ref::ForwardResult b = ref::forward(capped, in.q, in.k, in.v);
+  CHECK(max_difference(a.out, b.out) < 1e-12);
+  const ref::Gradients ga = ref::backward(plain, in.q, in.k, in.v, a, in.dout);
+  const ref::Gradients gb = ref::backward(capped, in.q, in.k, in.v, b, in.dout);
+  CHECK(max_difference(ga.dq, gb.dq) < 1e-12);
+  CHECK(max_difference(ga.dk, gb.dk) < 1e-12);
+}
+
+TEST_CASE("ALiBi slopes are the paper's", "[reference][variants]") {
+  const std::vector<float> eight = cuflash::alibi_default_slopes(8);
+  REQUIRE(eight.size() == 8);
+  for (int h = 0; h < 8; ++h) CHECK(eight[size_t(h)] == std::exp2f(-float(h + 1)));
+  // 6 heads: those of 4 (2^-2, 2^-4, 2^-6, 2^-8), then every other of 8's (2^-1, 2^-3).
+  const std::vector<float> six = cuflash::alibi_default_slopes(6);
+  const std::vector<float> expected{0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+  CHECK(six == expected);
+  CHECK(cuflash::alibi_default_slopes(1) == std::vector<float>{0.00390625f});
+  CHECK(cuflash::alibi_default_slopes(12).size() == 12);
+}
+
+TEST_CASE("gradients through window, softcap and ALiBi match finite differences",
+          "[reference][variants]") {
+  uint64_t seed = 1500;
+  for (const Mask mask : kMasks) {
+    for (const cuflash::Window& window : {cuflash::Window{1, 0}, cuflash::Window{0, 1}}) {
+      check_finite_differences(
+          with_variants(make_problem(1, 2, 1, 4, 5, 3, mask), window, 0.8, true), seed += 10);
+    }
+  }
+}
+
+TEST_CASE("invalid variants name the field", "[reference][variants]") {
+  Problem p = make_problem(2, 4, 2, 3, 3, 2, Mask::none);
+  const auto message = [](const Problem& bad) {
+    try {
+      ref::validate(bad);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Problem bad = p;
+  bad.window = {-2, 0};
+  CHECK(message(bad).find("window") != std::string::npos);
+  bad = p;
+  bad.softcap = -1;
+  CHECK(message(bad).find("softcap") != std::string::npos);
+  bad.softcap = std::numeric_limits<double>::infinity();
+  CHECK(message(bad).find("softcap") != std::string::npos);
+  bad = p;
+  bad.alibi_slopes = {1.f, 2.f, 3.f};
+  CHECK(message(bad).find("alibi_slopes") != std::string::npos);
+  bad.alibi_slopes = {1.f, 2.f, 3.f, std::numeric_limits<float>::quiet_NaN()};
+  CHECK(message(bad).find("finite") != std::string::npos);
+  bad.alibi_slopes = std::vector<float>(8, 0.5f);  // [batch, heads]
+  CHECK(message(bad).empty());
+}
+
+TEST_CASE("the baseline follows the variants", "[baseline][variants]") {
+  const Problem p = with_variants(make_problem(1, 2, 1, 40, 50, 8, Mask::causal_top_left),
+                                  {7, -1}, 1.5, true);
+  const Inputs in = random_inputs(p, 61);
+  const Vec q = rounded_to(DType::fp32, in.q), k = rounded_to(DType::fp32, in.k),
+            v = rounded_to(DType::fp32, in.v);
+  const ref::ForwardResult exact = ref::forward(p, q, k, v);
+  const ref::ForwardResult low = ref::baseline::forward(in_dtype(p, DType::fp32), q, k, v);
+  CHECK(max_difference(exact.out, low.out) < 1e-5);
+  CHECK(max_difference(exact.lse, low.lse) < 1e-5);
+}
 
 TEST_CASE("compare statistics", "[compare]") {
   const Vec ref_values = {1.0, -2.0, 2.0, 0.5};

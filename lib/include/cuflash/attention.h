@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuflash/error.h"
 #include "cuflash/problem.h"
 #include "cuflash/types.h"
 
@@ -55,11 +56,26 @@ struct PagedKV {
   bool enabled() const { return block_table != nullptr; }
 };
 
+// ALiBi slopes in device memory, fp32: the slope of (batch b, query head h) is
+// data[b * batch_stride + h]. batch_stride is 0 for one set of [heads] slopes shared by every
+// batch, `heads` for [batch, heads]. data == nullptr: no ALiBi. Slopes must be finite (not
+// checked: they are on the device).
+struct AlibiSlopes {
+  const float* data = nullptr;
+  int64_t batch_stride = 0;
+};
+
+// The variants of the scores, in the order they apply (problem.h has the semantics): the scaled
+// score s = scale * q.k, then softcap * tanh(s / softcap) when softcap > 0, then minus the ALiBi
+// bias, then the causal mask and the window.
 struct ForwardArgs {
   AttentionShape shape;
   DType dtype = DType::fp16;
   Mask mask = Mask::none;
   float scale = 0.f;  // softmax scale: finite and >= 0; 0 means 1/sqrt(head_dim)
+  Window window;      // bounds >= -1 (-1: unbounded)
+  float softcap = 0.f;  // finite and >= 0; 0: off
+  AlibiSlopes alibi;
   TensorRef q, k, v;  // inputs
   TensorRef out;      // output O, same shape as q
   float* lse = nullptr;  // output [batch, heads, seq_q] fp32, contiguous: natural-log sum-exp of
@@ -88,6 +104,9 @@ struct BackwardArgs {
   DType dtype = DType::fp16;
   Mask mask = Mask::none;
   float scale = 0.f;
+  Window window;  // the forward call's
+  float softcap = 0.f;
+  AlibiSlopes alibi;
   TensorRef q, k, v, out, dout;  // inputs (out and lse from forward())
   const float* lse = nullptr;    // [batch, heads, seq_q] fp32, contiguous
   TensorRef dq, dk, dv;          // outputs, shaped like q, k, v
@@ -101,8 +120,8 @@ struct BackwardArgs {
   size_t workspace_bytes = 0;
 };
 
-// The backward arguments that restate the forward call's: shape, dtype, mask, scale, q, k, v,
-// out and lse. The caller adds dout, dq, dk, dv and the workspace.
+// The backward arguments that restate the forward call's: shape, dtype, mask, scale, window,
+// softcap, alibi, q, k, v, out and lse. The caller adds dout, dq, dk, dv and the workspace.
 BackwardArgs backward_args_for(const ForwardArgs& forward);
 
 // Device pointers of densely packed tensors in a Problem's layout: Q, O, dO, dQ with `heads`
@@ -120,10 +139,15 @@ struct DenseTensors {
   void* dv = nullptr;
   void* workspace = nullptr;  // for forward() and backward(): the larger of their sizes
   size_t workspace_bytes = 0;
+  // The problem's ALiBi slopes copied to the device (problem.alibi_slopes, [heads] or
+  // [batch, heads]); read when the problem has slopes.
+  const float* alibi_slopes = nullptr;
 };
 
-// The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale as float,
-// the key splits, make_tensor_ref() views in problem.layout and the workspace.
+// The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale and softcap
+// as float, window, ALiBi slopes, the key splits, make_tensor_ref() views in problem.layout and
+// the workspace. Throws cuflash::Error (invalid_argument) when the problem has ALiBi slopes and
+// tensors.alibi_slopes is null, rather than silently leaving the bias out.
 inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tensors) {
   const AttentionShape& s = problem.shape;
   ForwardArgs args;
@@ -131,6 +155,15 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   args.dtype = problem.dtype;
   args.mask = problem.mask;
   args.scale = static_cast<float>(problem.scale);
+  args.window = problem.window;
+  args.softcap = static_cast<float>(problem.softcap);
+  if (!problem.alibi_slopes.empty()) {
+    if (tensors.alibi_slopes == nullptr) {
+      throw Error(Error::Kind::invalid_argument,
+                  "forward_args: the problem has ALiBi slopes but tensors.alibi_slopes is null");
+    }
+    args.alibi = {tensors.alibi_slopes, problem.alibi_batch_stride()};
+  }
   args.q = make_tensor_ref(tensors.q, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
   args.k = make_tensor_ref(tensors.k, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
   args.v = make_tensor_ref(tensors.v, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);

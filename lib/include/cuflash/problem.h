@@ -3,6 +3,7 @@
 // reference and the .npy tools build without a CUDA toolkit.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -38,12 +39,82 @@ constexpr std::string_view to_string(Layout layout) {
   return layout == Layout::bhsd ? "bhsd" : "bshd";
 }
 
+// A sliding window around the diagonal (types.h, diagonal_offset()): query i sees key j when
+// i + offset - left <= j <= i + offset + right. -1 leaves that side unbounded; the default is
+// no window. It combines with a causal mask by intersection, so under one `right` is 0
+// whatever is given.
+struct Window {
+  int64_t left = -1;
+  int64_t right = -1;
+
+  bool bounded() const { return left >= 0 || right >= 0; }
+  bool operator==(const Window& other) const {
+    return left == other.left && right == other.right;
+  }
+};
+
+// A side of the visible band that has no bound: farther than any sequence reaches, and small
+// enough that index arithmetic with it never overflows.
+inline constexpr int64_t kUnboundedBand = int64_t{1} << 40;
+
+// The keys query i sees, as a band around the diagonal: i + offset - left <= j <=
+// i + offset + right, intersected with [0, seq_k). The one statement of the mask and the window
+// that the kernels, the reference and the FLOP counts share.
+struct VisibleBand {
+  int64_t offset;  // diagonal_offset()
+  int64_t left;    // kUnboundedBand when unbounded
+  int64_t right;   // 0 under a causal mask; kUnboundedBand when unbounded
+
+  // Keys [begin, end) of query `row` (begin >= end when it sees none).
+  int64_t begin(int64_t row) const { return std::max<int64_t>(row + offset - left, 0); }
+  int64_t end(int64_t row, int64_t seq_k) const {
+    return std::min<int64_t>(row + offset + right + 1, seq_k);
+  }
+};
+
+inline VisibleBand visible_band(const AttentionShape& s, Mask mask, Window window) {
+  const bool causal = mask != Mask::none;
+  VisibleBand band;
+  band.offset = diagonal_offset(mask, s.seq_q, s.seq_k);
+  // Bounds beyond any sequence are all the same: unbounded (and safe from overflow).
+  const auto bound = [](int64_t side) {
+    return side < 0 ? kUnboundedBand : std::min(side, kUnboundedBand);
+  };
+  band.left = bound(window.left);
+  band.right = causal ? 0 : bound(window.right);
+  return band;
+}
+
+// The ALiBi paper's slopes for `heads` heads: 2^(-8 (h + 1) / n) for n a power of two; otherwise
+// those of the largest power of two n' below n, then every other slope of 2 n' (the first,
+// third, ...) until there are n.
+inline std::vector<float> alibi_default_slopes(int64_t heads) {
+  const auto power_of_two_slopes = [](int64_t n) {
+    std::vector<float> slopes;
+    for (int64_t h = 0; h < n; ++h) {
+      slopes.push_back(float(std::exp2(-8.0 * double(h + 1) / double(n))));
+    }
+    return slopes;
+  };
+  int64_t below = 1;
+  while (below * 2 <= heads) below *= 2;
+  std::vector<float> slopes = power_of_two_slopes(below);
+  const std::vector<float> finer = power_of_two_slopes(2 * below);
+  for (int64_t i = 0; int64_t(slopes.size()) < heads; i += 2) slopes.push_back(finer[size_t(i)]);
+  return slopes;
+}
+
 struct Problem {
   AttentionShape shape;
   DType dtype = DType::fp16;
   Mask mask = Mask::none;
   double scale = 0.0;  // softmax scale; 0 means 1/sqrt(head_dim)
   Layout layout = Layout::bhsd;
+  Window window;          // none by default
+  double softcap = 0.0;   // > 0: each score s becomes softcap * tanh(s / softcap); 0: off
+  // ALiBi: empty for none; else fp32 slopes [heads] (shared by every batch) or [batch, heads].
+  // Score s of query i, key j in head h becomes s - slope[h] * |i + offset - j|.
+  std::vector<float> alibi_slopes;
   int64_t splits = 0;  // the GPU forward's key splits (ForwardArgs::splits; 0: automatic)
   // Forward only. Keys per page of a paged K/V cache on the GPU (ForwardArgs::paged; the host
   // runner stores K and V into pages in a shuffled order); 0: contiguous K/V.
@@ -55,6 +126,15 @@ struct Problem {
 
   double effective_scale() const {
     return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : scale;
+  }
+  VisibleBand band() const { return visible_band(shape, mask, window); }
+  // Whether any key is hidden from any query: a causal mask or a window.
+  bool masked() const { return mask != Mask::none || window.bounded(); }
+  // Whether scores are changed before the softmax (softcap, ALiBi).
+  bool modifies_scores() const { return softcap > 0.0 || !alibi_slopes.empty(); }
+  // Elements between the slopes of two batches: 0 for [heads] slopes, heads for [batch, heads].
+  int64_t alibi_batch_stride() const {
+    return int64_t(alibi_slopes.size()) == shape.heads ? 0 : shape.heads;
   }
 };
 

@@ -37,10 +37,13 @@ constexpr std::string_view to_string(Mask m) {
   return "?";
 }
 
-// The offset added to a query index to get the last key it may see under a causal mask.
-// Rows whose last visible key is negative see nothing (O = 0, zero gradients).
-constexpr int64_t causal_offset(Mask m, int64_t seq_q, int64_t seq_k) {
-  return m == Mask::causal_bottom_right ? seq_k - seq_q : 0;
+// The offset of the diagonal: query i is aligned with key i + diagonal_offset. A causal mask
+// shows query i the keys j <= i + offset, a sliding window (problem.h) those within its bounds
+// of i + offset, and ALiBi's bias grows with |i + offset - j|. Bottom-right (seq_k - seq_q) for
+// Mask::none and causal_bottom_right, 0 for causal_top_left. Rows that see no key at all get
+// O = 0 and zero gradients.
+constexpr int64_t diagonal_offset(Mask m, int64_t seq_q, int64_t seq_k) {
+  return m == Mask::causal_top_left ? 0 : seq_k - seq_q;
 }
 
 }  // namespace cuflash

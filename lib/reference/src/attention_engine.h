@@ -6,13 +6,16 @@
 //                 DType (the baseline that emulates a plain, non-fused implementation).
 //
 // Forward, per (batch, head, block of query rows):
-//   S = round(scale * Q K^T), masked entries -inf       (rows, keys)
+//   S = round(scale * Q K^T)                             (rows, keys)
+//   S = round(softcap * tanh(S / softcap))               with a softcap
+//   S = round(S - slope * |i + offset - j|)              with ALiBi
+//   masked entries (causal mask, window) -inf
 //   P = round(softmax(S)), LSE = max + log(sum)          (rows, keys), (rows)
 //   O = round(P V)                                       (rows, D)
 // Backward, pass 1 per (batch, head, block of query rows), pass 2 per (batch, kv head, block of
 // keys) over all query heads of the group and all rows that see the block:
 //   P = round(exp(S - LSE)), dP = round(dO V^T), D = round(rowsum(dO * O))
-//   dS = round(P * (dP - D))                             (rows, keys)
+//   dS = round(P * (dP - D) * (1 - tanh^2))              (rows, keys; the factor with a softcap)
 //   dQ = round(scale * dS K)      (pass 1)
 //   dV = round(P^T dO), dK = round(scale * dS^T Q)      (pass 2, summed before the rounding)
 // Pass 2 owns its dK/dV rows outright, so no two threads ever add into the same output.
@@ -24,7 +27,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "cuflash/numeric.h"
 #include "cuflash/reference/attention_ref.h"
@@ -85,22 +90,32 @@ inline int64_t query_block_rows(int64_t keys) {
   return std::clamp<int64_t>(kMaxTileElements / std::max<int64_t>(keys, 1), 1, kMaxQueryBlockRows);
 }
 
-// Index arithmetic and mask of one problem.
+// Index arithmetic, mask and score modifications of one problem.
 struct Geometry {
   explicit Geometry(const Problem& p)
       : batch(p.shape.batch), heads(p.shape.heads), heads_kv(p.shape.heads_kv),
         seq_q(p.shape.seq_q), seq_k(p.shape.seq_k), head_dim(p.shape.head_dim),
-        group(p.shape.heads / p.shape.heads_kv), causal(p.mask != Mask::none),
-        offset(causal_offset(p.mask, p.shape.seq_q, p.shape.seq_k)),
-        scale(p.effective_scale()) {}
+        group(p.shape.heads / p.shape.heads_kv), band(p.band()), scale(p.effective_scale()),
+        softcap(p.softcap), alibi_slopes(p.alibi_slopes.empty() ? nullptr : &p.alibi_slopes),
+        alibi_batch_stride(p.alibi_batch_stride()) {}
 
-  // Query row `row` sees keys [0, visible_end(row)): masks only ever hide a suffix of the keys.
-  int64_t visible_end(int64_t row) const {
-    return causal ? std::clamp<int64_t>(row + offset + 1, 0, seq_k) : seq_k;
+  // Query row `row` sees keys [visible_begin(row), visible_end(row)), a band that moves right
+  // (never left) from one row to the next.
+  int64_t visible_begin(int64_t row) const {
+    return std::clamp<int64_t>(band.begin(row), 0, seq_k);
   }
-  // The first query row that sees key `key` (seq_q when none does).
+  int64_t visible_end(int64_t row) const {
+    return std::clamp<int64_t>(band.end(row, seq_k), visible_begin(row), seq_k);
+  }
+  // Rows [first_row_seeing(key), rows_end_seeing(key)) see key `key`.
   int64_t first_row_seeing(int64_t key) const {
-    return causal ? std::clamp<int64_t>(key - offset, 0, seq_q) : 0;
+    return std::clamp<int64_t>(key - band.offset - band.right, 0, seq_q);
+  }
+  int64_t rows_end_seeing(int64_t key) const {
+    return std::clamp<int64_t>(key - band.offset + band.left + 1, first_row_seeing(key), seq_q);
+  }
+  double alibi_slope(int64_t b, int64_t h) const {
+    return double((*alibi_slopes)[size_t(b * alibi_batch_stride + h)]);
   }
   int64_t q_offset(int64_t b, int64_t h) const { return (b * heads + h) * seq_q * head_dim; }
   int64_t kv_offset(int64_t b, int64_t hkv) const {
@@ -110,9 +125,11 @@ struct Geometry {
 
   int64_t batch, heads, heads_kv, seq_q, seq_k, head_dim;
   int64_t group;  // query heads per key/value head
-  bool causal;
-  int64_t offset;  // causal_offset()
+  VisibleBand band;
   double scale;
+  double softcap;  // 0: off
+  const std::vector<float>* alibi_slopes;  // null: no ALiBi
+  int64_t alibi_batch_stride;
 };
 
 // Query rows [row_begin, row_end) against keys [key_begin, key_end) of one (batch, head).
@@ -125,11 +142,16 @@ struct Tile {
   int64_t keys() const { return key_end - key_begin; }
   // Whether local row i sees local key j.
   bool visible(const Geometry& g, int64_t i, int64_t j) const {
-    return key_begin + j < g.visible_end(row_begin + i);
+    const int64_t key = key_begin + j;
+    return key >= g.visible_begin(row_begin + i) && key < g.visible_end(row_begin + i);
   }
-  // Local keys [0, visible_keys(i)) are those row i sees.
-  int64_t visible_keys(const Geometry& g, int64_t i) const {
-    return std::clamp<int64_t>(g.visible_end(row_begin + i) - key_begin, 0, keys());
+  // Local keys [first_visible(i), end_visible(i)) are those row i sees.
+  int64_t first_visible(const Geometry& g, int64_t i) const {
+    return std::clamp<int64_t>(g.visible_begin(row_begin + i) - key_begin, 0, keys());
+  }
+  int64_t end_visible(const Geometry& g, int64_t i) const {
+    return std::clamp<int64_t>(g.visible_end(row_begin + i) - key_begin, first_visible(g, i),
+                               keys());
   }
 };
 
@@ -149,42 +171,75 @@ Matrix<typename B::Scalar> masked_product(const A& a, const B& b, IsVisible visi
   return c;
 }
 
-// S = round(scale * Q K^T) for the tile, masked entries set to -inf.   (rows, keys)
+// Softcap and ALiBi on the scaled scores of a tile, each step rounded. With `softcap_slope`,
+// also d(capped)/d(scaled) = 1 - tanh^2 per score (1 without a softcap), for the backward.
+template <class Policy, class Scalar = typename Policy::Scalar>
+void modify_scores(const Policy& policy, const Geometry& g, const Tile& t, Matrix<Scalar>& s,
+                   Matrix<Scalar>* softcap_slope) {
+  if (softcap_slope != nullptr) *softcap_slope = Matrix<Scalar>::Ones(t.rows(), t.keys());
+  if (g.softcap > 0) {
+    const auto cap = static_cast<Scalar>(g.softcap);
+    for (int64_t i = 0; i < t.rows(); ++i) {
+      for (int64_t j = 0; j < t.keys(); ++j) {
+        const Scalar tanh = std::tanh(s(i, j) / cap);
+        s(i, j) = policy.round(cap * tanh);
+        if (softcap_slope != nullptr) (*softcap_slope)(i, j) = 1 - tanh * tanh;
+      }
+    }
+  }
+  if (g.alibi_slopes != nullptr) {
+    const auto slope = static_cast<Scalar>(g.alibi_slope(t.batch, t.head));
+    for (int64_t i = 0; i < t.rows(); ++i) {
+      for (int64_t j = 0; j < t.keys(); ++j) {
+        const int64_t distance = std::abs(t.row_begin + i + g.band.offset - (t.key_begin + j));
+        s(i, j) = policy.round(s(i, j) - slope * static_cast<Scalar>(distance));
+      }
+    }
+  }
+}
+
+// S = round(scale * Q K^T) for the tile, modified (softcap, ALiBi), masked entries set to
+// -inf.   (rows, keys)
 template <class Policy, class Scalar = typename Policy::Scalar>
 Matrix<Scalar> masked_scores(const Policy& policy, const Geometry& g, const Inputs<Scalar>& in,
-                             const Tile& t) {
+                             const Tile& t, Matrix<Scalar>* softcap_slope = nullptr) {
   const int64_t d = g.head_dim;
   const ConstMap<Scalar> q(in.q + g.q_offset(t.batch, t.head) + t.row_begin * d, t.rows(), d);
   const ConstMap<Scalar> k(in.k + g.kv_offset(t.batch, t.head / g.group) + t.key_begin * d,
                            t.keys(), d);
   Matrix<Scalar> s = static_cast<Scalar>(g.scale) * (q * k.transpose());
   policy.round_stored(s);
+  modify_scores(policy, g, t, s, softcap_slope);
+  constexpr Scalar kMasked = -std::numeric_limits<Scalar>::infinity();
   for (int64_t i = 0; i < t.rows(); ++i) {
-    const int64_t visible = t.visible_keys(g, i);
-    s.row(i).tail(t.keys() - visible).setConstant(-std::numeric_limits<Scalar>::infinity());
+    const int64_t first = t.first_visible(g, i);
+    const int64_t end = t.end_visible(g, i);
+    s.row(i).head(first).setConstant(kMasked);
+    s.row(i).tail(t.keys() - end).setConstant(kMasked);
   }
   return s;
 }
 
-// Turns the first `visible` entries of a row of scores into probabilities (the rest become 0)
+// Turns the entries [first, end) of a row of scores into probabilities (the rest become 0)
 // and returns the row's LSE: +inf for a row that sees nothing. A NaN score makes the whole row
 // NaN through the sum, which is the point.
 template <class Row>
-auto softmax_in_place(Row&& row, int64_t visible) {
+auto softmax_in_place(Row&& row, int64_t first, int64_t end) {
   using Scalar = typename std::decay_t<Row>::Scalar;
-  if (visible == 0) {
+  if (end == first) {
     row.setZero();
     return std::numeric_limits<Scalar>::infinity();
   }
   Scalar max = -std::numeric_limits<Scalar>::infinity();
-  for (int64_t j = 0; j < visible; ++j) max = std::max(max, row(j));
+  for (int64_t j = first; j < end; ++j) max = std::max(max, row(j));
   Scalar sum = 0;
-  for (int64_t j = 0; j < visible; ++j) {
+  for (int64_t j = first; j < end; ++j) {
     row(j) = std::exp(row(j) - max);
     sum += row(j);
   }
-  row.head(visible) /= sum;
-  row.tail(row.size() - visible).setZero();
+  row.segment(first, end - first) /= sum;
+  row.head(first).setZero();
+  row.tail(row.size() - end).setZero();
   return max + std::log(sum);
 }
 
@@ -202,10 +257,12 @@ void forward_block(const Policy& policy, const Geometry& g, const Inputs<Scalar>
   }
   Matrix<Scalar> p = masked_scores(policy, g, in, t);  // (rows, keys), scores -> probabilities
   for (int64_t i = 0; i < t.rows(); ++i) {
-    lse_rows[i] = static_cast<double>(softmax_in_place(p.row(i), t.visible_keys(g, i)));
+    lse_rows[i] = static_cast<double>(
+        softmax_in_place(p.row(i), t.first_visible(g, i), t.end_visible(g, i)));
   }
   policy.round_stored(p);
-  const ConstMap<Scalar> v(in.v + g.kv_offset(t.batch, t.head / g.group), t.keys(), d);
+  const ConstMap<Scalar> v(in.v + g.kv_offset(t.batch, t.head / g.group) + t.key_begin * d,
+                           t.keys(), d);
   Matrix<Scalar> o = masked_product(p, v, [&](int64_t i, int64_t j) { return t.visible(g, i, j); });
   policy.round_stored(o);  // (rows, D)
   Eigen::Map<Matrix<double>>(out_rows, t.rows(), d) = o.template cast<double>();
@@ -214,7 +271,8 @@ void forward_block(const Policy& policy, const Geometry& g, const Inputs<Scalar>
 template <class Scalar>
 struct ScoreGradients {
   Matrix<Scalar> p;   // (rows, keys) probabilities, 0 where masked
-  Matrix<Scalar> ds;  // (rows, keys) dL/dS (without the scale), 0 where masked
+  Matrix<Scalar> ds;  // (rows, keys) dL/dS of the scaled scores before any softcap (without
+                      // the scale), 0 where masked
 };
 
 // Recomputes P from the LSE and forms dS for one tile.
@@ -229,13 +287,17 @@ ScoreGradients<Scalar> score_gradients(const Policy& policy, const Geometry& g,
                            t.keys(), d);  // (keys, D)
   const Scalar* lse = in.lse + g.lse_offset(t.batch, t.head) + t.row_begin;
 
-  ScoreGradients<Scalar> grads{masked_scores(policy, g, in, t), Matrix<Scalar>()};
+  Matrix<Scalar> softcap_slope;  // (rows, keys)
+  ScoreGradients<Scalar> grads{masked_scores(policy, g, in, t, &softcap_slope), Matrix<Scalar>()};
   Matrix<Scalar>& p = grads.p;
   for (int64_t i = 0; i < t.rows(); ++i) {
-    const int64_t visible = t.visible_keys(g, i);
+    const int64_t first = t.first_visible(g, i);
+    const int64_t end = t.end_visible(g, i);
     // An empty row has LSE = +inf; it has no visible entry either, so P stays exactly zero.
-    p.row(i).head(visible) = (p.row(i).head(visible).array() - lse[i]).exp().matrix();
-    p.row(i).tail(t.keys() - visible).setZero();
+    p.row(i).segment(first, end - first) =
+        (p.row(i).segment(first, end - first).array() - lse[i]).exp().matrix();
+    p.row(i).head(first).setZero();
+    p.row(i).tail(t.keys() - end).setZero();
   }
   policy.round_stored(p);
 
@@ -245,9 +307,12 @@ ScoreGradients<Scalar> score_gradients(const Policy& policy, const Geometry& g,
   ds = Matrix<Scalar>::Zero(t.rows(), t.keys());
   for (int64_t i = 0; i < t.rows(); ++i) {
     const Scalar row_dot = policy.round(dout.row(i).dot(out.row(i)));  // D_i
-    const int64_t visible = t.visible_keys(g, i);
-    ds.row(i).head(visible) = p.row(i).head(visible).cwiseProduct(
-        (dp.row(i).head(visible).array() - row_dot).matrix());
+    const int64_t first = t.first_visible(g, i);
+    const int64_t n = t.end_visible(g, i) - first;
+    ds.row(i).segment(first, n) =
+        (p.row(i).segment(first, n).array() * (dp.row(i).segment(first, n).array() - row_dot) *
+         softcap_slope.row(i).segment(first, n).array())
+            .matrix();
   }
   policy.round_stored(ds);
   return grads;
@@ -265,7 +330,8 @@ void query_gradient_block(const Policy& policy, const Geometry& g, const Inputs<
     return;
   }
   const ScoreGradients<Scalar> grads = score_gradients(policy, g, in, t);
-  const ConstMap<Scalar> k(in.k + g.kv_offset(t.batch, t.head / g.group), t.keys(), d);
+  const ConstMap<Scalar> k(in.k + g.kv_offset(t.batch, t.head / g.group) + t.key_begin * d,
+                           t.keys(), d);
   Matrix<Scalar> dq_tile = static_cast<Scalar>(g.scale) *
       masked_product(grads.ds, k, [&](int64_t i, int64_t j) { return t.visible(g, i, j); });
   policy.round_stored(dq_tile);
@@ -284,8 +350,9 @@ void key_gradient_block(const Policy& policy, const Geometry& g, const Inputs<Sc
   Matrix<Scalar> dv_acc = Matrix<Scalar>::Zero(keys, d);  // (keys, D)
   const int64_t rows_per_chunk = std::max<int64_t>(kMaxTileElements / keys, 1);
   for (int64_t head = head_kv * g.group; head < (head_kv + 1) * g.group; ++head) {
-    for (int64_t row = g.first_row_seeing(key_begin); row < g.seq_q; row += rows_per_chunk) {
-      const Tile t{batch, head, row, std::min(row + rows_per_chunk, g.seq_q), key_begin, key_end};
+    const int64_t rows_end = g.rows_end_seeing(key_end - 1);
+    for (int64_t row = g.first_row_seeing(key_begin); row < rows_end; row += rows_per_chunk) {
+      const Tile t{batch, head, row, std::min(row + rows_per_chunk, rows_end), key_begin, key_end};
       const ScoreGradients<Scalar> grads = score_gradients(policy, g, in, t);
       const int64_t rows_offset = g.q_offset(batch, head) + t.row_begin * d;
       const ConstMap<Scalar> q(in.q + rows_offset, t.rows(), d);        // (rows, D)
@@ -337,7 +404,7 @@ inline int64_t query_block_count(const Geometry& g) {
 }
 
 // Calls work(tile) for every block of query rows of every (batch, head), spread over the cores;
-// each tile spans the keys its last row can see. With a counter, each finished block is counted
+// each tile spans the keys its rows can see. With a counter, each finished block is counted
 // and, once it says stop, the remaining blocks are skipped.
 template <class Work>
 void for_each_query_block(const Geometry& g, Work&& work, BlockCounter* counter = nullptr) {
@@ -350,8 +417,8 @@ void for_each_query_block(const Geometry& g, Work&& work, BlockCounter* counter 
     const int64_t batch_head = task / blocks;
     const int64_t row_begin = (task % blocks) * block_rows;
     const int64_t row_end = std::min(row_begin + block_rows, g.seq_q);
-    work(Tile{batch_head / g.heads, batch_head % g.heads, row_begin, row_end, 0,
-              g.visible_end(row_end - 1)});
+    work(Tile{batch_head / g.heads, batch_head % g.heads, row_begin, row_end,
+              g.visible_begin(row_begin), g.visible_end(row_end - 1)});
     if (counter != nullptr) counter->finished_one();
   }
 }

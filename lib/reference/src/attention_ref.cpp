@@ -64,6 +64,24 @@ void validate(const Problem& problem) {
   if (!std::isfinite(problem.scale)) {
     throw std::invalid_argument("scale (" + std::to_string(problem.scale) + ") must be finite");
   }
+  if (problem.window.left < -1 || problem.window.right < -1) {
+    throw std::invalid_argument("window bounds (" + std::to_string(problem.window.left) + "," +
+                                std::to_string(problem.window.right) +
+                                ") must be >= -1 (-1: unbounded)");
+  }
+  if (!std::isfinite(problem.softcap) || problem.softcap < 0) {
+    throw std::invalid_argument("softcap (" + std::to_string(problem.softcap) +
+                                ") must be finite and >= 0 (0: off)");
+  }
+  const auto slopes = int64_t(problem.alibi_slopes.size());
+  if (slopes != 0 && slopes != p.heads && slopes != p.batch * p.heads) {
+    throw std::invalid_argument("alibi_slopes has " + std::to_string(slopes) +
+                                " values, expected heads (" + std::to_string(p.heads) +
+                                ") or batch * heads (" + std::to_string(p.batch * p.heads) + ")");
+  }
+  for (const float slope : problem.alibi_slopes) {
+    if (!std::isfinite(slope)) throw std::invalid_argument("alibi_slopes must be finite");
+  }
   // Every element count the reference forms must fit int64 (and the vectors it allocates).
   int64_t q = 1, kv = 1;
   bool overflow = false;

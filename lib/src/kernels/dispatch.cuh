@@ -8,6 +8,11 @@
 //     split::plan_forward() routes them: short queries (the query heads of a kv head stacked,
 //     at most 64 rows), small grids over long keys, and forced key splits. The plan lives next
 //     to the kernel because forward_workspace_size() reads it too.
+// Each tiled family has a second instantiation (kVariants) for calls with a softcap, ALiBi or a
+// window bounded on the left (uses_variant_kernels()), so that the default kernels carry none of
+// their code and keep their registers: they serve no mask, the causal masks and windows bounded
+// on the right only, which move the causal bound. In sm80 only for the default configuration,
+// which keeps the number of kernels (and the build time) down.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -76,10 +81,11 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
     if (use_sm90_kernels_here() && sm90::launch_forward<Element, kHeadDim>(args, stream)) return;
   }
   using Traits = sm80::ForwardTraits<kHeadDim, sizeof(Element)>;
+  if (uses_variant_kernels(args)) return sm80::launch_forward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_q, Traits::kBlockM) * s.batch * s.heads;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
-    sm80::launch_forward<Element, decltype(config)>(args, stream);
+    sm80::launch_forward<Element, decltype(config), false>(args, stream);
   });
 }
 
@@ -91,10 +97,11 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
     }
   }
   using Traits = sm80::BackwardTraits<kHeadDim, sizeof(Element)>;
+  if (uses_variant_kernels(args)) return sm80::launch_backward<Element, Traits, true>(args, stream);
   const AttentionShape& s = args.shape;
   const int64_t ctas = ceil_div(s.seq_k, Traits::kBlockN) * s.batch * s.heads_kv;
   launch_with_config<Element, Traits>(ctas, args.mask != Mask::none, [&](auto config) {
-    sm80::launch_backward<Element, decltype(config)>(args, stream);
+    sm80::launch_backward<Element, decltype(config), false>(args, stream);
   });
 }
 

@@ -9,6 +9,8 @@
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/score_mod.cuh"
 #include "kernels/common/softmax.cuh"
 #include "workspace.h"
 
@@ -78,12 +80,11 @@ __global__ void __launch_bounds__(kElementwiseThreads)
 }
 
 // P^T = exp2(S^T * scale_log2 - LSE * log2e) in place, for this thread's part of a warp's
-// (16 keys, 8 * kTiles queries) block. Columns before first_visible_col[half] are masked (0).
-template <int kTiles>
+// (16 keys, 8 * kTiles queries) block; the columns `visible` hides get 0.
+template <int kTiles, bool kLeftBound>
 __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
                                                          const float* lse, float scale_log2,
-                                                         bool masked,
-                                                         const int (&first_visible_col)[2],
+                                                         const VisibleColumns<kLeftBound>& visible,
                                                          int lane) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
@@ -96,9 +97,60 @@ __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
       for (int e = 0; e < 2; ++e) {
         float& x = st[t][2 * half + e];
         x = fast_exp2(fmaf(x, scale_log2, -lse_log2[e]));
-        if (masked && col + e < first_visible_col[half]) x = 0.f;
+        if (visible.hides(half, col + e)) x = 0.f;
       }
     }
+  }
+}
+
+// probabilities_transposed() through the score modifications, without the mask (hide_columns()
+// follows): P^T = exp2(mod(S^T) - LSE * log2e), and softcap_slope = d(capped)/d(scaled) per
+// element for apply_softcap_slope().
+// `distance0` is q0 + offset - (key of fragment row `group`): the distance of the block's first
+// query column to that key.
+template <int kTiles>
+__device__ __forceinline__ void modified_probabilities_transposed(
+    float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
+    const ScoreMod& mod, int64_t distance0, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int col = 8 * t + 2 * (lane % 4);
+    const float2 column_lse = *reinterpret_cast<const float2*>(lse + col);
+    const float lse_log2[2] = {column_lse.x * kLog2e, column_lse.y * kLog2e};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float distance = float(distance0 + col - 8 * half);  // exact below 2^24
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = st[t][2 * half + e];
+        x = fast_exp2(mod(x, distance + float(e), softcap_slope[t][2 * half + e]) - lse_log2[e]);
+      }
+    }
+  }
+}
+
+// Zeroes the columns `visible` hides, after modified_probabilities_transposed(): a pass of its
+// own, so that the mask's bounds take registers only in blocks that need it.
+template <int kTiles>
+__device__ __forceinline__ void hide_columns(float (&pt)[kTiles][4],
+                                             const VisibleColumns<true>& visible, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (visible.hides(i / 2, 8 * t + 2 * (lane % 4) + i % 2)) pt[t][i] = 0.f;
+    }
+  }
+}
+
+// dS^T *= d(capped)/d(scaled): the softcap's chain rule on score_gradients_transposed()'s result.
+template <int kTiles>
+__device__ __forceinline__ void apply_softcap_slope(float (&ds)[kTiles][4],
+                                                    const float (&softcap_slope)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ds[t][i] *= softcap_slope[t][i];
   }
 }
 
@@ -190,7 +242,7 @@ template <typename Element>
 BackwardParams<Element> backward_params(const BackwardArgs& args) {
   const BackwardWorkspace workspace = split_workspace(args);
   BackwardParams<Element> params{};
-  params.problem = problem_params(args.shape, args.mask, args.scale);
+  params.problem = problem_params(args);
   params.q = global_tensor<const Element>(args.q);
   params.k = global_tensor<const Element>(args.k);
   params.v = global_tensor<const Element>(args.v);

@@ -35,7 +35,7 @@ GlobalTensor<Element> global_tensor(const TensorRef& ref) {
   return {static_cast<Element*>(ref.data), ref.batch_stride, ref.head_stride, ref.seq_stride};
 }
 
-// Sizes, scale and mask shared by forward and backward.
+// Sizes, scale, mask and score modifications shared by forward and backward.
 struct ProblemParams {
   int64_t batch;
   int64_t heads;
@@ -45,11 +45,25 @@ struct ProblemParams {
   int64_t seq_k;
   float scale;       // softmax scale (> 0)
   float scale_log2;  // scale * log2(e): scores go straight into exp2
-  bool causal;
-  int64_t causal_offset;  // query i sees key j iff j <= i + causal_offset (when causal)
+  bool causal;  // a causal mask: query blocks differ in cost (block_order())
+  // Query i sees key j iff i + band_first <= j <= i + band_last: the band of VisibleBand
+  // (problem.h) as two offsets from the query's index, so that the kernels' bounds each take one
+  // addition (a side without a bound is kUnboundedBand away; band_last = offset under a causal
+  // mask).
+  int64_t band_first;  // offset - left
+  int64_t band_last;   // offset + right
+  int64_t offset;      // the diagonal's, for ALiBi's distances
+  // Read by the kernels compiled for score modifications only (score_mod.cuh).
+  float softcap_in;   // scale / softcap; 0 without a softcap
+  float softcap_out;  // softcap * log2(e)
+  const float* alibi_slopes;  // null without ALiBi
+  int64_t alibi_batch_stride;
 };
 
-inline ProblemParams problem_params(const AttentionShape& shape, Mask mask, float scale) {
+// Args is ForwardArgs or BackwardArgs (validated; scale already effective).
+template <typename Args>
+ProblemParams problem_params(const Args& args) {
+  const AttentionShape& shape = args.shape;
   ProblemParams p{};
   p.batch = shape.batch;
   p.heads = shape.heads;
@@ -57,11 +71,26 @@ inline ProblemParams problem_params(const AttentionShape& shape, Mask mask, floa
   p.heads_per_kv = shape.heads / shape.heads_kv;
   p.seq_q = shape.seq_q;
   p.seq_k = shape.seq_k;
-  p.scale = scale;
-  p.scale_log2 = scale * kLog2e;
-  p.causal = mask != Mask::none;
-  p.causal_offset = causal_offset(mask, shape.seq_q, shape.seq_k);
+  p.scale = args.scale;
+  p.scale_log2 = args.scale * kLog2e;
+  p.causal = args.mask != Mask::none;
+  const VisibleBand band = visible_band(shape, args.mask, args.window);
+  p.band_first = band.offset - band.left;
+  p.band_last = band.offset + band.right;
+  p.offset = band.offset;
+  p.softcap_in = args.softcap > 0.f ? args.scale / args.softcap : 0.f;
+  p.softcap_out = args.softcap * kLog2e;
+  p.alibi_slopes = args.alibi.data;
+  p.alibi_batch_stride = args.alibi.batch_stride;
   return p;
+}
+
+// Whether the kernels compiled for the variants (kVariants) must run: a softcap, ALiBi or a
+// window's left bound. The default kernels serve none, causal masks and windows bounded on the
+// right only (the causal bound, moved), with the registers and instructions they always had.
+template <typename Args>
+bool uses_variant_kernels(const Args& args) {
+  return args.softcap > 0.f || args.alibi.data != nullptr || args.window.left >= 0;
 }
 
 template <typename Element>

@@ -1,7 +1,7 @@
 // The work of one CTA, the same for both kernel families: which (batch, head) and which block
 // of rows it owns, in which order CTAs start, which keys (forward) or query blocks (backward)
-// it visits, and which columns of a fragment the causal mask and the sequence ends leave
-// visible.
+// it visits, and which columns of a fragment the causal mask, the window and the sequence ends
+// leave visible. Blocks the band (mask and window) hides entirely are never visited.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +36,14 @@ struct ForwardBlock {
   int64_t head;
   int64_t kv_head;
   int64_t q0;
-  int64_t key_end;  // keys [0, key_end) are visible to at least one row; <= 0: to none
+  // Key blocks [first_key_block, first_key_block + key_blocks) hold every key a row of the
+  // block sees; key_blocks == 0 when no row sees one.
+  int64_t first_key_block;
+  int64_t key_blocks;
 };
 
-template <int kBlockM>
+// kLeftBound: the band may have a left end (mask.cuh, crosses_band()).
+template <int kBlockM, int kBlockN, bool kLeftBound>
 __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
                                                       int64_t num_m_blocks, BlockOrder order) {
   ForwardBlock block;
@@ -48,7 +52,14 @@ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, in
   block.head = block.bh % p.heads;
   block.kv_head = block.head / p.heads_per_kv;
   block.q0 = (num_m_blocks - 1 - order.block) * kBlockM;
-  block.key_end = p.causal ? min64(p.seq_k, block.q0 + kBlockM + p.causal_offset) : p.seq_k;
+  // The band's ends move right with the rows: the first row has the leftmost key, the last
+  // row the rightmost.
+  const int64_t key_begin = kLeftBound ? block.q0 + p.band_first : 0;
+  const int64_t key_end = min64(p.seq_k, block.q0 + kBlockM + p.band_last);
+  block.first_key_block = key_begin > 0 ? key_begin / kBlockN : 0;
+  block.key_blocks = key_end > key_begin && key_end > 0
+                         ? (key_end + kBlockN - 1) / kBlockN - block.first_key_block
+                         : 0;
   return block;
 }
 
@@ -77,14 +88,14 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 }
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
-// the kv head's group, the blocks [first_m_block, num_m_blocks) that hold a row seeing one of
-// its keys. By default head after head, blocks in increasing order. In deterministic mode
-// (ordered dQ sums, backward_steps.cuh) blocks in decreasing order, each with all heads of the
-// group: every key block meets the last query block, so all CTAs of a kv head start on the
-// same blocks and go down together, each one turn behind the key block before it; increasing
-// order would have key block n wait for key block 0 to reach n's first block under a causal
-// mask. The head is worked out at each iteration rather than kept: the kernels that use this
-// sit at the register limit.
+// the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
+// row seeing one of its keys. By default head after head, blocks in increasing order. In
+// deterministic mode (ordered dQ sums, backward_steps.cuh) blocks in decreasing order, each with
+// all heads of the group: every key block meets the last query block it sees first, so (without
+// a left window bound) all CTAs of a kv head start on the same blocks and go down together, each
+// one turn behind the key block before it; increasing order would have key block n wait for key
+// block 0 to reach n's first block under a causal mask. The head is worked out at each iteration
+// rather than kept: the kernels that use this sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;
@@ -103,33 +114,72 @@ struct QueryBlockSchedule {
   }
 };
 
-template <int kBlockM>
+template <int kBlockM, int kBlockN, bool kLeftBound>
 __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
     const ProblemParams& p, int64_t k0, bool deterministic_order) {
   QueryBlockSchedule<kBlockM> schedule{};
+  // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
+  // first key at the band's right end, the last its last key at the band's left end.
   const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
-  if (p.causal && k0 - p.causal_offset > 0) {
-    schedule.first_m_block = min64((k0 - p.causal_offset) / kBlockM, num_m_blocks);
+  if (k0 - p.band_last > 0) {
+    schedule.first_m_block = min64((k0 - p.band_last) / kBlockM, num_m_blocks);
   }
   schedule.blocks_per_head = num_m_blocks - schedule.first_m_block;
+  if constexpr (kLeftBound) {
+    const int64_t row_begin = schedule.first_m_block * kBlockM;
+    const int64_t last_key = min64(k0 + kBlockN, p.seq_k) - 1;
+    const int64_t row_end = clamp64(last_key - p.band_first + 1, row_begin, p.seq_q);
+    schedule.blocks_per_head =
+        row_end > row_begin ? (row_end + kBlockM - 1) / kBlockM - schedule.first_m_block : 0;
+  }
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
   schedule.deterministic_order = deterministic_order;
   return schedule;
 }
 
-// For the two key rows of a thread's transposed fragment (S^T, dP^T), the first of the
-// kColumns query columns from q0 that each may see: query column c of key row r is visible iff
-// r < Sk and (not causal or q0 + c >= r - causal_offset). kColumns when none is.
-template <int kColumns>
-__device__ __forceinline__ void first_visible_columns(const ProblemParams& p,
-                                                      const int64_t (&fragment_key)[2],
-                                                      int64_t q0, int (&first_visible)[2]) {
+// Key block `key_block`'s turn at query block q0 in the deterministic dQ sums: its rank among
+// the key blocks the query block meets, in increasing order. Without a left window bound every
+// query block meets key blocks from 0 on; with one, from the block of its first row's first
+// visible key (q0 + band_first) on: each row's band is contiguous and the next row's starts one
+// key later, so the blocks a query block meets are consecutive.
+template <int kBlockN, bool kLeftBound>
+__device__ __forceinline__ int dq_turn(const ProblemParams& p, int64_t q0, int key_block) {
+  if constexpr (!kLeftBound) return key_block;
+  const int64_t first_key = q0 + p.band_first;
+  return key_block - static_cast<int>(first_key > 0 ? first_key / kBlockN : 0);
+}
+
+// Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment
+// (S^T, dP^T) see: query column c of key row r is visible iff r < Sk and
+// r - band_last <= q0 + c <= r - band_first, i.e. first[half] <= c < end[half]. Without
+// kLeftBound, end is kColumns and not kept: the kernels that use this sit at the register limit.
+template <bool kLeftBound>
+struct VisibleColumns {
+  bool masked;  // the block needs a mask at all (needs_mask())
+  int first[2];
+  int end[kLeftBound ? 2 : 1];
+
+  __device__ __forceinline__ bool hides(int half, int col) const {
+    if constexpr (kLeftBound) return masked && (col < first[half] || col >= end[half]);
+    return masked && col < first[half];
+  }
+};
+
+template <bool kLeftBound, int kColumns>
+__device__ __forceinline__ VisibleColumns<kLeftBound> visible_columns(
+    const ProblemParams& p, bool masked, const int64_t (&fragment_key)[2], int64_t q0) {
+  VisibleColumns<kLeftBound> visible;
+  visible.masked = masked;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t key = fragment_key[half];
-    const int64_t first = p.causal ? key - p.causal_offset - q0 : 0;
-    first_visible[half] = key < p.seq_k ? static_cast<int>(clamp64(first, 0, kColumns)) : kColumns;
+    const int64_t first = clamp64(key - p.band_last - q0, 0, kColumns);
+    visible.first[half] = key < p.seq_k ? static_cast<int>(first) : kColumns;
+    if constexpr (kLeftBound) {
+      visible.end[half] = static_cast<int>(clamp64(key - p.band_first + 1 - q0, 0, kColumns));
+    }
   }
+  return visible;
 }
 
 }  // namespace cuflash::detail

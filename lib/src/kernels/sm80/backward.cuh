@@ -11,9 +11,10 @@
 //                interleaves heads under a causal mask):
 //                  S^T  = K_j Q_i^T                      (16 keys x kWarpQueries per warp)
 //                  P^T  = exp2(S^T * scale*log2e - LSE_i * log2e), 0 where masked
+//                         (kVariants: exp2(mod(S^T) - LSE_i * log2e), score_mod.cuh)
 //                  dV_j += P^T dO_i
 //                  dP^T = V_j dO_i^T
-//                  dS^T = P^T * (dP^T - D_i)
+//                  dS^T = P^T * (dP^T - D_i)          (kVariants: times 1 - tanh^2)
 //                  dK_j += dS^T Q_i                      (times scale at the end)
 //                  dQ_i += dS K_j                        (fp32 atomics into the accumulator;
 //                                                         deterministic mode: in key block order)
@@ -28,6 +29,7 @@
 #include "kernels/common/backward_steps.cuh"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/launch_util.cuh"
+#include "kernels/common/mask.cuh"
 #include "kernels/sm80/mma.cuh"
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
@@ -101,9 +103,10 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
   }
 }
 
-// kDeterministic: ordered dQ sums (params.dq_semaphores set); a template flag rather than a
-// runtime one, because the default kernel sits at the register limit.
-template <typename Element, typename Traits, bool kDeterministic>
+// kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
+// (params.dq_semaphores set). Template flags rather than runtime ones, because the default
+// kernel sits at the register limit.
+template <typename Element, typename Traits, bool kVariants, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> params) {
   using Ops = MmaOps<Element>;
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM>(p, k0, kDeterministic);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kDeterministic);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -207,12 +210,20 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
     // P^T, with the columns the mask hides or past the end of the keys set to 0.
     const int64_t warp_q0 = q0 + warp_query0;
-    const bool crosses_end = k0 + kBlockN > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > warp_q0 + p.causal_offset;
-    int first_visible_col[2];
-    first_visible_columns<kWarpQueries>(p, fragment_key, warp_q0, first_visible_col);
-    probabilities_transposed(st, lse_s, p.scale_log2, crosses_end || crosses_diagonal,
-                             first_visible_col, lane);
+    const bool masked = needs_mask<kVariants>(p, warp_q0, kWarpQueries, k0, kBlockN);
+    [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    if constexpr (kVariants) {
+      modified_probabilities_transposed(st, softcap_slope, lse_s, score_mod(p, batch, head),
+                                        warp_q0 + p.offset - fragment_key[0], lane);
+      if (masked) {
+        hide_columns(st, visible_columns<true, kWarpQueries>(p, true, fragment_key, warp_q0),
+                     lane);
+      }
+    } else {
+      probabilities_transposed(
+          st, lse_s, p.scale_log2,
+          visible_columns<false, kWarpQueries>(p, masked, fragment_key, warp_q0), lane);
+    }
 
     // dV += P^T dO: (16 keys, D)
     add_product_of_accumulators<1>(dv_acc, st, dout_s, lane);
@@ -222,6 +233,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
     score_gradients_transposed(st, st, dpt, row_dot_s, lane);  // st now holds dS^T
+    if constexpr (kVariants) apply_softcap_slope(st, softcap_slope);
 
     // dK += dS^T Q: (16 keys, D)
     add_product_of_accumulators<1>(dk_acc, st, q_s, lane);
@@ -248,7 +260,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
     int* semaphore = kDeterministic
                          ? dq_semaphore<kBlockM>(params.dq_semaphores, p, batch, head, q0)
                          : nullptr;
-    add_dq_in_turn(semaphore, int(k0 / kBlockN), thread, [&] {
+    const int turn = dq_turn<kBlockN, kVariants>(p, q0, int(k0 / kBlockN));
+    add_dq_in_turn(semaphore, turn, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
           params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
           dq_col0, p.seq_q, lane);
@@ -275,8 +288,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
                                           k0, p.seq_k, v_tile, thread);
 }
 
-// Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion.
-template <typename Element, typename Traits>
+// Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion
+// (kVariants: the instantiation for softcap, ALiBi and left-bounded windows;
+// uses_variant_kernels(args) must agree).
+template <typename Element, typename Traits, bool kVariants>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   constexpr int kHeadDim = Traits::kHeadDim;
   const AttentionShape& shape = args.shape;
@@ -285,8 +300,9 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
 
   launch_backward_prologue<Element, kHeadDim>(params, stream);
 
-  auto* kernel = params.dq_semaphores != nullptr ? &backward_kernel<Element, Traits, true>
-                                                 : &backward_kernel<Element, Traits, false>;
+  auto* kernel = params.dq_semaphores != nullptr
+                     ? &backward_kernel<Element, Traits, kVariants, true>
+                     : &backward_kernel<Element, Traits, kVariants, false>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {

@@ -7,7 +7,8 @@
 //   Q (kBlockM, D) -> shared memory once (and into registers as A fragments when they fit)
 //   for each key block j visible to the block (K_j, V_j (kBlockN, D) double-buffered):
 //     S = Q K_j^T                       (fp32, 16 x kBlockN per m tile)
-//     mask S on blocks that cross the causal diagonal or the end of the keys
+//     kVariants: softcap and ALiBi on S, into log2 units (score_mod.cuh)
+//     mask S on blocks that cross the band (causal mask, window) or the end of the keys
 //     m_new = max(m, rowmax(S)); P = exp2(S * scale * log2e - m_new)
 //     l = l * exp2(m - m_new) + rowsum(P)
 //     O = O * exp2(m - m_new) + P V_j   (P reused in registers as the A operand)
@@ -24,6 +25,7 @@
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
+#include "kernels/common/score_mod.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -94,7 +96,7 @@ __device__ __forceinline__ void merge_key_parts(float* merge, OnlineSoftmax (&so
   }
 }
 
-template <typename Element, typename Traits>
+template <typename Element, typename Traits, bool kVariants>
 __global__ void __launch_bounds__(Traits::kThreads)
     forward_kernel(const ForwardParams<Element> params) {
   using Ops = MmaOps<Element>;
@@ -115,20 +117,20 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const ForwardBlock block =
-      forward_block<kBlockM>(p, params.bh_offset, params.num_m_blocks, block_order(p.causal));
+  const ForwardBlock block = forward_block<kBlockM, kBlockN, kVariants>(
+      p, params.bh_offset, params.num_m_blocks, block_order(p.causal));
   const int64_t q0 = block.q0;
   const Element* q = params.q.slice(block.batch, block.head);     // [Sq, D]
   const Element* k = params.k.slice(block.batch, block.kv_head);  // [Sk, D]
   const Element* v = params.v.slice(block.batch, block.kv_head);  // [Sk, D]
   Element* out = params.out.slice(block.batch, block.head);        // [Sq, D]
   float* lse = params.lse + block.bh * p.seq_q;                   // [Sq]
-  if (block.key_end <= 0) {
+  if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, lse, q0, p.seq_q,
                                                    thread);
     return;
   }
-  const int64_t num_key_blocks = (block.key_end + kBlockN - 1) / kBlockN;
+  const int64_t num_key_blocks = block.key_blocks;
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -137,8 +139,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto v_tile = [&](int stage) {
     return Tile{smem + (kBlockM + (kStages + stage) * kBlockN) * kStride};
   };  // both (kBlockN, D)
-  auto load_key_block = [&](int64_t key_block, int stage) {
-    const int64_t k0 = key_block * kBlockN;
+  // The it-th key block visited, keys from key_start(it).
+  auto key_start = [&](int64_t it) { return (block.first_key_block + it) * kBlockN; };
+  auto load_key_block = [&](int64_t it, int stage) {
+    const int64_t k0 = key_start(it);
     load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage), k, params.k.seq_stride, k0,
                                                  p.seq_k, thread);
     load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage), v, params.v.seq_stride, k0,
@@ -164,6 +168,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) zero(o_acc[mi]);
+  const ScoreMod mod = kVariants ? score_mod(p, block.batch, block.head) : ScoreMod{};
+  // Modified scores are already in log2 units.
+  const float softmax_scale = kVariants ? 1.f : p.scale_log2;
 
   for (int64_t key_block = 0; key_block < num_key_blocks; ++key_block) {
     const int stage = static_cast<int>(key_block % kStages);
@@ -209,13 +216,13 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
 
-    const int64_t k0 = key_block * kBlockN + warp_key0;
-    const bool crosses_end = k0 + kWarpKeys > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kWarpKeys - 1 > q0 + p.causal_offset;
+    const int64_t k0 = key_start(key_block) + warp_key0;
+    const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kWarpKeys);
 #pragma unroll
     for (int mi = 0; mi < kMTiles; ++mi) {
-      if (crosses_end || crosses_diagonal) mask_scores(s[mi], p, k0, fragment_row + 16 * mi, lane);
-      softmax[mi].update(s[mi], o_acc[mi], p.scale_log2);  // s now holds P
+      if constexpr (kVariants) modify_scores(s[mi], mod, p, k0, fragment_row + 16 * mi, lane);
+      if (masked) mask_scores<kVariants>(s[mi], p, k0, fragment_row + 16 * mi, lane);
+      softmax[mi].update(s[mi], o_acc[mi], softmax_scale);  // s now holds P
     }
 
     // O += P V: (16, D) per m tile
@@ -254,11 +261,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
                                                          q_tile, thread);
 }
 
-// Launches forward_kernel with the tile shapes of Traits.
-template <typename Element, typename Traits>
+// Launches forward_kernel with the tile shapes of Traits (kVariants: the instantiation for
+// softcap, ALiBi and left-bounded windows; uses_variant_kernels(args) must agree).
+template <typename Element, typename Traits, bool kVariants>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardParams<Element> params{};
-  params.problem = problem_params(args.shape, args.mask, args.scale);
+  params.problem = problem_params(args);
   params.q = global_tensor<const Element>(args.q);
   params.k = global_tensor<const Element>(args.k);
   params.v = global_tensor<const Element>(args.v);
@@ -266,7 +274,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   params.lse = args.lse;
   params.num_m_blocks = ceil_div(args.shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = &forward_kernel<Element, Traits>;
+  auto* kernel = &forward_kernel<Element, Traits, kVariants>;
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(args.shape.batch * args.shape.heads, [&](int64_t offset, unsigned count) {

@@ -22,6 +22,7 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/fragments.cuh"
+#include "kernels/common/mask.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/sm90/tma.cuh"
@@ -140,7 +141,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // `key_block`'s turn at each query block ahead of the consumers, lets them add (dq_turn), waits
 // until all of them have issued their atomics (dq_added) and passes the turn on. The mbarriers
 // order the consumers' atomics before its release, and its acquire before their atomics.
-template <typename Traits, typename Element>
+template <typename Traits, bool kLeftBound, typename Element>
 __device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& base,
                                               BackwardSmem<Traits> smem,
                                               const QueryBlockSchedule<Traits::kBlockM>& schedule,
@@ -148,9 +149,10 @@ __device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& bas
   using Smem = BackwardSmem<Traits>;
   const ProblemParams& p = base.problem;
   for (int64_t it = 0; it < schedule.count; ++it) {
-    int* semaphore = dq_semaphore<Traits::kBlockM>(
-        base.dq_semaphores, p, batch, schedule.head(p, kv_head, it), schedule.q0(p, it));
-    wait_for_dq_turn(semaphore, key_block);
+    const int64_t q0 = schedule.q0(p, it);
+    int* semaphore = dq_semaphore<Traits::kBlockM>(base.dq_semaphores, p, batch,
+                                                   schedule.head(p, kv_head, it), q0);
+    wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockN, kLeftBound>(p, q0, key_block));
     mbarrier_arrive(smem.dq_turn());
     mbarrier_wait(smem.dq_added(), Smem::dq_parity(it));
     pass_dq_turn(semaphore);
@@ -159,9 +161,10 @@ __device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& bas
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kDeterministic: ordered dQ sums (base.dq_semaphores set); a template flag rather than a
-// runtime one, because the default kernel sits at the register limit.
-template <typename Element, int kHeadDim, bool kDeterministic>
+// kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
+// (base.dq_semaphores set). Template flags rather than runtime ones, because the default kernel
+// sits at the register limit.
+template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM>(p, k0, kDeterministic);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kDeterministic);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -211,7 +214,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
                                      lane);
     } else if (kDeterministic && thread == kConsumers + 32) {
-      keep_dq_turns<Traits>(base, smem, schedule, batch, kv_head, int(k0 / kBlockN));
+      keep_dq_turns<Traits, kVariants>(base, smem, schedule, batch, kv_head,
+                                       int(k0 / kBlockN));
     }
     return;
   }
@@ -256,22 +260,27 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     }
     wgmma_commit();
 
-    // P^T; query column c of key row r is visible iff r < Sk and (not causal or
-    // q0 + c >= r - causal_offset). Rows past Sq have LSE = +inf: P = 0.
+    // P^T; query column c of key row r is visible as visible_columns() says. Rows past Sq
+    // have LSE = +inf: P = 0.
     wgmma_wait<0>();
     wgmma_fence_operands(st);
     wgmma_fence_operands(dpt);
-    const bool crosses_end = k0 + kBlockN > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
-    int first_visible_col[2];
-    first_visible_columns<kBlockM>(p, fragment_key, q0, first_visible_col);
+    const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
+    const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    probabilities_transposed(st, lse, p.scale_log2, crosses_end || crosses_diagonal,
-                             first_visible_col, lane);
+    [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    if constexpr (kVariants) {
+      modified_probabilities_transposed(st, softcap_slope, lse, score_mod(p, batch, head),
+                                        q0 + p.offset - fragment_key[0], lane);
+      if (masked) hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
+    } else {
+      probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+    }
     // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
     // the products that keep their packed forms alive start (register pressure).
     score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+    if constexpr (kVariants) apply_softcap_slope(dpt, softcap_slope);
     uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
@@ -375,8 +384,12 @@ bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  auto* kernel = params.base.dq_semaphores != nullptr ? &backward_kernel<Element, kHeadDim, true>
-                                                      : &backward_kernel<Element, kHeadDim, false>;
+  const bool variants = uses_variant_kernels(args);
+  const bool deterministic = params.base.dq_semaphores != nullptr;
+  auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
+                                           : &backward_kernel<Element, kHeadDim, true, false>)
+                          : (deterministic ? &backward_kernel<Element, kHeadDim, false, true>
+                                           : &backward_kernel<Element, kHeadDim, false, false>);
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;

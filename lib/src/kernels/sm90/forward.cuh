@@ -26,6 +26,7 @@
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
+#include "kernels/common/score_mod.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -95,15 +96,17 @@ __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
 }
 
 // The producer: Q once, then K_j and V_j into their slots as soon as the consumers free them.
+// `block` counts the key blocks visited (slots and barrier phases follow it); the keys start at
+// block first_key_block.
 template <typename Traits, typename Element>
 __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& params,
                                               ForwardSmem<Traits> smem, int64_t q0,
-                                              int64_t num_key_blocks, int64_t batch,
-                                              int64_t head, int64_t kv_head) {
+                                              int64_t first_key_block, int64_t num_key_blocks,
+                                              int64_t batch, int64_t head, int64_t kv_head) {
   using Smem = ForwardSmem<Traits>;
   load_tile_tma(smem.q(), params.q_map, smem.q_full(), q0, head, batch);
   for (int64_t block = 0; block < num_key_blocks; ++block) {
-    const int64_t k0 = block * Traits::kBlockN;
+    const int64_t k0 = (first_key_block + block) * Traits::kBlockN;
     if (block >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
     load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, kv_head, batch);
     if (block >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
@@ -113,7 +116,7 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, bool kVariants>
 __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     forward_kernel(const __grid_constant__ ForwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -133,20 +136,20 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   // Plain block order: CTAs of one head run together and share its K/V in L2.
-  const ForwardBlock block = forward_block<kBlockM>(p, params.base.bh_offset,
-                                                    params.base.num_m_blocks, block_order(false));
+  const ForwardBlock block = forward_block<kBlockM, kBlockN, kVariants>(
+      p, params.base.bh_offset, params.base.num_m_blocks, block_order(false));
   const int64_t q0 = block.q0;
   const int64_t batch = block.batch;
   const int64_t head = block.head;
   const int64_t kv_head = block.kv_head;
   Element* out = params.base.out.slice(batch, head);
   float* lse = params.base.lse + block.bh * p.seq_q;
-  if (block.key_end <= 0) {
+  if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, Traits::kThreads>(out, params.base.out.seq_stride, lse,
                                                            q0, p.seq_q, thread);
     return;
   }
-  const int64_t num_key_blocks = (block.key_end + kBlockN - 1) / kBlockN;
+  const int64_t num_key_blocks = block.key_blocks;
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -166,7 +169,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   if (thread >= kConsumers) {  // the producer warpgroup: one thread issues every load
     warpgroup_release_registers<kProducerRegisters>();
     if (thread == kConsumers) {
-      produce_tiles<Traits>(params, smem, q0, num_key_blocks, batch, head, kv_head);
+      produce_tiles<Traits>(params, smem, q0, block.first_key_block, num_key_blocks, batch, head,
+                            kv_head);
     }
     return;
   }
@@ -187,14 +191,20 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     }
     wgmma_commit();
   };
-  // Masks S_j where needed and turns it into P_j (unnormalized probabilities).
+  // Modifies (kVariants) and masks S_j where needed and turns it into P_j (unnormalized
+  // probabilities); `it` counts the key blocks visited.
   OnlineSoftmax softmax;
-  auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t block, float (&rescale)[2]) {
-    const int64_t k0 = block * kBlockN;
+  [[maybe_unused]] ScoreMod mod;
+  if constexpr (kVariants) mod = score_mod(p, batch, head);
+  const float softmax_scale = kVariants ? 1.f : p.scale_log2;  // modified scores: log2 units
+  auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t it, float (&rescale)[2]) {
+    const int64_t k0 = (block.first_key_block + it) * kBlockN;
     const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
-    const bool crosses_diagonal = p.causal && k0 + kBlockN - 1 > q0 + p.causal_offset;
-    if (crosses_end || crosses_diagonal) mask_scores(s, p, k0, fragment_row, lane);
-    softmax.exponentiate(s, p.scale_log2, rescale);
+    if constexpr (kVariants) modify_scores(s, mod, p, k0, fragment_row, lane);
+    if (crosses_end || crosses_band<kVariants>(p, q0, kBlockM, k0, kBlockN)) {
+      mask_scores<kVariants>(s, p, k0, fragment_row, lane);
+    }
+    softmax.exponentiate(s, softmax_scale, rescale);
   };
   uint32_t p_fragments[kBlockN / 16][4];  // P_j as A operands, k16 slices of keys
   auto pack_probabilities = [&](const float (&s)[kScoreTiles][4]) {
@@ -319,12 +329,13 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
     return false;
   }
   ForwardParams<Element>& base = params.base;
-  base.problem = problem_params(shape, args.mask, args.scale);
+  base.problem = problem_params(args);
   base.out = global_tensor<Element>(args.out);
   base.lse = args.lse;
   base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
 
-  auto* kernel = &forward_kernel<Element, kHeadDim>;
+  auto* kernel = uses_variant_kernels(args) ? &forward_kernel<Element, kHeadDim, true>
+                                       : &forward_kernel<Element, kHeadDim, false>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads, [&](int64_t offset, unsigned count) {
     base.bh_offset = offset;

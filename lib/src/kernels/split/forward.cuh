@@ -68,10 +68,11 @@ template <typename Element>
 __device__ __forceinline__ SequenceKeys sequence_keys(const SplitParams<Element>& params,
                                                       int64_t batch) {
   const ProblemParams& p = params.problem;
-  if (params.cache_seqlens == nullptr) return {p.seq_k, p.causal_offset};
+  // band_last is the causal diagonal's offset (the split kernel serves no window).
+  if (params.cache_seqlens == nullptr) return {p.seq_k, p.band_last};
   // Clamped so that a bad length cannot send the loads past the caller's memory.
   const int64_t length = clamp64(__ldg(params.cache_seqlens + batch), 0, p.seq_k);
-  return {length, p.causal_offset + (params.diagonal_follows_length ? length - p.seq_k : 0)};
+  return {length, p.band_last + (params.diagonal_follows_length ? length - p.seq_k : 0)};
 }
 
 // The packed rows of one thread's fragment rows (group, group + 8) in a CTA's block.
@@ -345,7 +346,7 @@ template <typename Element, typename Config>
 void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   SplitParams<Element> params{};
-  params.problem = problem_params(s, args.mask, args.scale);
+  params.problem = problem_params(args);
   params.q = global_tensor<const Element>(args.q);
   params.k = global_tensor<const Element>(args.k);
   params.v = global_tensor<const Element>(args.v);

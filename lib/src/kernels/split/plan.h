@@ -122,6 +122,12 @@ inline bool needs_split_kernel(const ForwardArgs& args) {
   return args.paged.enabled() || args.cache_seqlens != nullptr;
 }
 
+// Whether the call has a window, a softcap or ALiBi, which the split kernel does not apply: such
+// calls run on the tiled kernels, and cannot be paged, have cache lengths or forced splits.
+inline bool has_score_variants(const ForwardArgs& args) {
+  return args.window.bounded() || args.softcap > 0.f || args.alibi.data != nullptr;
+}
+
 // The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
 // split kernel for packed rows <= 64 (decoding, GQA groups of short queries), for small tiled
 // grids over long keys and for every call that needs it (needs_split_kernel()); `args.splits`
@@ -131,7 +137,7 @@ template <int kHeadDim>
 ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   using Traits = SplitTraits<kHeadDim>;
   const AttentionShape& s = args.shape;
-  if (args.dtype == DType::fp32) return {};
+  if (args.dtype == DType::fp32 || has_score_variants(args)) return {};
   const int64_t rows = packed_rows(s);
   const bool narrow = rows <= Traits::Narrow::kBlockM;
   const size_t smem = narrow ? Traits::Narrow::kSmemBytes : Traits::Wide::kSmemBytes;

@@ -1,18 +1,22 @@
 // CPU reference attention in float64, the ground truth every GPU result is checked against.
 //
-// The problem is cuflash::Problem (problem.h): its shape, mask and scale; the reference ignores
+// The problem is cuflash::Problem (problem.h): its shape, mask, window, scale, softcap and ALiBi
+// slopes; the reference ignores
 // its dtype and layout, since it works on float64 values in [batch, heads, seq, head_dim] order.
 // Tensors are dense row-major double arrays: Q, O, dO, dQ are [batch, heads, seq_q, head_dim];
 // K, V, dK, dV are [batch, heads_kv, seq_k, head_dim]; LSE is [batch, heads, seq_q].
 //
 // Semantics (the same as the GPU kernels):
-//   S = scale * Q K^T, masked as described for cuflash::Mask (types.h), P = softmax(S) per row,
-//   O = P V, LSE = log(sum_j exp(S_ij)) in natural log.
+//   S = scale * Q K^T; with a softcap C, S = C tanh(S / C); with ALiBi, S -= slope[h] |i + off - j|
+//   (off = diagonal_offset(), types.h); masked as described for cuflash::Mask (types.h) and
+//   cuflash::Window (problem.h); P = softmax(S) per row, O = P V, LSE = log(sum_j exp(S_ij)) in
+//   natural log. The backward differentiates through the softcap (factor 1 - tanh^2).
 //   Grouped-query attention: query head h reads key/value head h / (heads / heads_kv); dK and dV
 //   of a key/value head are the sums over the query heads of its group.
-//   A row that sees no key (causal_bottom_right with seq_q > seq_k) has O = 0 and LSE = +inf:
-//   +inf makes the backward's recomputation exp(S - LSE) give exactly zero probabilities, so
-//   such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is ever NaN.
+//   A row that sees no key (causal_bottom_right with seq_q > seq_k, or a window) has O = 0 and
+//   LSE = +inf: +inf makes the backward's recomputation exp(S - LSE) give exactly zero
+//   probabilities, so such a row gets dQ = 0 and adds nothing to dK and dV. Nothing in it is
+//   ever NaN.
 //   Per-sequence key lengths (Problem::cache_seqlens, forward only): batch entry b sees only its
 //   keys [0, cache_seqlens[b]), and the causal masks align to that length as if it were seq_k.
 //   NaN or Inf in the inputs are not sanitized: they reach exactly the outputs that depend on them
@@ -44,9 +48,10 @@ struct Gradients {
 };
 
 // Throws std::invalid_argument (naming the field) for non-positive sizes, heads % heads_kv != 0,
-// a non-finite scale, cache_seqlens of the wrong count or outside [1, seq_k] (and for backward()
-// with any), or element counts that overflow int64; forward() and backward() also for
-// input vectors of the wrong length.
+// a non-finite scale, window bounds below -1, a negative or non-finite softcap, ALiBi slopes
+// that are not [heads] or [batch, heads] or not finite, cache_seqlens of the wrong count or
+// outside [1, seq_k] (and for backward() with any), or element counts that overflow int64;
+// forward() and backward() also for input vectors of the wrong length.
 void validate(const Problem& p);
 
 // Progress of a long forward() or backward(): called with done = 0 before the work starts and

@@ -1,0 +1,67 @@
+// Softcap and ALiBi on mma accumulator fragments, for the kernels compiled with kVariants
+// (dispatched at launch, uses_variant_kernels(); the default kernels never see this code).
+// Scores leave in log2 units, ready for exp2: the softmax then multiplies them by 1 instead of
+// scale * log2(e).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/params.cuh"
+#include "kernels/common/softmax.cuh"
+
+namespace cuflash::detail {
+
+// The modifications of one (batch, query head).
+struct ScoreMod {
+  float scale_log2;   // scale * log2(e), used without a softcap
+  float softcap_in;   // scale / softcap; 0: no softcap
+  float softcap_out;  // softcap * log2(e)
+  float slope_log2;   // ALiBi slope * log2(e); 0 without ALiBi
+
+  // The log2-unit score of the raw product x = q.k of a pair at `distance` = query + offset -
+  // key: softcap_out * tanh(x * softcap_in) (or x * scale_log2), minus slope_log2 * |distance|.
+  // `softcap_slope` gets d(capped)/d(scaled) = 1 - tanh^2 (1 without a softcap).
+  __device__ __forceinline__ float operator()(float x, float distance,
+                                              float& softcap_slope) const {
+    float score = x * scale_log2;
+    softcap_slope = 1.f;
+    if (softcap_in != 0.f) {  // uniform over the grid
+      const float t = tanhf(x * softcap_in);
+      score = softcap_out * t;
+      softcap_slope = fmaf(-t, t, 1.f);
+    }
+    return fmaf(-slope_log2, fabsf(distance), score);
+  }
+};
+
+__device__ __forceinline__ ScoreMod score_mod(const ProblemParams& p, int64_t batch,
+                                              int64_t head) {
+  const float slope = p.alibi_slopes == nullptr
+                          ? 0.f
+                          : p.alibi_slopes[batch * p.alibi_batch_stride + head];
+  return {p.scale_log2, p.softcap_in, p.softcap_out, slope * kLog2e};
+}
+
+// Modifies this thread's part of a warp's 16 x (8 * kTiles) block of raw scores (keys k0..;
+// `row` the query of fragment row `group`) into log2-unit scores.
+template <int kTiles>
+__device__ __forceinline__ void modify_scores(float (&s)[kTiles][4], const ScoreMod& mod,
+                                              const ProblemParams& p, int64_t k0, int64_t row,
+                                              int lane) {
+  float unused;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    // Distances stay exact in float up to 2^24, far beyond where the bias has any weight left.
+    const float base = float(row + 8 * half + p.offset - k0 - 2 * (lane % 4));
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[t][2 * half + e];
+        x = mod(x, base - float(8 * t + e), unused);
+      }
+    }
+  }
+}
+
+}  // namespace cuflash::detail
