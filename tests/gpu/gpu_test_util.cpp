@@ -331,4 +331,13 @@ std::vector<TensorCheck> run_and_check(const Problem& c, const CaseInputs& in) {
   };
 }
 
+std::vector<TensorCheck> run_and_check_forward(const Problem& c, uint64_t seed) {
+  const CaseInputs in = make_inputs(c, seed);
+  const HostForwardResult gpu = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
+  const reference::ForwardResult ref = reference::forward(c, in.q, in.k, in.v);
+  const reference::ForwardResult base = reference::baseline::forward(c, in.q, in.k, in.v);
+  return {check_tensor("O", c.dtype, q_side_values(c, gpu.out), base.out, ref.out),
+          check_lse(c.dtype, gpu.lse, ref.lse)};
+}
+
 }  // namespace cuflash::gpu_test

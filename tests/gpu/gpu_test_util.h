@@ -98,4 +98,8 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
 std::vector<TensorCheck> run_and_check(const Problem& p, uint64_t seed);
 std::vector<TensorCheck> run_and_check(const Problem& p, const CaseInputs& in);
 
+// The same for the forward alone (O and LSE): the cases only the forward serves (key splits,
+// paged K/V, per-sequence key lengths, which the reference and baseline follow too).
+std::vector<TensorCheck> run_and_check_forward(const Problem& p, uint64_t seed);
+
 }  // namespace cuflash::gpu_test

@@ -57,13 +57,7 @@ void check_bitwise_equal(const Problem& paged, uint64_t seed) {
 // both of which follow the key lengths.
 void check_against_reference(const Problem& c, uint64_t seed) {
   INFO(describe(c) << " page_size=" << c.page_size << " splits=" << c.splits);
-  const CaseInputs in = make_inputs(c, seed);
-  const HostForwardResult gpu = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
-  const reference::ForwardResult ref = reference::forward(c, in.q, in.k, in.v);
-  const reference::ForwardResult base = reference::baseline::forward(c, in.q, in.k, in.v);
-  for (const TensorCheck& check :
-       {check_tensor("O", c.dtype, q_side_values(c, gpu.out), base.out, ref.out),
-        check_lse(c.dtype, gpu.lse, ref.lse)}) {
+  for (const TensorCheck& check : run_and_check_forward(c, seed)) {
     INFO(check.report);
     CHECK(check.pass);
   }
