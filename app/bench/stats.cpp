@@ -64,13 +64,22 @@ double pass_bytes(const Problem& p, const std::string& pass) {
   const AttentionShape& s = p.shape;
   const double element = dtype_size(p.dtype);
   const double q_bytes = double(s.q_elements()) * element;
-  double keys = double(s.batch) * double(s.seq_k);  // summed over the batch entries
-  if (!p.cache_seqlens.empty()) {
+  // The keys some query sees, from the first row's band start to the last row's band end
+  // (a window or a top-left causal mask with seq_q < seq_k leaves the others unread).
+  const VisibleBand band = visible_band(s, p.mask, p.window);
+  const int64_t first_key = band.begin(0);
+  const int64_t key_end = band.end(s.seq_q - 1, s.seq_k);
+  double keys = double(s.batch) * double(std::max<int64_t>(key_end - first_key, 0));
+  if (!p.cache_seqlens.empty()) {  // no window with cache lengths (check_case_size())
     keys = 0;
     for (const int64_t length : p.cache_seqlens) keys += double(length);
   }
   const double kv_bytes = keys * double(s.heads_kv) * double(s.head_dim) * element;  // K or V
-  if (pass == "bwd") return 4 * q_bytes + 4 * kv_bytes;
+  if (pass == "bwd") {
+    // dK and dV are written whole, zeros where no query sees a key.
+    const double kv_written = double(s.kv_elements()) * element;
+    return 4 * q_bytes + 2 * kv_bytes + 2 * kv_written;
+  }
   return 2 * q_bytes + 2 * kv_bytes;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -96,8 +97,9 @@ class LineParser {
   Window window(const std::string& text) const {
     try {
       return cli::parse_window(text, "window");
-    } catch (const UsageError& error) {
-      fail(error.what());
+    } catch (const UsageError&) {  // its message shows the command line's LEFT,RIGHT
+      fail("window: '" + text + "' is not LEFT:RIGHT with each bound an integer >= -1 (-1: "
+           "unbounded)");
     }
   }
 
@@ -304,8 +306,13 @@ std::string sweep_line(const Problem& p) {
   line << "b=" << s.batch << " h=" << s.heads << " hkv=" << s.heads_kv << " sq=" << s.seq_q
        << " sk=" << s.seq_k << " d=" << s.head_dim << " dtype=" << to_string(p.dtype)
        << " mask=" << to_string(p.mask) << " layout=" << to_string(p.layout);
+  if (p.window.bounded()) line << " window=" << p.window.left << ":" << p.window.right;
+  if (p.softcap > 0) line << " softcap=" << std::setprecision(17) << p.softcap;
+  // Only the paper's slopes have a sweep form; bench --profile refuses slopes from a file.
+  if (!p.alibi_slopes.empty()) line << " alibi=1";
   if (p.splits != 0) line << " splits=" << p.splits;
   if (p.page_size != 0) line << " page_size=" << p.page_size;
+  if (p.deterministic) line << " deterministic=1";
   return line.str();
 }
 

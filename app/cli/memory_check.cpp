@@ -66,6 +66,8 @@ std::string case_options(const Problem& p) {
   text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
        << s.seq_q << " --seq-k " << s.seq_k << " -d " << s.head_dim << " --dtype "
        << to_string(p.dtype);
+  if (p.splits != 0) text << " --splits " << p.splits;
+  if (p.page_size != 0) text << " --page-size " << p.page_size;
   return text.str();
 }
 
@@ -94,7 +96,15 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.host_bytes = stored + 8 * (in_elements + out_elements + rows) + scratch;
   } else {
     need.host_bytes = stored;
-    need.device_bytes = element * (q + 2 * kv + q) + 4 * rows;
+    need.device_bytes = element * (q + 2 * kv + q) + 4 * rows +
+                        double(forward_workspace_size(s, p.dtype, p.splits));
+    if (p.page_size != 0) {
+      // The page pools (a quarter more pages than used) are built on the host and uploaded
+      // beside the contiguous K and V.
+      const double pools = 2 * 1.25 * element * kv;
+      need.host_bytes += pools;
+      need.device_bytes += pools;
+    }
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) +
                            double(backward_workspace_size(s, p.dtype, p.deterministic));

@@ -265,7 +265,8 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   add_list(command, "--page-size", o.page_size,
            "Forward only: K and V in a paged cache of this many keys per page (a power of two "
            ">= 16: 16, 32, 64, 128, 256, ...), the pages in a shuffled order; the results equal "
-           "the contiguous run's bit for bit. 0 = contiguous; fp16 and bf16" + list, allow_lists)
+           "the contiguous run's bit for bit where that run takes the split kernel too (decoding "
+           "shapes, or --splits >= 2). 0 = contiguous; fp16 and bf16" + list, allow_lists)
       ->check(kNonNegativeInteger);
   command.add_option("--cache-seqlens", o.cache_seqlens,
                      "Forward only: the keys of each batch entry, one per entry, each 1..seq_k "
@@ -291,6 +292,15 @@ void check_paging(const Problem& p) {
                      ": not supported; a page holds a power of two of at least 16 keys (16, 32, "
                      "64, 128, 256, ...)");
   }
+  // A page beyond the next power of two of seq_k only adds unused rows (and, far beyond, sizes
+  // that overflow).
+  int64_t largest_page = 16;
+  while (largest_page < p.shape.seq_k) largest_page *= 2;
+  if (page > largest_page) {
+    throw UsageError("--page-size " + std::to_string(page) + ": larger than the cache needs; at "
+                     "most " + std::to_string(largest_page) + " for seq_k " +
+                     std::to_string(p.shape.seq_k));
+  }
   const std::vector<int64_t>& lengths = p.cache_seqlens;
   if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != p.shape.batch) {
     throw UsageError("--cache-seqlens: " + std::to_string(lengths.size()) +
@@ -302,6 +312,14 @@ void check_paging(const Problem& p) {
       throw UsageError("--cache-seqlens: " + std::to_string(length) + " is outside 1..seq_k (" +
                        std::to_string(p.shape.seq_k) + ") for " + case_label(p));
     }
+  }
+  const bool variants = p.window.bounded() || p.softcap > 0 || !p.alibi_slopes.empty();
+  if (variants && (page != 0 || !lengths.empty() || p.splits > 1)) {
+    const char* split_option = page != 0            ? "--page-size"
+                               : !lengths.empty()   ? "--cache-seqlens"
+                                                    : "--splits";
+    throw UsageError(std::string(split_option) + " does not combine with --window, --softcap or "
+                     "--alibi yet: the split-KV kernel applies none of them");
   }
   if ((page != 0 || !lengths.empty()) && p.dtype == DType::fp32) {
     throw UsageError(std::string(page != 0 ? "--page-size" : "--cache-seqlens") +
@@ -351,9 +369,13 @@ void check_case_size(const Problem& p) {
 void require_single_values(const ProblemOptions& o, const std::string& command) {
   const auto check = [&](const auto& values, const char* name) {
     if (values.size() > 1) {
+      // A window is itself two numbers: several are given by repeating the option.
+      const std::string how = std::string(name) == "--window"
+                                  ? "repeat --window with verify or bench"
+                                  : "use a comma list with verify or bench: " +
+                                        std::string(name) + " " + join(values);
       throw UsageError(std::string(name) + " given " + std::to_string(values.size()) +
-                       " times; " + command + " takes one value (for several, use a comma list " +
-                       "with verify or bench: " + name + " " + join(values) + ")");
+                       " times; " + command + " takes one value (for several, " + how + ")");
     }
   };
   check(o.batch, "--batch");
@@ -405,12 +427,12 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
                     p.alibi_slopes = alibi_slopes_of(o, p.shape);
-                    check_case_size(p);
                     // The variants vary fastest.
                     for (const Window& window : windows) {
                       for (const double softcap : softcaps) {
                         p.window = window;
                         p.softcap = softcap;
+                        check_case_size(p);
                         cases.push_back(p);
                       }
                     }

@@ -150,8 +150,24 @@ ProfilerSettings profiler_settings(const BenchOptions& o, const CaseSettings& se
   return p;
 }
 
+// The profiled child rebuilds each case from its sweep line (sweep_line()), which cannot carry
+// per-sequence key lengths or slopes read from a file.
+void require_profilable(const BenchOptions& o, const std::vector<Problem>& cases) {
+  if (!o.profile) return;
+  for (const Problem& c : cases) {
+    const bool file_slopes =
+        !c.alibi_slopes.empty() && c.alibi_slopes != alibi_default_slopes(c.shape.heads);
+    if (!c.cache_seqlens.empty() || file_slopes) {
+      throw UsageError(std::string("--profile: the profiled child cannot rebuild a case with ") +
+                       (file_slopes ? "--alibi-slopes" : "--cache-seqlens") +
+                       "; drop one of the two");
+    }
+  }
+}
+
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   const Selection selection = select_cases(o);
+  require_profilable(o, selection.cases);
   SessionPlan plan;
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
@@ -206,7 +222,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   add_problem_options(cmd, o.problem, /*allow_lists=*/true);
   CLI::Option* sweep = cmd.add_option(
-      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa) or a path");
+      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode) or a path");
   for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
                             "--dtype", "--mask", "--causal", "--layout"}) {
     sweep->excludes(cmd.get_option(shape));

@@ -226,6 +226,10 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
   }
   if (o.backward) require_forward_only(p, "--backward");
   if (o.backend == "cuda") require_gpu_support(p);
+  if (p.deterministic && !o.backward) {
+    spdlog::warn("--deterministic orders the backward pass only; without --backward it changes "
+                 "nothing");
+  }
 
   // 2. The output folder: its rules, then created and proven writable, with room for the files.
   FolderPlan plan;

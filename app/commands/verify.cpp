@@ -82,6 +82,10 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
     for (const Problem& p : cases) require_forward_only(p, "--backward");
   }
   require_reference_size(cases, o);
+  if (o.problem.deterministic && !o.backward) {
+    spdlog::warn("--deterministic orders the backward pass only; without --backward it changes "
+                 "nothing");
+  }
   if (device_count() == 0) {
     throw RuntimeFailure(
         "verify compares the GPU kernels with the CPU reference and needs a CUDA GPU; none was "

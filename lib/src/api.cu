@@ -124,6 +124,12 @@ void validate_variants(const std::string& context, const AttentionShape& s, Wind
     invalid(context, "softcap must be finite and non-negative (0: off), got " +
                          std::to_string(softcap));
   }
+  // The kernels divide by it: a softcap so small that 1 / softcap overflows would turn a zero
+  // score into inf * 0 = NaN.
+  if (softcap > 0.f && !std::isfinite(1.f / softcap)) {
+    invalid(context, "softcap " + std::to_string(softcap) + " is too small (1 / softcap is not "
+                     "a finite float)");
+  }
   if (alibi.data != nullptr) {
     if (reinterpret_cast<uintptr_t>(alibi.data) % alignof(float) != 0) {
       invalid(context, "alibi.data must be 4-byte aligned");

@@ -273,8 +273,13 @@ HostPagedKV page_kv(const Problem& problem, const HostBytes& k, const HostBytes&
 
   const size_t element = static_cast<size_t>(dtype_size(problem.dtype));
   const size_t row_bytes = size_t(s.head_dim) * element;
-  const size_t pool_bytes = size_t(paged.num_pages) * size_t(page_size) * size_t(s.heads_kv) *
-                            row_bytes;
+  size_t pool_bytes = row_bytes;
+  for (const int64_t factor : {paged.num_pages, page_size, s.heads_kv}) {
+    if (pool_bytes > std::numeric_limits<size_t>::max() / size_t(factor)) {
+      throw Error(Error::Kind::invalid_argument, "paged K/V: the page pools' size overflows");
+    }
+    pool_bytes *= size_t(factor);
+  }
   paged.k_pages.assign(pool_bytes, kPoisonByte);
   paged.v_pages.assign(pool_bytes, kPoisonByte);
   for (int64_t b = 0; b < s.batch; ++b) {

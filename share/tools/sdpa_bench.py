@@ -62,7 +62,7 @@ SWEEP_DEFAULTS = {
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
-    "deterministic": "0",  # cuflash's deterministic backward: the same
+    "deterministic": "0",  # cuflash's deterministic backward: SDPA times its own default backward
 }  # hkv = h and sk = sq by default
 CHOICES = {
     "dtype": ("fp16", "bf16", "fp32"),
@@ -836,7 +836,7 @@ def parse_args(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
-    p.add_argument("--sweep", help="a sweep of share/sweeps (seed, fa) or a sweep file path")
+    p.add_argument("--sweep", help="a sweep of share/sweeps (seed, fa, decode) or a sweep file path")
     p.add_argument("--filter", help="only cases whose name matches this regular expression")
     p.add_argument(
         "--list",

@@ -199,6 +199,18 @@ TEST_CASE("stats: bytes moved, with and without cache lengths", "[bench]") {
   Problem page = decode;
   page.page_size = 64;  // paging moves the same bytes
   CHECK(pass_bytes(page, "fwd") == pass_bytes(decode, "fwd"));
+  // A window reads the keys from the first query's band start to the last one's end: with one
+  // query at the end of 32768 keys and 1024 keys to its left, 1025 keys; dK and dV are still
+  // written whole.
+  Problem window = decode;
+  window.window = Window{1024, 0};
+  const double window_kv = 8.0 * 8 * 1025 * 128 * 2;
+  CHECK(pass_bytes(window, "fwd") == 2 * q + 2 * window_kv);
+  CHECK(pass_bytes(window, "bwd") == 4 * q + 2 * window_kv + 2 * kv);
+  // Top-left causal with Sq < Sk: the keys past the last query are never read.
+  Problem top_left = make_case(1, 8, 256, 1024, 64, DType::fp16, Mask::causal_top_left);
+  const double tl_q = 8.0 * 256 * 64 * 2;
+  CHECK(pass_bytes(top_left, "fwd") == 2 * tl_q + 2 * (8.0 * 256 * 64 * 2));
 }
 
 // --- Sweeps and names ----------------------------------------------------------------------------

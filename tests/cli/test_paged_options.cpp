@@ -44,6 +44,19 @@ TEST_CASE("paged options: bad page sizes and cache lengths are one-line usage er
   require_usage_error("verify -b 2 -s 1 --seq-k 100 --page-size 16 --backward", "forward only");
   require_usage_error("bench -b 2 -s 1 --seq-k 100 --page-size 16", "--pass fwd");
   require_usage_error("bench --sweep decode --page-size 16 --pass fwd", "page_size=N");
+  // A page larger than the next power of two of seq_k (128 here) only adds unused rows; far
+  // larger ones overflowed the page pools' size.
+  require_usage_error("run " + small + "--page-size 256", "at most 128");
+  require_usage_error("run " + small + "--page-size 4611686018427387904", "at most 128");
+  // The split-KV kernel applies no window, softcap or ALiBi.
+  require_usage_error("run " + small + "--page-size 16 --window 4,4", "does not combine");
+  require_usage_error("run " + small + "--cache-seqlens 5,7 --softcap 5", "--cache-seqlens");
+  require_usage_error("run --backend cpu -s 128 --window 4,4 --splits 2", "--splits");
+  require_usage_error("bench -s 128 --alibi --splits 2 --pass fwd --list", "--alibi");
+  // The profiled child rebuilds a case from its sweep line, which has no cache lengths.
+  require_usage_error("bench -b 2 -s 1 --seq-k 100 --cache-seqlens 5,7 --pass fwd --profile "
+                      "--out-dir never",
+                      "--profile");
 }
 
 TEST_CASE("paged options: a refused case writes nothing", "[cli][paged]") {

@@ -240,11 +240,16 @@ TEST_CASE("profile: report folder, file names, shell quoting, sweep lines", "[be
         "/bin/ncu --case 'b=1 h=8' 'it'\\''s' a,b");
   for (const char* line : {"b=2 h=8 hkv=2 sq=100 sk=300 d=32 dtype=bf16 mask=causal-top-left "
                            "layout=bshd",
-                           "sq=64 mask=causal", "sq=1 sk=4096 dtype=bf16 splits=3 page_size=16"}) {
+                           "sq=64 mask=causal", "sq=1 sk=4096 dtype=bf16 splits=3 page_size=16",
+                           "sq=300 mask=causal window=64:0 softcap=30.5 alibi=1 deterministic=1",
+                           "sq=100 sk=200 window=-1:17 h=6 alibi=1", "softcap=0.1"}) {
     const Problem c = parse_sweep(line, "t").front();
     const std::vector<Problem> back = parse_sweep(sweep_line(c), "t");
     REQUIRE(back.size() == 1);
     CHECK(cli::case_label(back.front()) == cli::case_label(c));
+    CHECK(back.front().softcap == c.softcap);
+    CHECK(back.front().alibi_slopes == c.alibi_slopes);
+    CHECK(back.front().deterministic == c.deterministic);
   }
   CHECK(short_kernel_name("void ns::fwd<Tile<64>>(Params)") == "ns::fwd");
   CHECK(short_kernel_name("plain") == "plain");
