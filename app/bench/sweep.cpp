@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <regex>
@@ -148,12 +149,6 @@ class LineParser {
   std::string where_;
 };
 
-std::vector<std::string> values_or(const LineValues& values, const std::string& key,
-                                   std::vector<std::string> fallback) {
-  const auto it = values.find(key);
-  return it == values.end() ? fallback : it->second;
-}
-
 // Forced key splits or a page size that the case cannot take (cli::check_case_size's rules), as
 // line errors.
 void check_splits(const Problem& p, const LineParser& parser) {
@@ -164,50 +159,69 @@ void check_splits(const Problem& p, const LineParser& parser) {
   }
 }
 
+// One case of a line: a value for every key of kKeys.
+using CaseValues = std::map<std::string, std::string>;
+
+// The value of a key the line does not give: the command line's default; hkv follows h, and sk
+// follows sq.
+std::string default_value(const std::string& key, const CaseValues& chosen) {
+  if (key == "hkv") return chosen.at("h");
+  if (key == "sk") return chosen.at("sq");
+  static const std::map<std::string, std::string> kDefaults{
+      {"dtype", "fp16"}, {"d", "64"},          {"mask", "none"},  {"b", "1"},
+      {"h", "8"},        {"sq", "1024"},       {"window", "-1:-1"}, {"softcap", "0"},
+      {"alibi", "0"},    {"layout", "bhsd"},   {"splits", "0"},   {"page_size", "0"},
+      {"deterministic", "0"}};
+  return kDefaults.at(key);
+}
+
+// Calls `emit` for every combination of the line's lists, keys in kKeys order from `key_index`
+// on, the last key varying fastest.
+void for_each_combination(const LineValues& values, size_t key_index, CaseValues& chosen,
+                          const std::function<void(const CaseValues&)>& emit) {
+  if (key_index == kKeys.size()) return emit(chosen);
+  const std::string& key = kKeys[key_index];
+  const auto given = values.find(key);
+  const std::vector<std::string> items = given != values.end()
+                                             ? given->second
+                                             : std::vector<std::string>{default_value(key, chosen)};
+  for (const std::string& item : items) {
+    chosen[key] = item;
+    for_each_combination(values, key_index + 1, chosen, emit);
+  }
+}
+
+Problem case_of(const CaseValues& v, const LineParser& parser) {
+  const auto num = [&](const char* key) { return parser.integer(key, v.at(key)); };
+  Problem p;
+  p.shape.batch = num("b");
+  p.shape.heads = num("h");
+  p.shape.heads_kv = num("hkv");
+  p.shape.seq_q = num("sq");
+  p.shape.seq_k = num("sk");
+  p.shape.head_dim = num("d");
+  p.mask = cli::parse_mask(v.at("mask"));
+  p.dtype = cli::parse_dtype(v.at("dtype"));
+  p.layout = cli::parse_layout(v.at("layout"));
+  p.window = parser.window(v.at("window"));
+  p.softcap = parser.softcap(v.at("softcap"));
+  if (v.at("alibi") == "1") p.alibi_slopes = alibi_default_slopes(p.shape.heads);
+  if (p.shape.heads % p.shape.heads_kv != 0) {
+    parser.fail("hkv " + v.at("hkv") + " does not divide h " + v.at("h"));
+  }
+  p.splits = parser.non_negative("splits", v.at("splits"));
+  p.page_size = parser.non_negative("page_size", v.at("page_size"));
+  if (p.splits != 0 || p.page_size != 0) check_splits(p, parser);
+  p.deterministic = v.at("deterministic") == "1";
+  return p;
+}
+
 // The product of one line's lists, in kKeys order.
 void expand_line(const LineValues& values, const LineParser& parser,
                  std::vector<Problem>& cases) {
-  const auto num = [&](const std::string& key, const std::string& text) {
-    return parser.integer(key, text);
-  };
-  for (const std::string& dtype : values_or(values, "dtype", {"fp16"}))
-    for (const std::string& d : values_or(values, "d", {"64"}))
-      for (const std::string& mask : values_or(values, "mask", {"none"}))
-        for (const std::string& b : values_or(values, "b", {"1"}))
-          for (const std::string& h : values_or(values, "h", {"8"}))
-            for (const std::string& hkv : values_or(values, "hkv", {h}))
-              for (const std::string& sq : values_or(values, "sq", {"1024"}))
-                for (const std::string& sk : values_or(values, "sk", {sq}))
-                  for (const std::string& window : values_or(values, "window", {"-1:-1"}))
-                  for (const std::string& softcap : values_or(values, "softcap", {"0"}))
-                  for (const std::string& alibi : values_or(values, "alibi", {"0"}))
-                  for (const std::string& layout : values_or(values, "layout", {"bhsd"}))
-                  for (const std::string& splits : values_or(values, "splits", {"0"}))
-                  for (const std::string& page : values_or(values, "page_size", {"0"}))
-                  for (const std::string& deterministic :
-                       values_or(values, "deterministic", {"0"})) {
-                    Problem p;
-                    p.shape.batch = num("b", b);
-                    p.shape.heads = num("h", h);
-                    p.shape.heads_kv = num("hkv", hkv);
-                    p.shape.seq_q = num("sq", sq);
-                    p.shape.seq_k = num("sk", sk);
-                    p.shape.head_dim = num("d", d);
-                    p.mask = cli::parse_mask(mask);
-                    p.dtype = cli::parse_dtype(dtype);
-                    p.layout = cli::parse_layout(layout);
-                    p.window = parser.window(window);
-                    p.softcap = parser.softcap(softcap);
-                    if (alibi == "1") p.alibi_slopes = alibi_default_slopes(p.shape.heads);
-                    if (p.shape.heads % p.shape.heads_kv != 0) {
-                      parser.fail("hkv " + hkv + " does not divide h " + h);
-                    }
-                    p.splits = parser.non_negative("splits", splits);
-                    p.page_size = parser.non_negative("page_size", page);
-                    if (p.splits != 0 || p.page_size != 0) check_splits(p, parser);
-                    p.deterministic = deterministic == "1";
-                    cases.push_back(p);
-                  }
+  CaseValues chosen;
+  for_each_combination(values, 0, chosen,
+                       [&](const CaseValues& v) { cases.push_back(case_of(v, parser)); });
 }
 
 }  // namespace
