@@ -148,6 +148,26 @@ TEST_CASE("reference: lengths of seq_k for every entry change nothing",
   }
 }
 
+TEST_CASE("reference: with [batch, heads] ALiBi slopes each entry keeps its own",
+          "[reference][cache_seqlens]") {
+  // Lengths of seq_k change nothing, so the result must equal the problem without lengths,
+  // whose per-batch slopes the reference applies directly; batch 1's slopes differ from batch 0's.
+  Problem p = lengths_problem(Mask::causal_bottom_right, {9, 9});
+  p.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f, 2.f, 1.f, 0.75f, 0.3f};
+  const Vec q = random_values(p.shape.q_elements(), 7);
+  const Vec k = random_values(p.shape.kv_elements(), 8);
+  const Vec v = random_values(p.shape.kv_elements(), 9);
+  const ref::ForwardResult with = ref::forward(p, q, k, v);
+  p.cache_seqlens.clear();
+  const ref::ForwardResult without = ref::forward(p, q, k, v);
+  for (size_t i = 0; i < with.out.size(); ++i) {
+    CHECK(with.out[i] == Approx(without.out[i]).margin(1e-14));
+  }
+  for (size_t i = 0; i < with.lse.size(); ++i) {
+    CHECK(with.lse[i] == Approx(without.lse[i]).margin(1e-14));
+  }
+}
+
 TEST_CASE("reference: bad cache lengths and the backward are refused, naming them",
           "[reference][cache_seqlens]") {
   const auto refused = [](const Problem& p) {

@@ -45,6 +45,11 @@ ForwardResult forward_per_sequence(const Problem& p, const std::vector<double>& 
     sub.shape.batch = 1;
     sub.shape.seq_k = p.cache_seqlens[b];
     sub.cache_seqlens.clear();
+    // [batch, heads] ALiBi slopes: the entry's own row.
+    if (static_cast<int64_t>(p.alibi_slopes.size()) == s.batch * s.heads && s.batch > 1) {
+      const auto first = p.alibi_slopes.begin() + b * s.heads;
+      sub.alibi_slopes.assign(first, first + s.heads);
+    }
     return sub;
   };
   int64_t total = 0;
