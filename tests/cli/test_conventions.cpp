@@ -14,16 +14,13 @@
 namespace fs = std::filesystem;
 using spawn_test::count_lines;
 using spawn_test::cuflash;
+using spawn_test::contains;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
 using spawn_test::slurp;
 using spawn_test::TempDir;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // Runs a Python script (numpy available) with `args`; returns its outcome.
 Outcome python(const TempDir& tmp, const std::string& script, const std::string& args = "") {

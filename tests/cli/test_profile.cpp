@@ -21,16 +21,13 @@
 namespace fs = std::filesystem;
 using namespace cuflash;
 using namespace cuflash::bench;
+using spawn_test::contains;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
 using spawn_test::slurp;
 using spawn_test::TempDir;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // ncu's wide layout: log lines, a header, a units row, kernels whose names hold commas and
 // quotes, thousands separators, n/a, and no column for the wgmma metric.
