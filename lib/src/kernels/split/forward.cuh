@@ -21,7 +21,9 @@
 // vectors), so paged and contiguous K/V give the same bits; and per-sequence key lengths (the
 // CTAs of a short sequence walk only its own key blocks).
 // A head_dim below kHeadDim (head_dims.h) reads its missing columns of Q, K and V as zeros and
-// stores no column of O (or of the fp32 partials, whose rows have head_dim columns) past it.
+// stores no column of O (or of the fp32 partials, whose rows have head_dim columns) past it:
+// kPadded, an instantiation of its own, so that the full head_dim's kernel keeps its registers
+// (the column tests there would be uniform but not free in this register-bound kernel).
 #pragma once
 
 #include <cstdint>
@@ -190,7 +192,7 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
                                            int64_t split, const FragmentRows& rows,
                                            const float (&o_acc)[kOutTiles][4],
                                            const float (&normalizer)[2],
-                                           const float (&row_lse)[2], int lane) {
+                                           const float (&row_lse)[2], int head_dim, int lane) {
   const ProblemParams& p = params.problem;
   const int col = 2 * (lane % 4);
 #pragma unroll
@@ -203,17 +205,17 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
                      rows.query[half] * params.out.seq_stride;
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
-        if (8 * t < p.head_dim) {
+        if (8 * t < head_dim) {
           store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
         }
       }
       if (lane % 4 == 0) params.lse[row] = row_lse[half];
     } else {
       const int64_t partial_row = split * p.batch * p.heads * p.seq_q + row;
-      float* out = params.partial_out + partial_row * p.head_dim;  // rows of head_dim floats
+      float* out = params.partial_out + partial_row * head_dim;  // rows of head_dim floats
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
-        if (8 * t < p.head_dim) {
+        if (8 * t < head_dim) {
           store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
         }
       }
@@ -222,7 +224,7 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
   }
 }
 
-template <typename Element, typename Config>
+template <typename Element, typename Config, bool kPadded>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
     split_forward_kernel(const SplitParams<Element> params) {
   using Ops = sm80::MmaOps<Element>;
@@ -238,6 +240,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   static_assert(sizeof(Element) == 2, "Q fragments are loaded as 16-bit pairs");
 
   const ProblemParams& p = params.problem;
+  const int head_dim = kPadded ? p.head_dim : kHeadDim;  // columns that exist in memory
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
@@ -273,11 +276,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
     load_kv_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k,
                                                     params.k.seq_stride, pages, params.page_shift,
                                                     block * kBlockN, keys.length, thread,
-                                                    p.head_dim);
+                                                    head_dim);
     load_kv_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v,
                                                     params.v.seq_stride, pages, params.page_shift,
                                                     block * kBlockN, keys.length, thread,
-                                                    p.head_dim);
+                                                    head_dim);
   };
   // One commit group per block, empty past the run, so that waiting for "all but the
   // kStages - 2 newest" always means "the current block landed".
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   }
 
   typename Ops::A q_fragments[kDimSteps];  // Q (16, D) of this warp, loaded while K/V land
-  load_q_fragments(q_fragments, params.q, batch, rows, p.head_dim, lane);
+  load_q_fragments(q_fragments, params.q, batch, rows, head_dim, lane);
   const int64_t visible_min = min64(rows.visible_end[0], rows.visible_end[1]);
   float o_acc[1][kOutTiles][4];  // O (16, D), unnormalized
   OnlineSoftmax softmax[1];
@@ -332,7 +335,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   float normalizer[2];
   float row_lse[2];
   softmax[0].finish(normalizer, row_lse);
-  store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, lane);
+  store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, head_dim, lane);
 }
 
 // Points params.k and v at the page pools, seen as [page row, kv head, D] tensors (one "batch"),
@@ -382,7 +385,8 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
                     std::to_string(packed_rows(s)) + " packed rows exceed the grid");
   }
 
-  auto* kernel = &split_forward_kernel<Element, Config>;
+  auto* kernel = s.head_dim == Config::kHeadDim ? &split_forward_kernel<Element, Config, false>
+                                                : &split_forward_kernel<Element, Config, true>;
   allow_dynamic_smem(kernel, Config::kSmemBytes);
   for_each_grid_y_chunk(s.batch * s.heads_kv, [&](int64_t offset, unsigned count) {
     params.bh_offset = offset;
