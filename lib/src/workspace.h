@@ -1,10 +1,11 @@
 // The backward pass's device scratch, which the caller allocates (backward_workspace_size()):
 // an fp32 dQ accumulator of batch*heads*seq_q*D floats at offset 0 ([B, H, Sq, D], contiguous,
 // D = compiled_head_dim(head_dim): the columns of the kernels that run, whose padding columns
-// receive zeros, so that the atomics need no column test), then, at the next 256-byte boundary, the row sums D_i = rowsum(dO_i * O_i) of
-// batch*heads*seq_q floats ([B, H, Sq]), and in deterministic mode, at the next boundary, the dQ
-// semaphores: one int per (batch, head, query block) that counts the key blocks whose dQ has
-// been added to the block's accumulator (backward_steps.cuh).
+// receive zeros, so that the atomics need no column test), then, at the next 256-byte
+// boundary, the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q floats ([B, H, Sq]), and
+// in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
+// query block) that counts the key blocks whose dQ has been added to the block's accumulator
+// (backward_steps.cuh).
 #pragma once
 
 #include <cstddef>

@@ -112,7 +112,8 @@ verify_sweep() {
   # Head dims on the tuned kernels of 96, 192, 256 and padded ones (40 on 64's, 200 on 256's).
   timeout --kill-after=30 "$STAGE_TIMEOUT" \
     "$CLI" verify --heads 4 --heads-kv 2 --seq 1,113,1023 --seq-k 1024 \
-    --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal --backward --format json \
+    --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal --backward \
+    --format json \
     >"$LOG_DIR/verify-head-dims.json"
 }
 

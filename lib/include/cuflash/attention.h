@@ -248,8 +248,9 @@ struct MergePartialsArgs {
 void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream = nullptr);
 
 // Bytes of device scratch backward() needs: an fp32 dQ accumulator of
-// batch*heads*seq_q*kernel_head_dim(head_dim) (head_dim for an unsupported one) and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes;
-// with `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
+// batch*heads*seq_q*kernel_head_dim(head_dim) (head_dim for an unsupported one) and the row
+// sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes; with
+// `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
 // batch*heads*ceil(seq_q / 16), that orders the dQ sums.
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
                                bool deterministic = false);
