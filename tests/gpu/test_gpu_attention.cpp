@@ -469,15 +469,16 @@ TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[g
 // fp32 at D=128 on this small grid takes the narrow configurations whose warps split a block's
 // keys (forward) or queries (backward) and merge through shared memory. D=40 runs on the D=64
 // kernels with zero columns (a load or store past head_dim lands outside the allocation of a
-// row-major tensor's last row); D=256 on the kernels whose backward splits the columns between
-// CTAs.
-TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, D=256 x mask none/causal",
+// row-major tensor's last row); D=200 and D=136 on the 256 and 192 kernels, whose backward splits
+// the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Last, one decoded token
+// at D=136: the split-KV kernel with padded columns, its partials and the merge.
+TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, 136, 200 x mask none/causal",
           "[gpu][sanitizer]") {
   require_gpu();
   uint64_t seed = 5000;
   const std::array<std::pair<DType, int64_t>, 8> kinds{
       {{DType::fp32, 64}, {DType::fp16, 64}, {DType::bf16, 64}, {DType::fp32, 128},
-       {DType::fp16, 40}, {DType::fp32, 40}, {DType::bf16, 256}, {DType::fp32, 256}}};
+       {DType::fp16, 40}, {DType::fp32, 40}, {DType::bf16, 200}, {DType::fp32, 136}}};
   for (const auto& [dtype, head_dim] : kinds) {
     for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const Layout layout = mask == Mask::none ? Layout::bhsd : Layout::bshd;
@@ -486,6 +487,9 @@ TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, D=256 x mask n
       ++seed;
     }
   }
+  const Problem decode =
+      make_problem(DType::bf16, 136, Mask::causal_bottom_right, 1, 1023, 1, 4, 2, Layout::bhsd);
+  DYNAMIC_SECTION(describe(decode)) { check_case(decode, seed); }
 }
 
 }  // namespace

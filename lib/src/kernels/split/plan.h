@@ -129,11 +129,11 @@ inline bool has_score_variants(const ForwardArgs& args) {
 }
 
 // The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
-// split kernel for packed rows <= 64 or queries <= 64 (decoding, GQA groups of short queries,
-// speculative decoding), for small tiled
-// grids over long keys and for every call that needs it (needs_split_kernel()); `args.splits`
-// when given, otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the
-// partial results. A tiled plan for a call that needs the split kernel is refused by forward().
+// split kernel for packed rows or queries up to a Wide block (64; 32 above head_dim 128:
+// decoding, GQA groups of short queries, speculative decoding), for small tiled grids over long
+// keys and for every call that needs it (needs_split_kernel()); `args.splits` when given,
+// otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the partial
+// results. A tiled plan for a call that needs the split kernel is refused by forward().
 template <int kHeadDim>
 ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   using Traits = SplitTraits<kHeadDim>;
