@@ -3,7 +3,10 @@
 // contiguous), then, at the next 256-byte boundary, the row sums D_i = rowsum(dO_i * O_i) of
 // batch*heads*seq_q floats ([B, H, Sq]), and in deterministic mode, at the next boundary, the dQ
 // semaphores: one int per (batch, head, query block) that counts the key blocks whose dQ has
-// been added to the block's accumulator (backward_steps.cuh).
+// been added to the block's accumulator (backward_steps.cuh). A varlen batch (VarlenBatch) keeps
+// these sizes, of its longest sequence times the batch, but stores the accumulator and the row
+// sums as [heads, total_q] rows like its LSE (ProblemParams::row_index()), which total_q <=
+// batch * seq_q lets fit; its semaphores are [batch, heads, query blocks of the longest].
 #pragma once
 
 #include <cstddef>

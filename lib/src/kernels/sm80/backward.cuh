@@ -34,6 +34,7 @@
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -108,7 +109,7 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
 // kernel sits at the register limit.
 template <typename Element, typename Traits, bool kVariants, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads)
-    backward_kernel(const BackwardParams<Element> params) {
+    backward_kernel(const BackwardParams<Element> grid_params) {
   using Ops = MmaOps<Element>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
@@ -124,11 +125,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
+  const BlockOrder order = block_order(grid_params.problem.causal);
+  const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const BackwardBlock block = backward_block<kBlockN>(p, params.bh_offset, block_order(p.causal));
+  const BackwardBlock block = backward_block<kBlockN>(p, params.bh_offset, order);
+  if (block.k0 >= p.seq_k) return;  // past the end of a shorter sequence (varlen)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
@@ -159,7 +163,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     if (thread < kBlockM) {
       const int64_t row = q0 + thread;
       if (row < p.seq_q) {
-        const int64_t index = (batch * p.heads + head) * p.seq_q + row;
+        const int64_t index = p.row_index(batch, head) + row;
         cp_async_4(lse_stage(stage) + thread, params.lse + index);
         cp_async_4(row_dot_stage(stage) + thread, params.row_dot + index);
       } else {  // rows past the end: P = 0 and dS = 0 for them
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int turn = dq_turn<kBlockN, kVariants>(p, q0, int(k0 / kBlockN));
     add_dq_in_turn(semaphore, turn, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
-          params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
+          params.dq_accum + p.row_index(batch, head) * kHeadDim, dq_acc, q0 + dq_row0,
           dq_col0, p.seq_q, lane);
     });
   }
