@@ -63,9 +63,20 @@ std::optional<double> cgroup_headroom() {
 std::string case_options(const Problem& p) {
   const AttentionShape& s = p.shape;
   std::ostringstream text;
-  text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
-       << s.seq_q << " --seq-k " << s.seq_k << " -d " << s.head_dim << " --dtype "
-       << to_string(p.dtype);
+  if (p.varlen()) {
+    const auto list = [](const std::vector<int64_t>& lengths) {
+      std::string out;
+      for (const int64_t length : lengths) out += (out.empty() ? "" : ",") + std::to_string(length);
+      return out;
+    };
+    text << "--layout thd --seqlens " << list(p.seqlens_q);
+    if (p.seqlens_k != p.seqlens_q) text << " --seqlens-k " << list(p.seqlens_k);
+    text << " --heads " << s.heads << " --heads-kv " << s.heads_kv;
+  } else {
+    text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
+         << s.seq_q << " --seq-k " << s.seq_k;
+  }
+  text << " -d " << s.head_dim << " --dtype " << to_string(p.dtype);
   if (p.splits != 0) text << " --splits " << p.splits;
   if (p.page_size != 0) text << " --page-size " << p.page_size;
   return text.str();

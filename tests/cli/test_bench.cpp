@@ -294,7 +294,8 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "window, softcap, alibi, layout, splits, page_size, deterministic)");
+        "seqlens, seqlens_k, window, softcap, alibi, layout, splits, page_size, "
+        "deterministic)");
   CHECK(message("deterministic=yes") ==
         "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
