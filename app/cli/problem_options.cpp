@@ -227,9 +227,11 @@ void apply_variant_options(const ProblemOptions& o, Problem& p) {
 
 std::string case_label(const Problem& p) {
   const AttentionShape& s = p.shape;
+  // Top-left is the bottom-right mask when every sequence is square.
+  const bool square = p.varlen() ? p.seqlens_q == p.seqlens_k : s.seq_q == s.seq_k;
   const char* causal = p.mask == Mask::none                  ? "0"
                        : p.mask == Mask::causal_bottom_right ? "1"
-                       : s.seq_q == s.seq_k                  ? "1"   // top-left, square: the same
+                       : square                              ? "1"   // top-left, square: the same
                                                              : "tl";
   std::ostringstream out;
   out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads;

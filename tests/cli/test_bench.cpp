@@ -930,6 +930,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
        {"--sweep seed --list", "--sweep fa --list", "--sweep decode --list",
+        "--sweep varlen --list",
         "--sweep seed --list --filter 'bf16/.*causal:1'", "--sweep fa --list --format json",
         "-s 100,200 --seq-k 300 -d 32,64 --dtype bf16,fp32 --mask none,causal,causal-top-left "
         "--heads 8 --heads-kv 2,8 --layout bhsd,bshd --list"}) {
