@@ -251,8 +251,8 @@ bool is_supported_head_dim(int64_t head_dim);
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32 and for fp32, and for tensors whose strides TMA
-// cannot describe).
+// (everywhere else; also always at head_dim 32, for fp32, for varlen batches, and for tensors
+// whose strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);
