@@ -368,6 +368,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
       unsupported(context, "a varlen batch does not combine with paged K/V, cache_seqlens or "
                            "splits > 1");
     }
+    validate_splits(context, s, args.dtype, args.splits);  // here: a negative count
     validate_varlen(context, s, args.dtype, args.varlen,
                     {{"q", &args.q, true}, {"k", &args.k, false}, {"v", &args.v, false},
                      {"out", &args.out, true}});
