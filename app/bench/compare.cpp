@@ -134,6 +134,7 @@ Baseline load_baseline(const std::string& path) {
     } else if (aggregate == "median") {
       entry.median_ms = number_member(row, "median_ms", real_time * to_ms);
       entry.count = static_cast<size_t>(number_member(row, "repetitions", 0));
+      entry.round_spread = number_member(row, "round_spread", 0);
       if (row.contains("mean_ms")) means[name] = number_member(row, "mean_ms", 0);
       if (row.contains("stddev_ms")) stddevs[name] = number_member(row, "stddev_ms", 0);
     } else if (aggregate == "mean") {
@@ -205,15 +206,16 @@ double welch_p(double mean_a, double stddev_a, size_t n_a, double mean_b, double
 }
 
 Comparison compare_pass(const std::string& name, const BaselineRow& baseline,
-                        const std::vector<double>& samples_ms) {
+                        const std::vector<double>& samples_ms, double round_spread) {
   const SampleStats now = summarize(samples_ms);
   Comparison c;
   c.name = name;
   c.baseline_median_ms = baseline.median_ms;
   c.median_ms = now.median;
   c.change = now.median / baseline.median_ms - 1;
-  c.baseline_noise = noise_of(baseline.stddev_ms, baseline.mean_ms);
-  c.noise = now.noise;
+  c.baseline_noise =
+      std::max(noise_of(baseline.stddev_ms, baseline.mean_ms), baseline.round_spread);
+  c.noise = std::max(now.noise, round_spread);
   if (!baseline.samples_ms.empty()) {
     c.test = "mann-whitney-u";
     c.p_value = mann_whitney_p(baseline.samples_ms, samples_ms);
@@ -257,7 +259,8 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
       const std::string name = run_name(pass.pass, record.spec);
       const auto row = baseline.rows.find(name);
       if (row == baseline.rows.end()) continue;
-      comparisons.push_back(compare_pass(name, row->second, pass.samples_ms));
+      comparisons.push_back(compare_pass(name, row->second, pass.samples_ms,
+                                         round_spread(pass.samples_ms, pass.round_samples)));
     }
   }
   if (comparisons.empty() && !records.empty()) {

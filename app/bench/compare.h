@@ -7,10 +7,13 @@
 // does; with only the baseline's aggregates (a compact result package), Welch's t-test on the
 // means, standard deviations and sample counts. A change is "faster" or "slower" when the test's
 // p-value is below kAlpha and the medians differ by at least the larger of the two runs' noise
-// (relative standard deviation) and kMinChange; "within noise" otherwise. The second condition
-// is there because 30 samples make the test see shifts far smaller than what separates two runs
-// of the same binary on the same GPU minutes apart (clocks, temperature): on an H200, two
-// back-to-back runs of the `seed` sweep differed by a significant 1-3% on many cases.
+// and kMinChange; "within noise" otherwise. A run's noise is the larger of its samples' relative
+// standard deviation and, for runs taken in rounds (`--rounds`), the spread of its rounds'
+// medians. The second condition is there because 30 back-to-back samples make the test see
+// shifts far smaller than what separates two runs of the same binary on the same GPU minutes
+// apart (clocks, temperature): on an H200, two back-to-back runs of the `seed` sweep differed by
+// a significant 1-3% on many cases and by up to 9% on a few long ones; rounds put that drift
+// into each run's own noise.
 #pragma once
 
 #include <map>
@@ -33,6 +36,7 @@ struct BaselineRow {
   std::vector<double> samples_ms;  // empty when the document holds aggregates only
   double median_ms = 0, mean_ms = 0, stddev_ms = 0;
   size_t count = 0;  // samples behind the aggregates
+  double round_spread = 0;  // the row's "round_spread" (stats.h); 0 when absent
 };
 
 struct Baseline {
@@ -54,7 +58,7 @@ struct Comparison {
   std::string name;  // the row name: pass/case
   double baseline_median_ms = 0, median_ms = 0;
   double change = 0;  // median_ms / baseline_median_ms - 1
-  double baseline_noise = 0, noise = 0;  // relative standard deviations
+  double baseline_noise = 0, noise = 0;  // max(relative standard deviation, round spread)
   double p_value = 1;
   std::string test;  // "mann-whitney-u" or "welch-t"
   Verdict verdict = Verdict::within_noise;
@@ -66,9 +70,9 @@ double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b
 double welch_p(double mean_a, double stddev_a, size_t n_a, double mean_b, double stddev_b,
                size_t n_b);
 
-// A pass against its baseline row.
+// A pass (its samples and their round spread, stats.h) against its baseline row.
 Comparison compare_pass(const std::string& name, const BaselineRow& baseline,
-                        const std::vector<double>& samples_ms);
+                        const std::vector<double>& samples_ms, double round_spread = 0);
 
 // The GPU model and kernel family of this run, for the checks below.
 struct RunIdentity {

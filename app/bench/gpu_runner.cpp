@@ -5,6 +5,7 @@
 
 #include "bench/device_case.h"
 #include "bench/stats.h"
+#include "bench/sweep_runner.h"
 #include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
 #include "cuflash/cuda_error.h"
@@ -80,8 +81,8 @@ void GpuCaseRunner::verify(const Problem& c, uint64_t seed, CaseRecord& record) 
   }
 }
 
-void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& record,
-                                std::string& stage) {
+void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
+                                CaseRecord& record, std::string& stage) {
   const int64_t free_before = free_device_bytes();
   const DeviceCase device(c, settings_.backward, seed);
   const ForwardArgs& fa = device.forward_args();
@@ -101,7 +102,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& rec
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
                           memgetinfo_bytes};
-    timer_.time([&](cudaStream_t s) { forward(fa, s); }, p);
+    timer_.time([&](cudaStream_t s) { forward(fa, s); }, p, samples);
     record.passes.push_back(std::move(p));
   }
   if (settings_.backward) {
@@ -112,23 +113,24 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, CaseRecord& rec
     p.flops = pass_flops(c, p.pass);
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
-    timer_.time([&](cudaStream_t s) { backward(ba, s); }, p);
+    timer_.time([&](cudaStream_t s) { backward(ba, s); }, p, samples);
     record.passes.push_back(std::move(p));
   }
 }
 
-CaseRecord GpuCaseRunner::operator()(const Problem& c, size_t index) {
+CaseRecord GpuCaseRunner::operator()(const Problem& c, size_t index, int round) {
   CaseRecord record;
   record.spec = c;
   const uint64_t seed = settings_.seed + index;  // fresh inputs for every case
   std::string stage = "verify";
   try {
-    if (settings_.verify) {
+    if (settings_.verify && round == 0) {
       verify(c, seed, record);
       if (record.failure) return record;
     }
     stage = "setup";
-    time_passes(c, seed, record, stage);
+    time_passes(c, seed, samples_in_round(settings_.timing.iters, settings_.rounds, round),
+                record, stage);
   } catch (...) {
     record.failure = classify_failure(std::current_exception(), stage);
   }

@@ -16,7 +16,8 @@ struct CaseSettings {
   TimingOptions timing;
   bool forward = true;   // time the forward pass
   bool backward = true;  // time the backward pass (forward state prepared outside the timing)
-  bool verify = false;   // --verify
+  bool verify = false;   // --verify (in round 0)
+  int rounds = 1;        // visits of each case; timing.iters samples in all (sweep_runner.h)
   uint64_t seed = 0;     // case i uses seed + i
 };
 
@@ -26,11 +27,13 @@ Failure classify_failure(const std::exception_ptr& error, const std::string& sta
 class GpuCaseRunner {
  public:
   explicit GpuCaseRunner(const CaseSettings& settings);
-  CaseRecord operator()(const Problem& c, size_t index);
+  // Case `index` in round `round`: the same inputs (seed + index) in every round.
+  CaseRecord operator()(const Problem& c, size_t index, int round = 0);
 
  private:
   void verify(const Problem& c, uint64_t seed, CaseRecord& record) const;
-  void time_passes(const Problem& c, uint64_t seed, CaseRecord& record, std::string& stage);
+  void time_passes(const Problem& c, uint64_t seed, int samples, CaseRecord& record,
+                   std::string& stage);
 
   CaseSettings settings_;
   Timer timer_;

@@ -45,6 +45,7 @@ struct MemoryInfo {
 struct PassResult {
   std::string pass;                 // "fwd" or "bwd"
   std::vector<double> samples_ms;   // per-call time of each sample (sample time / N)
+  std::vector<int> round_samples;   // how many of them each round took, in order (sweep_runner.h)
   TimingInfo timing;
   MemoryInfo memory;
   double flops = 0;                 // credited to one call (stats.h)

@@ -151,12 +151,12 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
 
   const SweepOutcome outcome = run_sweep(
       plan.cases, runner,
-      [&](const std::vector<CaseRecord>& records) {
-        log_failure(records.back());
+      [&](const std::vector<CaseRecord>& records, size_t index) {
+        log_failure(records[index]);
         record_progress(metadata, records, total, "running");
         write_package(records);
       },
-      plan.show_progress);
+      plan.show_progress, plan.rounds);
 
   record_progress(metadata, outcome.records, total, final_status(outcome));
   metadata["finished_utc"] = utc_now_iso8601();

@@ -22,6 +22,7 @@ struct SessionPlan {
   std::string out_dir;  // result package folder; empty: none
   bool samples = false;  // the package's results.json keeps every sample (JsonRows::all)
   bool show_progress = true;
+  int rounds = 1;  // visits of every case, each with its share of the samples (sweep_runner.h)
   int device = 0;
   std::string compare;          // baseline results document for --compare; empty: none
   bool compare_across = false;  // compare with a baseline of another GPU or kernel family

@@ -24,6 +24,25 @@ SampleStats summarize(std::vector<double> ms) {
   return s;
 }
 
+double round_spread(const std::vector<double>& samples_ms, const std::vector<int>& round_samples) {
+  if (round_samples.size() < 2 || samples_ms.empty()) return 0;
+  double lowest = INFINITY, highest = 0;
+  size_t first = 0;
+  for (const int count : round_samples) {
+    const size_t end = std::min(samples_ms.size(), first + static_cast<size_t>(count));
+    if (end > first) {
+      const double median =
+          summarize({samples_ms.begin() + std::ptrdiff_t(first), samples_ms.begin() + std::ptrdiff_t(end)})
+              .median;
+      lowest = std::min(lowest, median);
+      highest = std::max(highest, median);
+    }
+    first = end;
+  }
+  const double median = summarize(samples_ms).median;
+  return median > 0 && highest >= lowest ? (highest - lowest) / median : 0;
+}
+
 namespace {
 
 double visible_pairs_of(const Problem& p) {

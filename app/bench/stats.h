@@ -19,6 +19,11 @@ struct SampleStats {
 // Throws std::invalid_argument for an empty list.
 SampleStats summarize(std::vector<double> samples_ms);
 
+// How far apart the rounds of a pass landed: (largest - smallest median of a round) / the median
+// of all samples; `round_samples` counts the samples of each round, in order. 0 with fewer than
+// two rounds.
+double round_spread(const std::vector<double>& samples_ms, const std::vector<int>& round_samples);
+
 // (query, key) pairs the mask lets through, summed over one (batch, head): Sq*Sk without a mask;
 // for causal masks the visible part of the triangle (rows that see no key add nothing). With
 // cache_seqlens, the mean over the batch entries, each with its own key length. For a varlen

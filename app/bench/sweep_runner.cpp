@@ -23,23 +23,49 @@ int failure_code(FailureKind kind) {
 
 }  // namespace
 
+int samples_in_round(int iters, int rounds, int round) {
+  return iters / rounds + (round < iters % rounds ? 1 : 0);
+}
+
+void add_round(CaseRecord& record, CaseRecord&& visit) {
+  for (PassResult& p : visit.passes) {
+    const auto same = std::find_if(record.passes.begin(), record.passes.end(),
+                                   [&](const PassResult& q) { return q.pass == p.pass; });
+    if (same == record.passes.end()) {
+      record.passes.push_back(std::move(p));
+      continue;
+    }
+    same->samples_ms.insert(same->samples_ms.end(), p.samples_ms.begin(), p.samples_ms.end());
+    same->round_samples.push_back(static_cast<int>(p.samples_ms.size()));
+  }
+  if (visit.failure) record.failure = std::move(visit.failure);
+}
+
 SweepOutcome run_sweep(const std::vector<Problem>& cases, const CaseRunner& run,
-                       const CaseFinished& finished, bool show_progress) {
+                       const CaseFinished& finished, bool show_progress, int rounds) {
   SweepOutcome outcome;
   const cli::InterruptScope interrupts(
       "\ninterrupted: stopping after the current case (Ctrl-C again to quit at once)\n",
       cli::SecondSignal::default_action);
-  cli::Progress progress(cases.size(), show_progress);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    progress.step(i, cli::case_label(cases[i]));
-    outcome.records.push_back(run(cases[i], i));
-    finished(outcome.records);
-    const CaseRecord& last = outcome.records.back();
-    const bool fatal = last.failure && last.failure->fatal;
-    if (fatal || cli::interrupt_requested()) {
-      outcome.interrupted = !fatal;
-      outcome.not_run = cases.size() - i - 1;
-      break;
+  cli::Progress progress(cases.size() * static_cast<size_t>(rounds), show_progress);
+  std::vector<CaseRecord>& records = outcome.records;
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (round > 0 && records[i].failure) continue;
+      progress.step(static_cast<size_t>(round) * cases.size() + i, cli::case_label(cases[i]));
+      if (round == 0) {
+        records.push_back(run(cases[i], i, round));
+      } else {
+        add_round(records[i], run(cases[i], i, round));
+      }
+      finished(records, i);
+      const bool fatal = records[i].failure && records[i].failure->fatal;
+      if (fatal || cli::interrupt_requested()) {
+        outcome.interrupted = !fatal;
+        outcome.not_run = cases.size() - records.size();
+        progress.finish();
+        return outcome;
+      }
     }
   }
   progress.finish();

@@ -124,7 +124,8 @@ double Timer::time_once(const Launch& launch) {
   return events.elapsed_ms(0);
 }
 
-std::vector<double> Timer::sample(const Launch& launch, cudaGraphExec_t graph, int calls) {
+std::vector<double> Timer::sample(const Launch& launch, cudaGraphExec_t graph, int calls,
+                                  int samples) {
   const auto run = [&] {
     if (graph) {
       check_cuda(cudaGraphLaunch(graph, stream_), "cudaGraphLaunch");
@@ -134,8 +135,8 @@ std::vector<double> Timer::sample(const Launch& launch, cudaGraphExec_t graph, i
   };
   // Untimed: uploads the graph, and keeps the GPU busy while the samples below are enqueued.
   run();
-  EventPairs events(options_.iters);
-  for (int i = 0; i < options_.iters; ++i) {
+  EventPairs events(samples);
+  for (int i = 0; i < samples; ++i) {
     if (options_.cold) flush_l2();
     check_cuda(cudaEventRecord(events.start(i), stream_), "cudaEventRecord");
     run();
@@ -143,11 +144,12 @@ std::vector<double> Timer::sample(const Launch& launch, cudaGraphExec_t graph, i
   }
   check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   std::vector<double> per_call_ms;
-  for (int i = 0; i < options_.iters; ++i) per_call_ms.push_back(events.elapsed_ms(i) / calls);
+  for (int i = 0; i < samples; ++i) per_call_ms.push_back(events.elapsed_ms(i) / calls);
   return per_call_ms;
 }
 
-void Timer::time(const Launch& launch, PassResult& result) {
+void Timer::time(const Launch& launch, PassResult& result, int samples) {
+  if (samples <= 0) samples = options_.iters;
   for (int i = 0; i < options_.warmup; ++i) launch(stream_);
   const double estimate_ms = time_once(launch);  // also waits for the warm-up calls
   const int calls = calls_per_sample(options_, estimate_ms);
@@ -157,7 +159,8 @@ void Timer::time(const Launch& launch, PassResult& result) {
   result.timing.calls_per_sample = calls;
   result.timing.cold = options_.cold;
   result.timing.warmup = options_.warmup;
-  result.samples_ms = sample(launch, graph.get(), calls);
+  result.samples_ms = sample(launch, graph.get(), calls, samples);
+  result.round_samples = {samples};
 }
 
 }  // namespace cuflash::bench

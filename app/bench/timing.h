@@ -47,12 +47,13 @@ class Timer {
 
   cudaStream_t stream() const { return stream_; }
 
-  // Runs the protocol above on `launch`; fills samples_ms and timing of `result`.
-  void time(const Launch& launch, PassResult& result);
+  // Runs the protocol above on `launch` with `samples` samples (options.iters when 0); fills
+  // samples_ms, round_samples (one round) and timing of `result`.
+  void time(const Launch& launch, PassResult& result, int samples = 0);
 
  private:
   double time_once(const Launch& launch);
-  std::vector<double> sample(const Launch& launch, cudaGraphExec_t graph, int calls);
+  std::vector<double> sample(const Launch& launch, cudaGraphExec_t graph, int calls, int samples);
   void flush_l2();
 
   TimingOptions options_;

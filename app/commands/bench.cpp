@@ -34,6 +34,7 @@ struct BenchOptions {
   bool list = false;
   int warmup = 10;
   int iters = 30;
+  int rounds = 1;
   std::string pass = "all";
   bool no_graph = false;  // default: CUDA graphs (timing.h)
   bool cold = false;
@@ -112,6 +113,7 @@ CaseSettings case_settings(const BenchOptions& o) {
   s.forward = o.pass != "bwd";
   s.backward = o.pass != "fwd";
   s.verify = o.verify;
+  s.rounds = o.rounds;
   s.seed = o.problem.seed;
   return s;
 }
@@ -126,6 +128,7 @@ Json protocol_json(const BenchOptions& o, const Selection& s, const RunSettings&
               {"pass", o.pass},
               {"warmup", o.warmup},
               {"iters", o.iters},
+              {"rounds", o.rounds},
               {"graph", !o.no_graph},
               {"cold", o.cold},
               {"target_sample_ms", kTargetSampleMs},
@@ -170,6 +173,10 @@ void require_profilable(const BenchOptions& o, const std::vector<Problem>& cases
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
+  if (o.rounds > o.iters) {
+    throw UsageError("--rounds " + std::to_string(o.rounds) + ": more rounds than --iters (" +
+                     std::to_string(o.iters) + "); every round takes at least one sample");
+  }
   const Selection selection = select_cases(o);
   require_profilable(o, selection.cases);
   SessionPlan plan;
@@ -201,18 +208,22 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.compare = o.compare;
   plan.compare_across = o.compare_across;
   plan.show_progress = !global.quiet;
+  plan.rounds = o.rounds;
   const CaseSettings settings = case_settings(o);
   GpuCaseRunner runner(settings);
   if (!o.profile) {
-    return run_session(plan, [&](const Problem& c, size_t i) { return runner(c, i); });
+    return run_session(plan, [&](const Problem& c, size_t i, int round) {
+      return runner(c, i, round);
+    });
   }
   Profiler profiler(profiler_settings(o, settings));
   if (!profiler.unavailable().empty()) {
     spdlog::warn("--profile: {}; the timings are taken without it", profiler.unavailable());
   }
   plan.profile_metadata = [&profiler] { return profiler.metadata(); };
-  return run_session(plan, [&](const Problem& c, size_t i) {
-    CaseRecord record = runner(c, i);  // its device buffers are freed before the child starts
+  return run_session(plan, [&](const Problem& c, size_t i, int round) {
+    CaseRecord record = runner(c, i, round);  // its buffers are freed before the child starts
+    if (round > 0) return record;             // one profile per case
     const bool usable = profiler.unavailable().empty();
     profiler.profile(record, settings.seed + i);
     if (usable && !profiler.unavailable().empty()) {
@@ -240,6 +251,12 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd.add_option("--iters", o.iters, "Timed samples")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd.add_option("--rounds", o.rounds,
+                 "Visit every case this many times, each visit taking its share of the --iters "
+                 "samples after its own warm-up: the samples then span the whole run and their "
+                 "noise includes the GPU's drift between minutes (clocks, temperature). Use 3 or "
+                 "more for runs meant for --compare")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
   cmd.add_option("--pass", o.pass, "fwd, bwd or all")
       ->check(CLI::IsMember({"fwd", "bwd", "all"}))->capture_default_str();
   cmd.add_flag("--no-graph", o.no_graph,

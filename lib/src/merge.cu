@@ -9,9 +9,9 @@
 namespace cuflash::detail {
 namespace split {
 
-template void launch_merge<__half>(const MergeParams<__half>&, cudaStream_t);
-template void launch_merge<__nv_bfloat16>(const MergeParams<__nv_bfloat16>&, cudaStream_t);
-template void launch_merge<float>(const MergeParams<float>&, cudaStream_t);
+template void launch_merge<__half>(MergeParams<__half>, cudaStream_t);
+template void launch_merge<__nv_bfloat16>(MergeParams<__nv_bfloat16>, cudaStream_t);
+template void launch_merge<float>(MergeParams<float>, cudaStream_t);
 
 }  // namespace split
 

@@ -599,6 +599,8 @@ def case_fields(c, p, s, peak):
         "stddev_ms": s["stddev"],
         "min_ms": s["min"],
         "max_ms": s["max"],
+        "rounds": 1,  # every sample of a case in one visit (cuflash bench --rounds 1)
+        "round_spread": 0.0,
         "alloc_bytes": p["alloc_bytes"],
         "workspace_bytes": None,
         "memgetinfo_bytes": p["memgetinfo_bytes"],

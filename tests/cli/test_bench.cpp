@@ -72,7 +72,7 @@ PassResult fake_pass(const Problem& c, const std::string& pass, double ms) {
   return p;
 }
 
-CaseRecord fake_record(const Problem& c, size_t index) {
+CaseRecord fake_record(const Problem& c, size_t index, int /*round*/ = 0) {
   CaseRecord r;
   r.spec = c;
   const double ms = 0.01 * double(index + 1);
@@ -555,18 +555,71 @@ TEST_CASE("sweep loop: failures are recorded and the sweep goes on", "[bench]") 
   int callbacks = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const Problem& c, size_t i) {
+      [](const Problem& c, size_t i, int) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"setup", FailureKind::unsupported, "no kernel", false};
         if (i == 2) r.failure = Failure{"verify", FailureKind::verification_failed, "dq", false};
         return r;
       },
-      [&](const std::vector<CaseRecord>& records) { CHECK(records.size() == size_t(++callbacks)); },
+      [&](const std::vector<CaseRecord>& records, size_t index) {
+        CHECK(records.size() == size_t(++callbacks));
+        CHECK(index + 1 == records.size());
+      },
       false);
   CHECK(outcome.records.size() == 4);
   CHECK(callbacks == 4);
   CHECK_FALSE(outcome.interrupted);
   CHECK(sweep_exit_code(outcome) == cli::kExitBadInput);  // unsupported outranks verification
+}
+
+TEST_CASE("sweep loop: rounds visit every case in turn and gather each pass's samples",
+          "[bench]") {
+  const auto cases = parse_sweep("sq=8,16,32", "t");
+  CHECK(samples_in_round(30, 3, 0) == 10);
+  CHECK(samples_in_round(31, 3, 0) == 11);
+  CHECK(samples_in_round(31, 3, 2) == 10);
+  std::vector<std::pair<size_t, int>> visits;
+  // Round r's samples of case i all equal 10 * i + r, so that each sample says where it came
+  // from; case 1 fails in round 1 and is not visited in round 2.
+  const SweepOutcome outcome = run_sweep(
+      cases,
+      [&](const Problem& c, size_t i, int round) {
+        visits.emplace_back(i, round);
+        CaseRecord r = fake_record(c, i);
+        for (PassResult& p : r.passes) {
+          p.samples_ms.assign(size_t(samples_in_round(31, 3, round)), 10.0 * double(i) + round);
+          p.round_samples = {static_cast<int>(p.samples_ms.size())};
+        }
+        if (i == 1 && round == 1) {
+          r.failure = Failure{"fwd", FailureKind::out_of_memory, "out of memory", false};
+        }
+        return r;
+      },
+      [](const std::vector<CaseRecord>& records, size_t index) {
+        CHECK(index < records.size());
+      },
+      false, 3);
+  const std::vector<std::pair<size_t, int>> expected{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1},
+                                                     {2, 1}, {0, 2}, {2, 2}};
+  CHECK(visits == expected);
+  REQUIRE(outcome.records.size() == 3);
+  const PassResult& fwd = outcome.records[2].passes[0];
+  CHECK(fwd.round_samples == std::vector<int>{11, 10, 10});
+  REQUIRE(fwd.samples_ms.size() == 31);
+  CHECK(fwd.samples_ms.front() == 20.0);
+  CHECK(fwd.samples_ms.back() == 22.0);
+  CHECK(round_spread(fwd.samples_ms, fwd.round_samples) == Approx(2.0 / 21.0));
+  CHECK(outcome.records[1].failure);
+  CHECK(outcome.records[1].passes[0].round_samples == std::vector<int>{11, 10});
+  CHECK_FALSE(outcome.records[0].failure);
+  CHECK(sweep_exit_code(outcome) == 3);
+}
+
+TEST_CASE("round spread: the distance between the rounds' medians", "[bench]") {
+  CHECK(round_spread({1, 2, 3}, {3}) == 0);  // one round
+  CHECK(round_spread({1, 2, 3}, {}) == 0);
+  // Rounds with medians 1.0 and 1.1 (outliers inside a round do not count), overall median 1.05.
+  CHECK(round_spread({1.0, 1.0, 9.0, 1.1, 1.1, 0.1}, {3, 3}) == Approx(0.1 / 1.05));
 }
 
 TEST_CASE("sweep loop: exit codes by the most serious failure", "[bench]") {
@@ -585,12 +638,12 @@ TEST_CASE("sweep loop: a fatal failure stops the sweep", "[bench]") {
   const auto cases = parse_sweep("sq=8,16,32,64", "t");
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const Problem& c, size_t i) {
+      [](const Problem& c, size_t i, int) {
         CaseRecord r = fake_record(c, i);
         if (i == 1) r.failure = Failure{"fwd", FailureKind::cuda_error, "illegal address", true};
         return r;
       },
-      [](const std::vector<CaseRecord>&) {}, false);
+      [](const std::vector<CaseRecord>&, size_t) {}, false);
   CHECK(outcome.records.size() == 2);
   CHECK(outcome.not_run == 2);
   CHECK_FALSE(outcome.interrupted);
@@ -605,11 +658,11 @@ TEST_CASE("sweep loop: Ctrl-C stops after the current case, and the handler is r
   size_t saved = 0;
   const SweepOutcome outcome = run_sweep(
       cases,
-      [](const Problem& c, size_t i) {
+      [](const Problem& c, size_t i, int) {
         if (i == 1) std::raise(SIGINT);  // as if Ctrl-C came while case 1 was running
         return fake_record(c, i);
       },
-      [&](const std::vector<CaseRecord>& records) { saved = records.size(); }, false);
+      [&](const std::vector<CaseRecord>& records, size_t) { saved = records.size(); }, false);
   CHECK(outcome.interrupted);
   CHECK(outcome.records.size() == 2);  // case 1 finished, cases 2-4 never started
   CHECK(saved == 2);
@@ -684,7 +737,7 @@ TEST_CASE("session: an interrupted run keeps the finished cases and says so", "[
   plan.output = (tmp.path / "out.txt").string();
   plan.out_dir = (tmp.path / "pkg").string();
   plan.show_progress = false;
-  const int code = run_session(plan, [](const Problem& c, size_t i) {
+  const int code = run_session(plan, [](const Problem& c, size_t i, int) {
     if (i == 2) std::raise(SIGINT);
     CaseRecord r = fake_record(c, i);
     if (i == 0) {  // the forward pass was timed, the backward pass ran out of memory

@@ -132,6 +132,19 @@ TEST_CASE("compare: verdicts on synthetic samples", "[bench][compare]") {
     CHECK(slower.noise == Approx(0.01).margin(0.005));
     CHECK(slower.baseline_noise == Approx(0.01).margin(0.005));
   }
+  // Runs taken in rounds: a 4% shift with 1% noise inside each round is within noise when the
+  // rounds of either run landed 5% apart (the drift between runs that the rounds measured).
+  BaselineRow drifting = row_of(before);
+  drifting.round_spread = 0.05;
+  const std::vector<double> shifted = samples_around(1.04, 0.01, 30, 12);
+  CHECK(compare_pass("fwd/x", drifting, shifted).verdict == Verdict::within_noise);
+  CHECK(compare_pass("fwd/x", drifting, shifted).baseline_noise == 0.05);
+  CHECK(compare_pass("fwd/x", row_of(before), shifted, 0.05).verdict == Verdict::within_noise);
+  CHECK(compare_pass("fwd/x", row_of(before), shifted, 0.05).noise == 0.05);
+  CHECK(compare_pass("fwd/x", row_of(before), shifted, 0.02).verdict == Verdict::slower);
+  CHECK(compare_pass("fwd/x", drifting, samples_around(1.1, 0.01, 30, 13)).verdict ==
+        Verdict::slower);
+
   const Comparison few = compare_pass("fwd/x", row_of({1, 1.01, 0.99}), {2, 2.01, 1.99});
   CHECK(few.verdict == Verdict::too_few_samples);
 }
@@ -157,6 +170,25 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
     CHECK(c[0].verdict == Verdict::faster);
     CHECK(c[0].test == (with_samples ? "mann-whitney-u" : "welch-t"));
   }
+
+  // A baseline taken in rounds carries its round spread to the comparison.
+  CaseRecord rounds = record_with(p, before);
+  rounds.passes[0].samples_ms[0] = 1.5;  // round 1's median moves up, its spread with it
+  rounds.passes[0].samples_ms[1] = 1.5;
+  rounds.passes[0].round_samples = {3, 27};
+  const double spread = round_spread(rounds.passes[0].samples_ms, {3, 27});
+  CHECK(spread > 0.4);
+  const fs::path in_rounds = tmp.path / "rounds.json";
+  std::ofstream(in_rounds) << json_lines_text(
+      benchmark_json({rounds}, RunSettings{},
+                     Json{{"device", {{"name", "NVIDIA H200"}, {"fp16_bf16_kernels", "wgmma"}}}},
+                     JsonRows::medians));
+  const Baseline with_spread = load_baseline(in_rounds.string());
+  CHECK(with_spread.rows.begin()->second.round_spread == Approx(spread));
+  const std::vector<Comparison> drifted = compare_runs(with_spread, now, h200, false);
+  REQUIRE(drifted.size() == 1);
+  CHECK(drifted[0].baseline_noise == Approx(spread));
+  CHECK(drifted[0].verdict == Verdict::within_noise);  // 20% faster, but the rounds moved 40%+
 
   const fs::path other_gpu = tmp.path / "a100.json";
   std::ofstream(other_gpu) << baseline_document(p, before, true, "NVIDIA A100", "mma.sync");
@@ -217,7 +249,7 @@ TEST_CASE("bench session with --compare: the comparison in the output and in the
           "[bench][compare]") {
   TempDir tmp;
   // Every case's samples from its index alone: the second run repeats the first exactly.
-  auto runner = [](const Problem& p, size_t index) {
+  auto runner = [](const Problem& p, size_t index, int) {
     return record_with(p, samples_around(0.1 * double(index + 1), 0.01, 30, unsigned(index)));
   };
   SessionPlan first;

@@ -482,7 +482,7 @@ TEST_CASE("profile: a session puts the profiler's metadata and each case's profi
   plan.output = (tmp.path / "out.txt").string();
   plan.show_progress = false;
   plan.profile_metadata = [&profiler] { return profiler.metadata(); };
-  const int code = run_session(plan, [&](const Problem& c, size_t i) {
+  const int code = run_session(plan, [&](const Problem& c, size_t i, int) {
     CaseRecord r = profiled_record();
     r.spec = c;
     r.profile.reset();

@@ -28,13 +28,14 @@ struct Heads {
 const std::array<Heads, 4> kGroups{{{4, 4}, {8, 2}, {16, 2}, {8, 1}}};  // GQA 1, 4, 8 and MQA
 
 // The contiguous run a paged one must equal bit for bit: the same problem without pages. More
-// than 64 packed rows (query heads per kv head x seq_q) unsplit or with automatic splits would
-// run on the tiled kernels; key lengths of seq_k (the same attention) keep it on the split one.
+// than 64 packed rows (query heads per kv head x seq_q) and more than 64 queries, unsplit or
+// with automatic splits, would run on the tiled kernels; key lengths of seq_k (the same
+// attention) keep it on the split one.
 Problem contiguous_twin(const Problem& paged) {
   Problem c = paged;
   c.page_size = 0;
   const AttentionShape& s = c.shape;
-  const bool decode = s.heads / s.heads_kv * s.seq_q <= 64;
+  const bool decode = s.heads / s.heads_kv * s.seq_q <= 64 || s.seq_q <= 64;
   if (!decode && c.splits < 2 && c.cache_seqlens.empty()) {
     c.cache_seqlens.assign(static_cast<size_t>(s.batch), s.seq_k);
   }

@@ -5,9 +5,10 @@
 //   - sm80 (mma.sync, every dtype) otherwise and for every variable-length batch, with its
 //     Narrow configuration where the grid would leave SMs without a CTA and the device has the
 //     shared memory for it;
-//   - before both, for dense fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh) where
-//     split::plan_forward() routes them: short queries (the query heads of a kv head stacked,
-//     at most 64 rows), small grids over long keys, and forced key splits. The plan lives next
+//   - before both, for dense fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh)
+//     where split::plan_forward() routes them: short queries (the query heads of a kv head
+//     stacked: at most 64 rows, or at most 64 queries), small grids over long keys, and forced
+//     key splits. The plan lives next
 //     to the kernel because forward_workspace_size() reads it too.
 // Each tiled family has a second instantiation (kVariants) for calls with a softcap, ALiBi or a
 // window bounded on the left (uses_variant_kernels()), so that the default kernels carry none of

@@ -104,15 +104,10 @@ __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
   }
 }
 
-// probabilities_transposed() through the score modifications, without the mask (hide_columns()
-// follows): P^T = exp2(mod(S^T) - LSE * log2e), and softcap_slope = d(capped)/d(scaled) per
-// element for apply_softcap_slope().
-// `distance0` is q0 + offset - (key of fragment row `group`): the distance of the block's first
-// query column to that key.
-template <int kTiles>
-__device__ __forceinline__ void modified_probabilities_transposed(
+template <ScoreModKind kKind, int kTiles, bool kHardwareTanh>
+__device__ __forceinline__ void modified_probabilities_transposed_as(
     float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
-    const ScoreMod& mod, int64_t distance0, int lane) {
+    const ScoreMod<kHardwareTanh>& mod, int64_t distance0, int lane) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     const int col = 8 * t + 2 * (lane % 4);
@@ -124,9 +119,37 @@ __device__ __forceinline__ void modified_probabilities_transposed(
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = st[t][2 * half + e];
-        x = fast_exp2(mod(x, distance + float(e), softcap_slope[t][2 * half + e]) - lse_log2[e]);
+        if constexpr (kKind == ScoreModKind::none) {
+          x = fast_exp2(fmaf(x, mod.scale_log2, -lse_log2[e]));
+        } else {
+          x = fast_exp2(mod.template apply<kKind>(x, distance + float(e),
+                                                  softcap_slope[t][2 * half + e]) -
+                        lse_log2[e]);
+        }
       }
     }
+  }
+}
+
+// probabilities_transposed() through the score modifications, without the mask (hide_columns()
+// follows): P^T = exp2(mod(S^T) - LSE * log2e), and, with a softcap, softcap_slope =
+// d(capped)/d(scaled) per element for apply_softcap_slope().
+// `distance0` is q0 + offset - (key of fragment row `group`): the distance of the block's first
+// query column to that key.
+template <int kTiles, bool kHardwareTanh>
+__device__ __forceinline__ void modified_probabilities_transposed(
+    float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
+    const ScoreMod<kHardwareTanh>& mod, int64_t distance0, int lane) {
+  switch (mod.kind()) {
+    case ScoreModKind::softcap:
+      return modified_probabilities_transposed_as<ScoreModKind::softcap>(st, softcap_slope, lse,
+                                                                         mod, distance0, lane);
+    case ScoreModKind::alibi:
+      return modified_probabilities_transposed_as<ScoreModKind::alibi>(st, softcap_slope, lse,
+                                                                       mod, distance0, lane);
+    case ScoreModKind::none:
+      return modified_probabilities_transposed_as<ScoreModKind::none>(st, softcap_slope, lse,
+                                                                      mod, distance0, lane);
   }
 }
 

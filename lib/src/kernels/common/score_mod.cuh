@@ -24,22 +24,43 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return fabsf(x) < 0.0625f ? series : exponential;
 }
 
-// The modifications of one (batch, query head).
+// The modifications of one (batch, query head). kHardwareTanh: the softcap's tanh is
+// hardware_tanh() (fp16 / bf16 kernels) rather than fast_tanh() (fp32). fast_tanh() spends two
+// MUFU operations per score (ex2, rcp) on top of the softmax's ex2, and the MUFU unit (16
+// operations per clock and SM) then outlasts the tensor cores: on an H200, B=1 H=16 S=16k
+// D=128 bf16 causal, softcap 30, forward 260 TFLOP/s with fast_tanh, 492 with hardware_tanh
+// (backward 262 -> 343). Its error (~2^-11 relative) is below what 16-bit inputs carry; fp32
+// keeps the exact form, since its kernels are bound by their three TF32 products instead.
+// What a variant kernel does to its scores. Uniform over the grid; the kernels branch on it once
+// per block of scores, outside the loops over elements, so that each loop carries one kind's
+// instructions (a branch per element kept the softcap's code in the ALiBi and window loops).
+enum class ScoreModKind {
+  none,     // a window alone: the scores stay raw, the softmax scales them as the default kernels do
+  alibi,    // scale, then the bias
+  softcap,  // scale and cap, then the bias (slope 0 without ALiBi)
+};
+
+template <bool kHardwareTanh>
 struct ScoreMod {
   float scale_log2;   // scale * log2(e), used without a softcap
   float softcap_in;   // scale / softcap; 0: no softcap
   float softcap_out;  // softcap * log2(e)
   float slope_log2;   // ALiBi slope * log2(e); 0 without ALiBi
 
+  __device__ __forceinline__ ScoreModKind kind() const {
+    if (softcap_in != 0.f) return ScoreModKind::softcap;
+    return slope_log2 != 0.f ? ScoreModKind::alibi : ScoreModKind::none;
+  }
+
   // The log2-unit score of the raw product x = q.k of a pair at `distance` = query + offset -
   // key: softcap_out * tanh(x * softcap_in) (or x * scale_log2), minus slope_log2 * |distance|.
-  // `softcap_slope` gets d(capped)/d(scaled) = 1 - tanh^2 (1 without a softcap).
-  __device__ __forceinline__ float operator()(float x, float distance,
-                                              float& softcap_slope) const {
+  // With a softcap, `softcap_slope` gets d(capped)/d(scaled) = 1 - tanh^2. Not for kind none.
+  template <ScoreModKind kKind>
+  __device__ __forceinline__ float apply(float x, float distance, float& softcap_slope) const {
+    static_assert(kKind != ScoreModKind::none, "kind none leaves the scores to the softmax");
     float score = x * scale_log2;
-    softcap_slope = 1.f;
-    if (softcap_in != 0.f) {  // uniform over the grid
-      const float t = fast_tanh(x * softcap_in);
+    if constexpr (kKind == ScoreModKind::softcap) {
+      const float t = kHardwareTanh ? hardware_tanh(x * softcap_in) : fast_tanh(x * softcap_in);
       score = softcap_out * t;
       softcap_slope = fmaf(-t, t, 1.f);
     }
@@ -47,20 +68,24 @@ struct ScoreMod {
   }
 };
 
-__device__ __forceinline__ ScoreMod score_mod(const ProblemParams& p, int64_t batch,
-                                              int64_t head) {
+// The ScoreMod of the kernels of `Element`.
+template <typename Element>
+using ScoreModFor = ScoreMod<sizeof(Element) == 2>;
+
+template <typename Element>
+__device__ __forceinline__ ScoreModFor<Element> score_mod(const ProblemParams& p, int64_t batch,
+                                                          int64_t head) {
   const float slope = p.alibi_slopes == nullptr
                           ? 0.f
                           : p.alibi_slopes[batch * p.alibi_batch_stride + head];
   return {p.scale_log2, p.softcap_in, p.softcap_out, slope * kLog2e};
 }
 
-// Modifies this thread's part of a warp's 16 x (8 * kTiles) block of raw scores (keys k0..;
-// `row` the query of fragment row `group`) into log2-unit scores.
-template <int kTiles>
-__device__ __forceinline__ void modify_scores(float (&s)[kTiles][4], const ScoreMod& mod,
-                                              const ProblemParams& p, int64_t k0, int64_t row,
-                                              int lane) {
+template <ScoreModKind kKind, int kTiles, bool kHardwareTanh>
+__device__ __forceinline__ void modify_scores_as(float (&s)[kTiles][4],
+                                                 const ScoreMod<kHardwareTanh>& mod,
+                                                 const ProblemParams& p, int64_t k0, int64_t row,
+                                                 int lane) {
   float unused;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -71,10 +96,33 @@ __device__ __forceinline__ void modify_scores(float (&s)[kTiles][4], const Score
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[t][2 * half + e];
-        x = mod(x, base - float(8 * t + e), unused);
+        x = mod.template apply<kKind>(x, base - float(8 * t + e), unused);
       }
     }
   }
+}
+
+// Modifies this thread's part of a warp's 16 x (8 * kTiles) block of raw scores (keys k0..;
+// `row` the query of fragment row `group`) into log2-unit scores. Call only when mod.kind() is
+// not none (the softmax then takes scale 1, see modified_scale()).
+template <int kTiles, bool kHardwareTanh>
+__device__ __forceinline__ void modify_scores(float (&s)[kTiles][4],
+                                              const ScoreMod<kHardwareTanh>& mod,
+                                              const ProblemParams& p, int64_t k0, int64_t row,
+                                              int lane) {
+  if (mod.kind() == ScoreModKind::softcap) {
+    modify_scores_as<ScoreModKind::softcap>(s, mod, p, k0, row, lane);
+  } else {
+    modify_scores_as<ScoreModKind::alibi>(s, mod, p, k0, row, lane);
+  }
+}
+
+// The scale the forward softmax applies to the scores it gets: 1 for modified scores (already in
+// log2 units), scale * log2(e) for raw ones (the default kernels, and a window alone).
+template <bool kHardwareTanh>
+__device__ __forceinline__ float modified_scale(const ScoreMod<kHardwareTanh>& mod,
+                                                const ProblemParams& p) {
+  return mod.kind() == ScoreModKind::none ? p.scale_log2 : 1.f;
 }
 
 }  // namespace cuflash::detail

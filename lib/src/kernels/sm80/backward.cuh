@@ -216,8 +216,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int64_t warp_q0 = q0 + warp_query0;
     const bool masked = needs_mask<kVariants>(p, warp_q0, kWarpQueries, k0, kBlockN);
     [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    [[maybe_unused]] const ScoreModFor<Element> mod =
+        kVariants ? score_mod<Element>(p, batch, head) : ScoreModFor<Element>{};
     if constexpr (kVariants) {
-      modified_probabilities_transposed(st, softcap_slope, lse_s, score_mod(p, batch, head),
+      modified_probabilities_transposed(st, softcap_slope, lse_s, mod,
                                         warp_q0 + p.offset - fragment_key[0], lane);
       if (masked) {
         hide_columns(st, visible_columns<true, kWarpQueries>(p, true, fragment_key, warp_q0),
@@ -237,7 +239,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
     key_rows_times_query_rows<Element, kHeadDim>(dpt, v_tile, warp_key0, dout_s, lane);
 
     score_gradients_transposed(st, st, dpt, row_dot_s, lane);  // st now holds dS^T
-    if constexpr (kVariants) apply_softcap_slope(st, softcap_slope);
+    if constexpr (kVariants) {
+      if (mod.kind() == ScoreModKind::softcap) apply_softcap_slope(st, softcap_slope);
+    }
 
     // dK += dS^T Q: (16 keys, D)
     add_product_of_accumulators<1>(dk_acc, st, q_s, lane);

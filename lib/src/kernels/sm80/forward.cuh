@@ -173,9 +173,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) zero(o_acc[mi]);
-  const ScoreMod mod = kVariants ? score_mod(p, block.batch, block.head) : ScoreMod{};
+  const ScoreModFor<Element> mod =
+      kVariants ? score_mod<Element>(p, block.batch, block.head) : ScoreModFor<Element>{};
   // Modified scores are already in log2 units.
-  const float softmax_scale = kVariants ? 1.f : p.scale_log2;
+  const float softmax_scale = kVariants ? modified_scale(mod, p) : p.scale_log2;
+  const bool modifies = kVariants && mod.kind() != ScoreModKind::none;
 
   for (int64_t key_block = 0; key_block < num_key_blocks; ++key_block) {
     const int stage = static_cast<int>(key_block % kStages);
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kWarpKeys);
 #pragma unroll
     for (int mi = 0; mi < kMTiles; ++mi) {
-      if constexpr (kVariants) modify_scores(s[mi], mod, p, k0, fragment_row + 16 * mi, lane);
+      if (modifies) modify_scores(s[mi], mod, p, k0, fragment_row + 16 * mi, lane);
       if (masked) mask_scores<kVariants>(s[mi], p, k0, fragment_row + 16 * mi, lane);
       softmax[mi].update(s[mi], o_acc[mi], softmax_scale);  // s now holds P
     }

@@ -270,8 +270,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
     [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
+    [[maybe_unused]] ScoreModFor<Element> mod;
     if constexpr (kVariants) {
-      modified_probabilities_transposed(st, softcap_slope, lse, score_mod(p, batch, head),
+      mod = score_mod<Element>(p, batch, head);
+      modified_probabilities_transposed(st, softcap_slope, lse, mod,
                                         q0 + p.offset - fragment_key[0], lane);
       if (masked) hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
     } else {
@@ -280,7 +282,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
     // the products that keep their packed forms alive start (register pressure).
     score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-    if constexpr (kVariants) apply_softcap_slope(dpt, softcap_slope);
+    if constexpr (kVariants) {
+      if (mod.kind() == ScoreModKind::softcap) apply_softcap_slope(dpt, softcap_slope);
+    }
     uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);

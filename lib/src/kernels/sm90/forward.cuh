@@ -194,13 +194,16 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   // Modifies (kVariants) and masks S_j where needed and turns it into P_j (unnormalized
   // probabilities); `it` counts the key blocks visited.
   OnlineSoftmax softmax;
-  [[maybe_unused]] ScoreMod mod;
-  if constexpr (kVariants) mod = score_mod(p, batch, head);
-  const float softmax_scale = kVariants ? 1.f : p.scale_log2;  // modified scores: log2 units
+  [[maybe_unused]] ScoreModFor<Element> mod;
+  if constexpr (kVariants) mod = score_mod<Element>(p, batch, head);
+  // Modified scores are in log2 units already.
+  const float softmax_scale = kVariants ? modified_scale(mod, p) : p.scale_log2;
   auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t it, float (&rescale)[2]) {
     const int64_t k0 = (block.first_key_block + it) * kBlockN;
     const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
-    if constexpr (kVariants) modify_scores(s, mod, p, k0, fragment_row, lane);
+    if constexpr (kVariants) {
+      if (mod.kind() != ScoreModKind::none) modify_scores(s, mod, p, k0, fragment_row, lane);
+    }
     if (crosses_end || crosses_band<kVariants>(p, q0, kBlockM, k0, kBlockN)) {
       mask_scores<kVariants>(s, p, k0, fragment_row, lane);
     }

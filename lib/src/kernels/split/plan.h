@@ -129,7 +129,8 @@ inline bool has_score_variants(const ForwardArgs& args) {
 }
 
 // The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
-// split kernel for packed rows <= 64 (decoding, GQA groups of short queries), for small tiled
+// split kernel for packed rows <= 64 or queries <= 64 (decoding, GQA groups of short queries,
+// speculative decoding), for small tiled
 // grids over long keys and for every call that needs it (needs_split_kernel()); `args.splits`
 // when given, otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the
 // partial results. A tiled plan for a call that needs the split kernel is refused by forward().
@@ -152,7 +153,11 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
     splits = auto_splits(ctas, key_blocks(s.seq_k), slots, s.batch * s.heads * s.seq_q);
     if (forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
   }
-  const bool decode = rows <= Traits::Wide::kBlockM;
+  // Short queries: one row block, or queries no more than a Wide block, which the tiled kernels'
+  // 128-row query blocks would hold at most half full while every query head of a group
+  // re-reads the kv head's K and V (B=8, 32 query heads on 1 kv head, 4 queries x 8k keys:
+  // 268 us tiled, as 2 packed row blocks per kv head on the split kernel a fraction of that).
+  const bool decode = rows <= Traits::Wide::kBlockM || s.seq_q <= Traits::Wide::kBlockM;
   if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }
