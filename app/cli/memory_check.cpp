@@ -107,8 +107,11 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.host_bytes = stored + 8 * (in_elements + out_elements + rows) + scratch;
   } else {
     need.host_bytes = stored;
+    // The workspaces as the library sizes them: a varlen batch's for its sequences and their
+    // longest lengths (attention.h).
+    const AttentionShape args_shape = varlen_args_shape(p);
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows +
-                        double(forward_workspace_size(s, p.dtype, p.splits));
+                        double(forward_workspace_size(args_shape, p.dtype, p.splits));
     if (p.page_size != 0) {
       // The page pools (a quarter more pages than used) are built on the host and uploaded
       // beside the contiguous K and V.
@@ -118,7 +121,7 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     }
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) +
-                           double(backward_workspace_size(s, p.dtype, p.deterministic));
+                           double(backward_workspace_size(args_shape, p.dtype, p.deterministic));
     }
   }
   return need;
