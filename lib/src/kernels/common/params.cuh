@@ -28,6 +28,11 @@ struct GlobalTensor {
   __device__ __forceinline__ Element* slice(int64_t batch, int64_t head) const {
     return data + batch * batch_stride + head * head_stride;
   }
+  // ... from token `first` on: a sequence of a varlen batch (ProblemParams::first_row and
+  // first_key; 0 in a dense batch).
+  __device__ __forceinline__ Element* slice(int64_t batch, int64_t head, int64_t first) const {
+    return data + batch * batch_stride + head * head_stride + first * seq_stride;
+  }
 };
 
 template <typename Element>
@@ -66,6 +71,7 @@ struct ProblemParams {
   const int32_t* cu_seqlens_k;  // [batch + 1]
   int64_t total_q;    // packed query tokens: rows per head of LSE [heads, total_q]
   int64_t first_row;  // the CTA's sequence's first query token (0 before sequence_params())
+  int64_t first_key;  // ... and its first key token
   bool top_left;      // causal_top_left: every sequence's diagonal offset is 0
   int64_t max_seq_q;  // the grid's seq_q (the dQ semaphores' stride): seq_q when dense
 
@@ -102,6 +108,7 @@ ProblemParams problem_params(const Args& args) {
   p.cu_seqlens_k = args.varlen.cu_seqlens_k;
   p.total_q = args.varlen.total_q;
   p.first_row = 0;
+  p.first_key = 0;
   p.top_left = args.mask == Mask::causal_top_left;
   p.max_seq_q = shape.seq_q;
   return p;

@@ -6,11 +6,11 @@
 //   - seq_q, seq_k: the sequence's lengths (a CTA whose block lies past them has nothing to do);
 //   - the band (mask and window): moved to the sequence's own diagonal, len_k - len_q
 //     bottom-right or 0 top-left;
-//   - first_row: where its rows start in the [heads, total_q] LSE and workspace rows
-//     (ProblemParams::row_index());
-//   - the tensors: data moved to the sequence's first token (batch_stride is 0 in a varlen
-//     batch, so slice(b, h) then adds only the head).
-// A dense batch gets the parameters back unchanged.
+//   - first_row, first_key: its first query and key token, where its rows start in the tensors
+//     (GlobalTensor::slice(batch, head, first); batch_stride is 0 in a varlen batch) and in the
+//     [heads, total_q] LSE and workspace rows (ProblemParams::row_index()).
+// A dense batch gets the parameters back unchanged. The tensors' pointers stay those of the
+// launch (kernel constants), so that a dense CTA holds no more pointers in registers than before.
 #pragma once
 
 #include <cstdint>
@@ -20,20 +20,15 @@
 
 namespace cuflash::detail {
 
-// The problem of sequence `batch`; q_begin and k_begin get its first query and key token (0 for
-// a dense batch).
+// The problem of sequence `batch`.
 __device__ __forceinline__ ProblemParams sequence_problem(const ProblemParams& grid,
-                                                          int64_t batch, int64_t& q_begin,
-                                                          int64_t& k_begin) {
+                                                          int64_t batch) {
   ProblemParams p = grid;
-  q_begin = 0;
-  k_begin = 0;
   if (grid.cu_seqlens_q == nullptr) return p;
-  q_begin = __ldg(grid.cu_seqlens_q + batch);
-  k_begin = __ldg(grid.cu_seqlens_k + batch);
-  p.seq_q = __ldg(grid.cu_seqlens_q + batch + 1) - q_begin;
-  p.seq_k = __ldg(grid.cu_seqlens_k + batch + 1) - k_begin;
-  p.first_row = q_begin;
+  p.first_row = __ldg(grid.cu_seqlens_q + batch);
+  p.first_key = __ldg(grid.cu_seqlens_k + batch);
+  p.seq_q = __ldg(grid.cu_seqlens_q + batch + 1) - p.first_row;
+  p.seq_k = __ldg(grid.cu_seqlens_k + batch + 1) - p.first_key;
   // The band's offsets all move with the diagonal (problem_params() placed it for the longest
   // lengths); unbounded sides stay far beyond any sequence.
   const int64_t offset = grid.top_left ? 0 : p.seq_k - p.seq_q;
@@ -44,24 +39,14 @@ __device__ __forceinline__ ProblemParams sequence_problem(const ProblemParams& g
   return p;
 }
 
-template <typename Tensor>
-__device__ __forceinline__ void move_to_token(Tensor& tensor, int64_t token) {
-  tensor.data += token * tensor.seq_stride;
-}
-
 // The parameters of the sequence of the CTA at `order` (block_order()) in the forward grid
 // (batch * heads + head on y).
 template <typename Element>
 __device__ __forceinline__ ForwardParams<Element> sequence_params(
     const ForwardParams<Element>& grid, BlockOrder order) {
   ForwardParams<Element> params = grid;
-  const int64_t batch = (grid.bh_offset + order.head) / grid.problem.heads;
-  int64_t q_begin, k_begin;
-  params.problem = sequence_problem(grid.problem, batch, q_begin, k_begin);
-  move_to_token(params.q, q_begin);
-  move_to_token(params.out, q_begin);
-  move_to_token(params.k, k_begin);
-  move_to_token(params.v, k_begin);
+  params.problem =
+      sequence_problem(grid.problem, (grid.bh_offset + order.head) / grid.problem.heads);
   return params;
 }
 
@@ -70,17 +55,8 @@ template <typename Element>
 __device__ __forceinline__ BackwardParams<Element> sequence_params(
     const BackwardParams<Element>& grid, BlockOrder order) {
   BackwardParams<Element> params = grid;
-  const int64_t batch = (grid.bh_offset + order.head) / grid.problem.heads_kv;
-  int64_t q_begin, k_begin;
-  params.problem = sequence_problem(grid.problem, batch, q_begin, k_begin);
-  move_to_token(params.q, q_begin);
-  move_to_token(params.out, q_begin);
-  move_to_token(params.dout, q_begin);
-  move_to_token(params.dq, q_begin);
-  move_to_token(params.k, k_begin);
-  move_to_token(params.v, k_begin);
-  move_to_token(params.dk, k_begin);
-  move_to_token(params.dv, k_begin);
+  params.problem =
+      sequence_problem(grid.problem, (grid.bh_offset + order.head) / grid.problem.heads_kv);
   return params;
 }
 

@@ -155,10 +155,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto load_query_block = [&](int64_t it, int stage) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
-    load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
+    load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage),
+                                                 params.q.slice(batch, head, p.first_row),
                                                  params.q.seq_stride, q0, p.seq_q, thread);
     load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
-                                                 params.dout.slice(batch, head),
+                                                 params.dout.slice(batch, head, p.first_row),
                                                  params.dout.seq_stride, q0, p.seq_q, thread);
     if (thread < kBlockM) {
       const int64_t row = q0 + thread;
@@ -173,9 +174,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
   };
 
-  load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile, params.k.slice(batch, kv_head),
+  load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile,
+                                               params.k.slice(batch, kv_head, p.first_key),
                                                params.k.seq_stride, k0, p.seq_k, thread);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile, params.v.slice(batch, kv_head),
+  load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile,
+                                               params.v.slice(batch, kv_head, p.first_key),
                                                params.v.seq_stride, k0, p.seq_k, thread);
   if (schedule.count > 0) load_query_block(0, 0);
   cp_async_commit();
@@ -290,10 +293,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
     store_accumulators(v_tile, dv_acc, warp_key0, unit, lane);
   }
   __syncthreads();
-  store_tile<kBlockN, kHeadDim, kThreads>(params.dk.slice(batch, kv_head), params.dk.seq_stride,
-                                          k0, p.seq_k, k_tile, thread);
-  store_tile<kBlockN, kHeadDim, kThreads>(params.dv.slice(batch, kv_head), params.dv.seq_stride,
-                                          k0, p.seq_k, v_tile, thread);
+  store_tile<kBlockN, kHeadDim, kThreads>(params.dk.slice(batch, kv_head, p.first_key),
+                                          params.dk.seq_stride, k0, p.seq_k, k_tile, thread);
+  store_tile<kBlockN, kHeadDim, kThreads>(params.dv.slice(batch, kv_head, p.first_key),
+                                          params.dv.seq_stride, k0, p.seq_k, v_tile, thread);
 }
 
 // Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion

@@ -125,10 +125,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const ForwardBlock block =
       forward_block<kBlockM, kBlockN, kVariants>(p, params.bh_offset, num_m_blocks, order);
   const int64_t q0 = block.q0;
-  const Element* q = params.q.slice(block.batch, block.head);     // [Sq, D]
-  const Element* k = params.k.slice(block.batch, block.kv_head);  // [Sk, D]
-  const Element* v = params.v.slice(block.batch, block.kv_head);  // [Sk, D]
-  Element* out = params.out.slice(block.batch, block.head);        // [Sq, D]
+  const Element* q = params.q.slice(block.batch, block.head, p.first_row);     // [Sq, D]
+  const Element* k = params.k.slice(block.batch, block.kv_head, p.first_key);  // [Sk, D]
+  const Element* v = params.v.slice(block.batch, block.kv_head, p.first_key);  // [Sk, D]
+  Element* out = params.out.slice(block.batch, block.head, p.first_row);        // [Sq, D]
   float* lse = params.lse + p.row_index(block.batch, block.head);  // [Sq]
   if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, lse, q0, p.seq_q,
