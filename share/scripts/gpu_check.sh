@@ -108,7 +108,11 @@ verify_sweep() {
   timeout --kill-after=30 "$STAGE_TIMEOUT" \
     "$CLI" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 32,64,128 \
     --dtype fp16,bf16,fp32 --mask none,causal,causal-top-left --backward --format json \
-    >"$LOG_DIR/verify.json"
+    >"$LOG_DIR/verify.json" &&
+    timeout --kill-after=30 "$STAGE_TIMEOUT" \
+      "$CLI" verify --layout thd --seqlens 1,113,1023,2048 --seqlens-k 1023,113,1,2048 \
+      --heads 4 --heads-kv 2 --head-dim 32,64,128 --dtype fp16,bf16,fp32 \
+      --mask none,causal,causal-top-left --backward --format json >>"$LOG_DIR/verify.json"
 }
 
 # A short timed sweep with --verify: the benchmark path end to end (graph timing, formats).
