@@ -70,8 +70,9 @@ struct PagedKV {
 // make_tensor_ref(..., Layout::thd, ...) gives). LSE is [heads, total_q]; the backward's
 // workspace keeps backward_workspace_size(shape), which covers the packed rows.
 // The offsets live on the device and are not checked: each must be int32 [batch + 1], start at
-// 0, never decrease, and end at total_q (total_k); a sequence of length 0 is allowed (a query
-// without keys gets O = 0 and LSE = +inf).
+// 0, never decrease, end at total_q (total_k), and give no sequence more than shape.seq_q
+// (seq_k) tokens; a sequence of length 0 is allowed (a query without keys gets O = 0 and LSE =
+// +inf, and zero gradients).
 struct VarlenBatch {
   const int32_t* cu_seqlens_q = nullptr;  // device [batch + 1]; null: a dense batch
   const int32_t* cu_seqlens_k = nullptr;  // device [batch + 1]
