@@ -46,16 +46,18 @@ void emit(const std::string& text, const std::string& output) {
 
 const char* final_status(const SweepOutcome& outcome) {
   if (outcome.interrupted) return "interrupted";
-  return outcome.not_run > 0 ? "stopped" : "complete";
+  return outcome.stopped ? "stopped" : "complete";
 }
 
-void log_summary(const SweepOutcome& outcome, size_t total, const std::string& out_dir) {
+void log_summary(const SweepOutcome& outcome, size_t total, int rounds,
+                 const std::string& out_dir) {
   size_t failed = 0;
   for (const CaseRecord& r : outcome.records) failed += r.failure ? 1 : 0;
   const std::string where = out_dir.empty() ? "" : "; result package in " + out_dir;
-  if (outcome.not_run > 0) {
-    spdlog::warn("{} of {} cases run, {} failed, {} not run{}", outcome.records.size(), total,
-                 failed, outcome.not_run, where);
+  if (outcome.interrupted || outcome.stopped) {
+    spdlog::warn("{} of {} cases run, {} failed, {} not run, {} of {} rounds finished{}",
+                 outcome.records.size(), total, failed, outcome.not_run,
+                 outcome.rounds_finished, rounds, where);
   } else {
     spdlog::info("{} cases, {} failed{}", total, failed, where);
   }
@@ -159,6 +161,8 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
       plan.show_progress, plan.rounds);
 
   record_progress(metadata, outcome.records, total, final_status(outcome));
+  metadata["cases"]["rounds"] = plan.rounds;
+  metadata["cases"]["rounds_finished"] = outcome.rounds_finished;
   metadata["finished_utc"] = utc_now_iso8601();
   write_package(outcome.records);
   std::optional<std::vector<Comparison>> comparisons;
@@ -180,7 +184,7 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   }
   emit(final_text(plan, outcome.records, metadata, comparisons ? &*comparisons : nullptr),
        plan.output);
-  log_summary(outcome, total, plan.out_dir);
+  log_summary(outcome, total, plan.rounds, plan.out_dir);
   if (comparisons) log_comparison(*comparisons);
   return sweep_exit_code(outcome);
 }

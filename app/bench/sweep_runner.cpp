@@ -62,11 +62,13 @@ SweepOutcome run_sweep(const std::vector<Problem>& cases, const CaseRunner& run,
       const bool fatal = records[i].failure && records[i].failure->fatal;
       if (fatal || cli::interrupt_requested()) {
         outcome.interrupted = !fatal;
+        outcome.stopped = fatal;
         outcome.not_run = cases.size() - records.size();
         progress.finish();
         return outcome;
       }
     }
+    outcome.rounds_finished = round + 1;
   }
   progress.finish();
   return outcome;

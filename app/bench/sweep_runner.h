@@ -24,8 +24,14 @@ using CaseFinished = std::function<void(const std::vector<CaseRecord>& records, 
 struct SweepOutcome {
   std::vector<CaseRecord> records;
   bool interrupted = false;  // Ctrl-C: the cases after the current one did not run
-  size_t not_run = 0;        // cases left out (interrupted, or after a fatal failure)
+  bool stopped = false;      // a fatal failure ended the sweep
+  size_t not_run = 0;        // cases never visited (interrupted, or after a fatal failure)
+  int rounds_finished = 0;   // rounds in which every case (that had not failed) was visited
 };
+
+// The fewest samples a round may take (bench refuses --rounds above --iters / this): the spread
+// of the rounds' medians counts as noise, and a median of fewer is one outlier away from it.
+inline constexpr int kMinSamplesPerRound = 5;
 
 // Samples round `round` of `rounds` takes out of `iters` (the first iters % rounds take one more).
 int samples_in_round(int iters, int rounds, int round);

@@ -105,14 +105,11 @@ const char* to_string(Backend backend) { return backend == Backend::cpu ? "cpu" 
 
 void require_gpu_support(const Problem& p) {
   if (is_supported_head_dim(p.shape.head_dim)) return;
-  std::string dims;
   const std::vector<int> supported = supported_head_dims();
-  for (size_t i = 0; i < supported.size(); ++i) {
-    dims += (i == 0 ? "" : i + 1 == supported.size() ? " or " : ", ") +
-            std::to_string(supported[i]);
-  }
   throw UsageError("-d/--head-dim " + std::to_string(p.shape.head_dim) +
-                   ": the CUDA kernels take head_dim " + dims +
+                   ": the CUDA kernels take a head_dim that is a multiple of " +
+                   std::to_string(supported.front()) + " from " +
+                   std::to_string(supported.front()) + " to " + std::to_string(supported.back()) +
                    "; the CPU backend (--backend cpu) takes any head_dim");
 }
 

@@ -289,7 +289,9 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
                                 "Key/value sequence length (default: = seq)" + list, allow_lists,
                                 shape);
   seq_k->check(positive);
-  add_list(command, "-d,--head-dim", o.head_dim, "Head dimension" + list, allow_lists, shape)
+  add_list(command, "-d,--head-dim", o.head_dim,
+           "Head dimension (GPU: a multiple of 8 from 8 to 256; CPU: any)" + list, allow_lists,
+           shape)
       ->check(positive);
   add_list(command, "--dtype", o.dtype, "Element type: fp16, bf16, fp32" + list, allow_lists,
            shape)->check(CLI::IsMember(kDtypeNames));

@@ -173,9 +173,12 @@ void require_profilable(const BenchOptions& o, const std::vector<Problem>& cases
 }
 
 int bench_command(const BenchOptions& o, const GlobalOptions& global) {
-  if (o.rounds > o.iters) {
-    throw UsageError("--rounds " + std::to_string(o.rounds) + ": more rounds than --iters (" +
-                     std::to_string(o.iters) + "); every round takes at least one sample");
+  // A round's median needs a few samples, or one outlier becomes the rounds' spread.
+  if (o.rounds > 1 && o.rounds * kMinSamplesPerRound > o.iters) {
+    throw UsageError("--rounds " + std::to_string(o.rounds) + ": every round takes at least " +
+                     std::to_string(kMinSamplesPerRound) + " of the --iters " +
+                     std::to_string(o.iters) + " samples; give at most " +
+                     std::to_string(std::max(1, o.iters / kMinSamplesPerRound)) + " rounds");
   }
   const Selection selection = select_cases(o);
   require_profilable(o, selection.cases);
@@ -237,7 +240,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   add_problem_options(cmd, o.problem, /*allow_lists=*/true);
   CLI::Option* sweep = cmd.add_option(
-      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode) or a path");
+      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, headdims) or a path");
   for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
                             "--dtype", "--mask", "--causal", "--layout"}) {
     sweep->excludes(cmd.get_option(shape));

@@ -1,4 +1,7 @@
 // `cuflash info`: version, how this binary was built, and the CUDA devices it can see.
+#include <string>
+#include <vector>
+
 #include <cuda_runtime_api.h>
 
 #include "cli/exit_codes.h"
@@ -15,6 +18,16 @@ std::string cuda_version_text(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
+// What the GPU kernels take: "8-256 in steps of 8 (tuned: 32, 64, 96, 128, 192, 256)"; the
+// CPU backend takes any head_dim.
+std::string head_dims_text() {
+  const std::vector<int> supported = cuflash::supported_head_dims();
+  std::string tuned;
+  for (int d : cuflash::tuned_head_dims()) tuned += (tuned.empty() ? "" : ", ") + std::to_string(d);
+  return std::to_string(supported.front()) + "-" + std::to_string(supported.back()) +
+         " in steps of " + std::to_string(supported.front()) + " (tuned: " + tuned + ")";
+}
+
 Record build_record() {
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
@@ -28,6 +41,7 @@ Record build_record() {
       .add("cuda_runtime", cuda_version_text(runtime))
       .add("cuda_driver", cuda_version_text(driver))
       .add("devices", int64_t(device_count()))
+      .add("head_dims", head_dims_text())
       .add("backward_dq", "arrival order (default); fixed order with --deterministic");
   return r;
 }

@@ -51,9 +51,8 @@ int64_t checked_add(int64_t a, int64_t b) {
 }
 
 std::string supported_head_dims_text() {
-  std::string text;
-  for (int d : kHeadDims) text += (text.empty() ? "" : ", ") + std::to_string(d);
-  return text;
+  return "multiples of " + std::to_string(detail::kHeadDimGranule) + " from " +
+         std::to_string(detail::kHeadDimGranule) + " to " + std::to_string(detail::kMaxHeadDim);
 }
 
 bool is_valid(DType dtype) {
@@ -349,12 +348,20 @@ const char* tensor_core_kernels(int device) {
 }
 
 std::vector<int> supported_head_dims() {
+  std::vector<int> dims;
+  for (int d = detail::kHeadDimGranule; d <= detail::kMaxHeadDim; d += detail::kHeadDimGranule) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+std::vector<int> tuned_head_dims() {
   return std::vector<int>(std::begin(kHeadDims), std::end(kHeadDims));
 }
 
-bool is_supported_head_dim(int64_t head_dim) {
-  return std::find(std::begin(kHeadDims), std::end(kHeadDims), head_dim) != std::end(kHeadDims);
-}
+bool is_supported_head_dim(int64_t head_dim) { return detail::compiled_head_dim(head_dim) != 0; }
+
+int64_t kernel_head_dim(int64_t head_dim) { return detail::compiled_head_dim(head_dim); }
 
 void forward(const ForwardArgs& args, cudaStream_t stream) {
   const std::string context = "forward";

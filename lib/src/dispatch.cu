@@ -1,6 +1,7 @@
 // The launcher table: (dtype, head_dim) of a validated call -> the launcher instantiation
-// compiled for it. The head dims come from head_dims.h; the instantiations are generated from
-// the same list (sources.cmake).
+// compiled for it, at compiled_head_dim(head_dim) (the call's head_dim itself, or the next
+// compiled one, whose kernels treat the extra columns as zeros). The head dims come from
+// head_dims.h; the instantiations are generated from the same list (sources.cmake).
 #include "dispatch.h"
 
 #include <cstdlib>
@@ -38,7 +39,8 @@ BackwardLauncher backward_launcher(DType dtype) {
   return nullptr;
 }
 
-// The launcher of the listed head_dim that equals `head_dim` (validation guarantees one does).
+// The launcher of the listed head_dim that equals compiled_head_dim(head_dim) (validation
+// guarantees one does).
 template <size_t... kIndex>
 ForwardLauncher forward_launcher(DType dtype, int64_t head_dim, std::index_sequence<kIndex...>) {
   ForwardLauncher launcher = nullptr;
@@ -63,11 +65,13 @@ constexpr auto kHeadDimIndices = std::make_index_sequence<std::size(kHeadDims)>{
 }  // namespace
 
 void dispatch_forward(const ForwardArgs& args, cudaStream_t stream) {
-  forward_launcher(args.dtype, args.shape.head_dim, kHeadDimIndices)(args, stream);
+  forward_launcher(args.dtype, compiled_head_dim(args.shape.head_dim), kHeadDimIndices)(args,
+                                                                                        stream);
 }
 
 void dispatch_backward(const BackwardArgs& args, cudaStream_t stream) {
-  backward_launcher(args.dtype, args.shape.head_dim, kHeadDimIndices)(args, stream);
+  backward_launcher(args.dtype, compiled_head_dim(args.shape.head_dim), kHeadDimIndices)(args,
+                                                                                          stream);
 }
 
 bool use_sm90_kernels(int device) {

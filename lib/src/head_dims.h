@@ -1,11 +1,32 @@
 // The head dimensions with compiled kernels, for every dtype and both directions: the one list.
-// The launcher table (dispatch.cu), is_supported_head_dim() and supported_head_dims() are
-// derived from it, and sources.cmake reads the line below to generate one instantiation file
-// per (direction, dtype, head_dim), so keep it on one line.
+// The launcher table (dispatch.cu), is_supported_head_dim(), supported_head_dims() and
+// tuned_head_dims() are derived from it, and sources.cmake reads the line below to generate one
+// instantiation file per (direction, dtype, head_dim), so keep it on one line.
+//
+// Every multiple of 8 from 8 to the last entry runs: on the kernels of the smallest compiled
+// head dim at least as large (compiled_head_dim()), which get the head_dim of the call, load the
+// columns past it as zeros (16-byte chunks of 8 fp16/bf16 or 4 fp32 elements: since head_dim is
+// a multiple of 8 a chunk is wholly inside or outside) and never store them.
 #pragma once
+
+#include <cstdint>
 
 namespace cuflash::detail {
 
-inline constexpr int kHeadDims[] = {32, 64, 128};
+inline constexpr int kHeadDims[] = {32, 64, 96, 128, 192, 256};
+
+// head_dim must be a multiple of this on the GPU (one 16-byte chunk of a 16-bit row).
+inline constexpr int kHeadDimGranule = 8;
+inline constexpr int kMaxHeadDim = kHeadDims[sizeof(kHeadDims) / sizeof(kHeadDims[0]) - 1];
+
+// The compiled head dim whose kernels run a call of `head_dim`: the smallest listed one at least
+// as large; 0 when head_dim is not a positive multiple of kHeadDimGranule up to kMaxHeadDim.
+constexpr int compiled_head_dim(int64_t head_dim) {
+  if (head_dim <= 0 || head_dim % kHeadDimGranule != 0) return 0;
+  for (int d : kHeadDims) {
+    if (head_dim <= d) return d;
+  }
+  return 0;
+}
 
 }  // namespace cuflash::detail

@@ -1,17 +1,21 @@
 // The backward pass's device scratch, which the caller allocates (backward_workspace_size()):
-// an fp32 dQ accumulator of batch*heads*seq_q*head_dim floats at offset 0 ([B, H, Sq, D],
-// contiguous), then, at the next 256-byte boundary, the row sums D_i = rowsum(dO_i * O_i) of
-// batch*heads*seq_q floats ([B, H, Sq]), and in deterministic mode, at the next boundary, the dQ
-// semaphores: one int per (batch, head, query block) that counts the key blocks whose dQ has
-// been added to the block's accumulator (backward_steps.cuh). A varlen batch (VarlenBatch) keeps
-// these sizes, of its longest sequence times the batch, but stores the accumulator and the row
-// sums as [heads, total_q] rows like its LSE (ProblemParams::row_index()), which total_q <=
-// batch * seq_q lets fit; its semaphores are [batch, heads, query blocks of the longest].
+// an fp32 dQ accumulator of batch*heads*seq_q*D floats at offset 0 ([B, H, Sq, D], contiguous,
+// D = compiled_head_dim(head_dim): the columns of the kernels that run, whose padding columns
+// receive zeros, so that the atomics need no column test), then, at the next 256-byte
+// boundary, the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q floats ([B, H, Sq]), and
+// in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
+// query block) that counts the key blocks whose dQ has been added to the block's accumulator
+// (backward_steps.cuh).
+// A varlen batch (VarlenBatch) keeps these sizes, of its longest sequence times the batch, but
+// stores the accumulator and the row sums as [heads, total_q] rows like its LSE
+// (ProblemParams::row_index()), which total_q <= batch * seq_q lets fit; its semaphores are
+// [batch, heads, query blocks of the longest].
 #pragma once
 
 #include <cstddef>
 
 #include "cuflash/attention.h"
+#include "head_dims.h"
 
 namespace cuflash::detail {
 
@@ -28,14 +32,21 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
 }
 
 struct BackwardWorkspace {
-  float* dq_accum;     // [B, H, Sq, D] fp32, contiguous
+  float* dq_accum;     // [B, H, Sq, compiled D] fp32, contiguous
   float* row_dot;      // [B, H, Sq] fp32: D_i = rowsum(dO_i * O_i)
   int* dq_semaphores;  // [B, H, query blocks] in deterministic mode; null otherwise
 };
 
+// Columns of a dQ accumulator row: those of the kernels that run (the head_dim itself for a
+// head_dim no kernel takes, which backward() refuses).
+inline int64_t dq_accum_columns(const AttentionShape& s) {
+  const int compiled = compiled_head_dim(s.head_dim);
+  return compiled > 0 ? compiled : s.head_dim;
+}
+
 inline size_t dq_accum_bytes(const AttentionShape& s) {
   const size_t elements = static_cast<size_t>(s.batch) * static_cast<size_t>(s.heads) *
-                          static_cast<size_t>(s.seq_q) * static_cast<size_t>(s.head_dim);
+                          static_cast<size_t>(s.seq_q) * static_cast<size_t>(dq_accum_columns(s));
   return round_up(elements * sizeof(float), kWorkspaceAlignment);
 }
 

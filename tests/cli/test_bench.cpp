@@ -338,7 +338,7 @@ TEST_CASE("sweep: names are looked up in the search folders, paths are read as g
   } catch (const cli::UsageError& e) {
     const std::string what = e.what();
     CHECK(what.find("--sweep nosuch: no sweep of that name") == 0);
-    CHECK(what.find("fa, seed") != std::string::npos);
+    CHECK(what.find("fa, headdims, seed, varlen") != std::string::npos);
   }
   CHECK_THROWS_AS(resolve_sweep("./missing.txt", {}), cli::UsageError);
 }
@@ -615,6 +615,30 @@ TEST_CASE("sweep loop: rounds visit every case in turn and gather each pass's sa
   CHECK(sweep_exit_code(outcome) == 3);
 }
 
+TEST_CASE("sweep loop: a fatal failure in a later round stops the sweep and says so", "[bench]") {
+  const auto cases = parse_sweep("sq=8,16,32", "t");
+  const SweepOutcome outcome = run_sweep(
+      cases,
+      [](const Problem& c, size_t i, int round) {
+        CaseRecord r = fake_record(c, i);
+        if (round == 1 && i == 1) {
+          r.failure = Failure{"fwd", FailureKind::cuda_error, "illegal address", true};
+        }
+        return r;
+      },
+      [](const std::vector<CaseRecord>&, size_t) {}, false, 3);
+  CHECK(outcome.stopped);
+  CHECK_FALSE(outcome.interrupted);
+  CHECK(outcome.not_run == 0);         // every case was visited in round 0
+  CHECK(outcome.rounds_finished == 1);  // round 1 stopped at case 1
+  REQUIRE(outcome.records.size() == 3);
+  CHECK(outcome.records[1].failure);
+  // Case 0 took its round-1 samples before the stop; case 2 never got to round 1.
+  CHECK(outcome.records[0].passes[0].samples_ms.size() == 10);
+  CHECK(outcome.records[2].passes[0].samples_ms.size() == 5);
+  CHECK(sweep_exit_code(outcome) == 3);
+}
+
 TEST_CASE("round spread: the distance between the rounds' medians", "[bench]") {
   CHECK(round_spread({1, 2, 3}, {3}) == 0);  // one round
   CHECK(round_spread({1, 2, 3}, {}) == 0);
@@ -709,7 +733,8 @@ import json, os, sys
 d = sys.argv[1]
 meta = json.load(open(os.path.join(d, "metadata.json")))
 assert meta["status"] == "complete", meta["status"]
-assert meta["cases"] == {"total": 4, "finished": 4, "failed": 0, "not_run": 0}, meta["cases"]
+assert meta["cases"] == {"total": 4, "finished": 4, "failed": 0, "not_run": 0, "rounds": 1,
+                         "rounds_finished": 1}, meta["cases"]
 assert meta["finished_utc"].endswith("Z") and meta["started_utc"].endswith("Z")
 assert meta["protocol"]["sweep"] == "t"
 for key in ("host_name", "command_line", "executable", "cuflash", "cuda", "device"):
@@ -752,7 +777,8 @@ import json, os, sys
 d = sys.argv[1]
 meta = json.load(open(os.path.join(d, "metadata.json")))
 assert meta["status"] == "interrupted", meta["status"]
-assert meta["cases"] == {"total": 4, "finished": 3, "failed": 1, "not_run": 1}, meta["cases"]
+assert meta["cases"] == {"total": 4, "finished": 3, "failed": 1, "not_run": 1, "rounds": 1,
+                         "rounds_finished": 0}, meta["cases"]
 results = json.load(open(os.path.join(d, "results.json")))
 names = {r["run_name"] for r in results["benchmarks"]}
 assert len(names) == 5, names  # fwd+bwd of cases 1 and 2, fwd of case 0

@@ -338,6 +338,15 @@ TEST_CASE("info names the backward's dQ orders and the option that fixes it", "[
   CHECK(json.out.find("\"backward_dq\":") != std::string::npos);
 }
 
+TEST_CASE("info lists the head dims the GPU kernels take", "[cli]") {
+  TempDir tmp;
+  const Outcome json = cuflash("info --format json", tmp);
+  CHECK(json.exit_code == 0);
+  const std::string expected =
+      "\"head_dims\": \"8-256 in steps of 8 (tuned: 32, 64, 96, 128, 192, 256)\"";
+  CHECK(json.out.find(expected) != std::string::npos);
+}
+
 TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "[cli][out-dir]") {
   TempDir tmp;
   const fs::path dir = tmp.path / "d";
@@ -581,12 +590,33 @@ TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
 
 TEST_CASE("run checks what needs no GPU first, and memory before allocating", "[cli]") {
   TempDir tmp;
-  SECTION("-d 96 on --backend cuda: exit 2 naming the CPU backend, with or without a GPU") {
-    const Outcome o = cuflash("run --backend cuda -s 8 -d 96", tmp);
-    CHECK(o.exit_code == 2);
-    CHECK(o.err.find("head_dim") != std::string::npos);
-    CHECK(o.err.find("--backend cpu") != std::string::npos);
-    CHECK(count_lines(o.err) == 1);
+  SECTION("-d 100, 264, 4 on --backend cuda: exit 2 naming the CPU backend, GPU or not") {
+    for (const char* dim : {"100", "264", "4"}) {
+      INFO("-d " << dim);
+      const fs::path dir = tmp.path / (std::string("out") + dim);
+      const Outcome o =
+          cuflash("run --backend cuda -s 8 -d " + std::string(dim) + " --out-dir " + quoted(dir),
+                  tmp);
+      CHECK(o.exit_code == 2);
+      CHECK(o.err.find("--head-dim " + std::string(dim)) != std::string::npos);
+      CHECK(o.err.find("multiple of 8 from 8 to 256") != std::string::npos);
+      CHECK(o.err.find("--backend cpu") != std::string::npos);
+      CHECK(count_lines(o.err) == 1);
+      CHECK(o.out.empty());
+      CHECK_FALSE(fs::exists(dir));
+    }
+  }
+  SECTION("-d 40 and -d 256 pass the head_dim check on --backend cuda") {
+    for (const char* dim : {"40", "256"}) {
+      INFO("-d " << dim);
+      const Outcome o = cuflash("-q run --backend cuda -s 8 --heads 2 -d " + std::string(dim), tmp);
+      CHECK(o.exit_code == (device_count() > 0 ? 0 : 3));  // no GPU: exit 3, after the check
+      CHECK(o.err.find("head_dim") == std::string::npos);
+    }
+  }
+  SECTION("-d 100 on --backend cpu runs: the CPU backend takes any head_dim") {
+    const Outcome o = cuflash("-q run --backend cpu -s 8 --heads 2 -d 100", tmp);
+    CHECK(o.exit_code == 0);
   }
   SECTION("no GPU is found before any input is made") {
     if (device_count() > 0) {

@@ -93,6 +93,16 @@ TEST_CASE("options that were misread or silently ignored are refused", "[cli]") 
     CHECK_FALSE(contains(o.err, "At Most"));
     CHECK(count_lines(o.err) == 1);
   }
+  SECTION("--rounds that leave a round fewer than 5 samples") {
+    const Outcome o = cuflash("bench --list --rounds 7", tmp);  // 30 samples: at most 6 rounds
+    CHECK(o.exit_code == 2);
+    CHECK(contains(o.err, "--rounds 7"));
+    CHECK(contains(o.err, "at most 6 rounds"));
+    CHECK(count_lines(o.err) == 1);
+    CHECK(cuflash("bench --list --rounds 6", tmp).exit_code == 0);
+    CHECK(cuflash("bench --list --rounds 2 --iters 9", tmp).exit_code == 2);
+    CHECK(cuflash("bench --list --rounds 2 --iters 10", tmp).exit_code == 0);
+  }
   SECTION("an empty --out-dir or --output") {
     const Outcome run = cuflash("run --backend cpu -s 8 -d 8 --out-dir ''", tmp);
     CHECK(run.exit_code == 2);

@@ -31,16 +31,16 @@ namespace {
 
 // --- The correctness matrix ---------------------------------------------------------------------
 //
-// Factors: dtype (3) x head_dim (every compiled one, supported_head_dims()) x mask (3) x
+// Factors: dtype (3) x head_dim (32, 64, 128) x mask (3) x
 // (seq_q, seq_k) (8) x heads_kv (3) x layout (2) = 1296 combinations with three head dims, too
 // many for the float64 CPU reference with backward at 2048 x 2048 in a few minutes. We run an
 // all-pairs (pairwise) covering design instead: every pair of values of any two factors meets in
 // at least one case. Shapes are B=2, H=4 (heads_kv 4, 2, 1: MHA, GQA, MQA), except 2048 x 2048
-// at B=1, H=2 (heads_kv 2, 1, 1) to bound the CPU reference's time.
+// at B=1, H=2 (heads_kv 2, 1, 1) to bound the CPU reference's time. The other head dims have a
+// design of their own below (smaller shapes: the reference's cost grows with head_dim).
 
 constexpr std::array<DType, 3> kDtypes{DType::fp32, DType::fp16, DType::bf16};
-// The library's one list of compiled head dims (asking needs no GPU).
-const std::vector<int> kHeadDims = supported_head_dims();
+const std::vector<int> kHeadDims{32, 64, 128};
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right, Mask::causal_top_left};
 // Odd lengths cross tile edges; Sq > Sk under the bottom-right mask leaves rows with no key.
 constexpr std::array<std::array<int64_t, 2>, 8> kSeqPairs{{{1, 1},
@@ -133,6 +133,93 @@ TEST_CASE("pairwise matrix bf16: forward and backward vs float64 reference", "[g
   run_matrix(DType::bf16);
 }
 
+// --- Head dims beyond 32, 64, 128 ----------------------------------------------------------------
+//
+// Every multiple of 8 up to 256 runs, on the kernels of the next tuned head dim (96, 192, 256
+// have their own) with the missing columns loaded as zeros and never stored. Factors: dtype (3) x
+// head_dim (8, 40: padded to 32 and 64; 96; 136: padded to 192, whose backward splits the
+// columns between CTAs, the second part partly padding; 192; 256) x mask (3) x (seq_q, seq_k)
+// (6) x heads_kv (3) x layout (2), pairwise. B=2, H=4, except 1023 x 1023 at B=1, H=2. The host
+// runner fills the outputs with NaN first, so a column left unwritten fails, and the outputs are
+// exactly [.., head_dim] in size, so a column written past head_dim could overwrite the next row
+// (or the next tensor's memory: compute-sanitizer's subset below has D=40 and 256). Not tagged
+// [matrix]: none of these head dims runs on the wgmma kernels, so the second registration with
+// CUFLASH_DISABLE_WGMMA=1 (tests/CMakeLists.txt) would run the same kernels again.
+
+const std::vector<int> kWideHeadDims{8, 40, 96, 136, 192, 256};
+constexpr std::array<std::array<int64_t, 2>, 6> kWideSeqPairs{
+    {{1, 1}, {1, 1023}, {113, 203}, {239, 17}, {257, 512}, {1023, 1023}}};
+
+const std::vector<int> kWideFactorLevels{int(kDtypes.size()),     int(kWideHeadDims.size()),
+                                         int(kMasks.size()),      int(kWideSeqPairs.size()),
+                                         int(kKvHeads.size()),    int(kLayouts.size())};
+
+Problem wide_case_of(const DesignRow& row) {
+  const auto [seq_q, seq_k] = kWideSeqPairs[row[3]];
+  const bool largest = seq_q == 1023 && seq_k == 1023;
+  const int64_t heads = largest ? 2 : 4;
+  return make_problem(kDtypes[row[0]], kWideHeadDims[row[1]], kMasks[row[2]], seq_q, seq_k,
+                      largest ? 1 : 2, heads, kv_heads(kKvHeads[row[4]], heads),
+                      kLayouts[row[5]]);
+}
+
+const std::vector<Problem>& wide_cases() {
+  static const std::vector<Problem> cases = [] {
+    std::vector<Problem> result;
+    for (const DesignRow& row : pairwise_design(kWideFactorLevels)) {
+      result.push_back(wide_case_of(row));
+    }
+    std::cout << "head dims design: " << result.size() << " cases\n";
+    return result;
+  }();
+  return cases;
+}
+
+void run_wide(DType dtype) {
+  require_gpu();
+  const std::vector<Problem>& cases = wide_cases();
+  for (size_t index = 0; index < cases.size(); ++index) {
+    const Problem& c = cases[index];
+    if (c.dtype != dtype) continue;
+    DYNAMIC_SECTION("case " << index << ": " << describe(c)) { check_case(c, 3000 + index); }
+  }
+}
+
+TEST_CASE("head dims design covers every pair of factor values", "[gpu][head_dims]") {
+  require_gpu();
+  CHECK(covers_all_pairs(pairwise_design(kWideFactorLevels), kWideFactorLevels));
+}
+
+TEST_CASE("head dims 8-256 fp32: forward and backward vs float64 reference",
+          "[gpu][head_dims]") {
+  run_wide(DType::fp32);
+}
+
+TEST_CASE("head dims 8-256 fp16: forward and backward vs float64 reference",
+          "[gpu][head_dims]") {
+  run_wide(DType::fp16);
+}
+
+TEST_CASE("head dims 8-256 bf16: forward and backward vs float64 reference",
+          "[gpu][head_dims]") {
+  run_wide(DType::bf16);
+}
+
+// Every supported head_dim once (the designs above take a few), fp16 and fp32 alternately,
+// causal, on a shape that crosses tile edges.
+TEST_CASE("every supported head_dim: forward and backward vs float64 reference",
+          "[gpu][head_dims]") {
+  require_gpu();
+  const std::vector<int> dims = supported_head_dims();
+  REQUIRE(dims.size() == 32);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const DType dtype = i % 3 == 0 ? DType::fp32 : (i % 3 == 1 ? DType::fp16 : DType::bf16);
+    const Problem c = make_problem(dtype, dims[i], Mask::causal_bottom_right, 77, 130, 1, 2, 1,
+                                   i % 2 ? Layout::bshd : Layout::bhsd);
+    DYNAMIC_SECTION(describe(c)) { check_case(c, 3500 + i); }
+  }
+}
+
 // --- fp32 tile configurations -------------------------------------------------------------------
 //
 // The matrix's shapes (B <= 2, H <= 4) are small grids, for which the fp32 kernels take their
@@ -142,7 +229,7 @@ TEST_CASE("pairwise matrix bf16: forward and backward vs float64 reference", "[g
 TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 reference",
           "[gpu][fp32]") {
   require_gpu();
-  for (int64_t head_dim : kHeadDims) {
+  for (int64_t head_dim : tuned_head_dims()) {
     for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const int64_t heads_kv = mask == Mask::none ? 16 : 8;
       const Problem c =
@@ -237,11 +324,42 @@ void* offset_by(void* data, size_t bytes) { return static_cast<unsigned char*>(d
 
 TEST_CASE("unsupported head_dim is refused, naming head_dim", "[gpu][arguments]") {
   require_gpu();
-  Problem c = small_case();
-  c.shape.head_dim = 96;
-  const DeviceProblem device(c);
-  require_error([&] { forward(device.forward_args()); }, Error::Kind::unsupported, "head_dim");
-  require_error([&] { backward(device.backward_args()); }, Error::Kind::unsupported, "head_dim");
+  for (const int64_t head_dim : {100, 264, 4}) {  // not a multiple of 8; above 256; below 8
+    Problem c = small_case();
+    c.shape.head_dim = head_dim;
+    const DeviceProblem device(c);
+    INFO("head_dim " << head_dim);
+    require_error([&] { forward(device.forward_args()); }, Error::Kind::unsupported, "head_dim");
+    require_error([&] { backward(device.backward_args()); }, Error::Kind::unsupported,
+                  "head_dim");
+  }
+}
+
+TEST_CASE("supported head dims: multiples of 8 from 8 to 256, on the next tuned head dim",
+          "[gpu][arguments][head_dims]") {
+  require_gpu();
+  const std::vector<int> dims = supported_head_dims();
+  REQUIRE(dims.size() == 32);
+  CHECK(dims.front() == 8);
+  CHECK(dims.back() == 256);
+  CHECK(tuned_head_dims() == std::vector<int>{32, 64, 96, 128, 192, 256});
+  for (int64_t d = -8; d <= 272; ++d) {
+    INFO("head_dim " << d);
+    CHECK(is_supported_head_dim(d) == (d >= 8 && d <= 256 && d % 8 == 0));
+  }
+  CHECK(kernel_head_dim(8) == 32);
+  CHECK(kernel_head_dim(40) == 64);
+  CHECK(kernel_head_dim(72) == 96);
+  CHECK(kernel_head_dim(136) == 192);
+  CHECK(kernel_head_dim(200) == 256);
+  CHECK(kernel_head_dim(256) == 256);
+  CHECK(kernel_head_dim(12) == 0);
+  // The backward's dQ accumulator has the columns of the kernels that run.
+  const AttentionShape s40{2, 4, 2, 100, 100, 40};
+  const AttentionShape s64{2, 4, 2, 100, 100, 64};
+  CHECK(backward_workspace_size(s40, DType::fp16) == backward_workspace_size(s64, DType::fp16));
+  CHECK(backward_workspace_size(s40, DType::fp32, true) ==
+        backward_workspace_size(s64, DType::fp32, true));
 }
 
 TEST_CASE("heads not a multiple of heads_kv is refused, naming heads_kv", "[gpu][arguments]") {
@@ -349,13 +467,17 @@ TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[g
 // edges), H=4, Hkv=2 (GQA), forward and backward, both layouts. Small enough for racecheck.
 
 // fp32 at D=128 on this small grid takes the narrow configurations whose warps split a block's
-// keys (forward) or queries (backward) and merge through shared memory.
-TEST_CASE("sanitizer subset: each dtype x D=64, and fp32 D=128, x mask none/causal fwd+bwd",
+// keys (forward) or queries (backward) and merge through shared memory. D=40 runs on the D=64
+// kernels with zero columns (a load or store past head_dim lands outside the allocation of a
+// row-major tensor's last row); D=256 on the kernels whose backward splits the columns between
+// CTAs.
+TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, D=256 x mask none/causal",
           "[gpu][sanitizer]") {
   require_gpu();
   uint64_t seed = 5000;
-  const std::array<std::pair<DType, int64_t>, 4> kinds{
-      {{DType::fp32, 64}, {DType::fp16, 64}, {DType::bf16, 64}, {DType::fp32, 128}}};
+  const std::array<std::pair<DType, int64_t>, 8> kinds{
+      {{DType::fp32, 64}, {DType::fp16, 64}, {DType::bf16, 64}, {DType::fp32, 128},
+       {DType::fp16, 40}, {DType::fp32, 40}, {DType::bf16, 256}, {DType::fp32, 256}}};
   for (const auto& [dtype, head_dim] : kinds) {
     for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const Layout layout = mask == Mask::none ? Layout::bhsd : Layout::bshd;

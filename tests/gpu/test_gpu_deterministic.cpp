@@ -37,7 +37,9 @@ void for_each_case(Check&& check) {
   require_gpu();
   uint64_t seed = 1300;
   for (DType dtype : kDtypes) {
-    for (int head_dim : supported_head_dims()) {
+    // The tuned head dims (192 and 256 split the backward's columns between CTAs, which share
+    // the turns) and 40 (the D=64 kernels with zero columns).
+    for (int head_dim : {32, 40, 64, 96, 128, 192, 256}) {
       for (Mask mask : kMasks) {
         const Problem p = deterministic_case(dtype, head_dim, mask);
         ++seed;
@@ -95,7 +97,7 @@ TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits
                               {Mask::none, {-1, -1}, 5, true}};
   uint64_t seed = 1400;
   for (DType dtype : {DType::fp16, DType::bf16}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {40, 64, 128, 192, 256}) {
       for (const Variant& v : variants) {
         Problem p = deterministic_case(dtype, head_dim, v.mask);
         p.window = v.window;

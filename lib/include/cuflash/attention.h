@@ -244,11 +244,19 @@ inline BackwardArgs backward_args(const Problem& problem, const DenseTensors& te
   return args;
 }
 
-// Head dimensions with compiled kernels, for every dtype, in increasing order.
+// The head dimensions forward() and backward() take, for every dtype, in increasing order:
+// every multiple of 8 from 8 to 256 (the CPU reference takes any head_dim).
 std::vector<int> supported_head_dims();
 bool is_supported_head_dim(int64_t head_dim);
+// The head dimensions with kernels of their own (tuned tile shapes), in increasing order: 32,
+// 64, 96, 128, 192, 256. Any other supported head_dim runs on the kernels of the next one,
+// kernel_head_dim(head_dim), with the extra columns treated as zeros (never read or written).
+std::vector<int> tuned_head_dims();
+// 0 when head_dim is not supported.
+int64_t kernel_head_dim(int64_t head_dim);
 
-// The kernels forward() and backward() run for fp16/bf16 at head_dim 64 and 128 on `device`:
+// The kernels forward() and backward() run for fp16/bf16 at head_dim exactly 64 and 128 on
+// `device`:
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
@@ -293,9 +301,10 @@ struct MergePartialsArgs {
 
 void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream = nullptr);
 
-// Bytes of device scratch backward() needs: an fp32 dQ accumulator of batch*heads*seq_q*head_dim
-// and the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes;
-// with `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
+// Bytes of device scratch backward() needs: an fp32 dQ accumulator of
+// batch*heads*seq_q*kernel_head_dim(head_dim) (head_dim for an unsupported one) and the row
+// sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes; with
+// `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
 // batch*heads*ceil(seq_q / 16), that orders the dQ sums.
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
                                bool deterministic = false);

@@ -1,5 +1,6 @@
 // The one place that chooses a kernel family and its configuration for a launch:
-//   - sm90 (wgmma + TMA), for fp16 / bf16 at the head dims it has a configuration for, on a
+//   - sm90 (wgmma + TMA), for fp16 / bf16 at the head dims it has a configuration for (and only
+//     when the call's head_dim is that compiled one: it has no column padding), on a
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise and for every variable-length batch, with its
@@ -15,6 +16,8 @@
 // their code and keep their registers: they serve no mask, the causal masks and windows bounded
 // on the right only, which move the causal bound. In sm80 only for the default configuration,
 // which keeps the number of kernels (and the build time) down.
+// kHeadDim is the compiled head dim; the call's own (args.shape.head_dim) may be smaller
+// (head_dims.h), which the sm80 and split kernels handle with zero columns.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -83,7 +86,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
     if (!varlen && launch_split_forward<Element, kHeadDim>(args, stream)) return;
   }
   if constexpr (sizeof(Element) == 2 && sm90::kHasForward<kHeadDim>) {
-    if (!varlen && use_sm90_kernels_here() &&
+    if (!varlen && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
         sm90::launch_forward<Element, kHeadDim>(args, stream)) {
       return;
     }
@@ -100,7 +103,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
 template <typename Element, int kHeadDim>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   if constexpr (sizeof(Element) == 2 && sm90::kHasBackward<kHeadDim>) {
-    if (!args.varlen.enabled() && use_sm90_kernels_here() &&
+    if (!args.varlen.enabled() && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
         sm90::launch_backward<Element, kHeadDim>(args, stream)) {
       return;
     }

@@ -25,12 +25,20 @@ __device__ __forceinline__ auto row_pointer(const Tensor& tensor, const ProblemP
   return tensor.slice(bh / p.heads, bh % p.heads) + (row % p.seq_q) * tensor.seq_stride;
 }
 
-// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kHeadDim / 8 threads per row, 8 elements each.
+// Threads per row of the D_i kernel: kHeadDim / 8 (8 elements each) rounded up to a power of
+// two, so that a row's threads sit in one warp and reduce with shuffles.
+template <int kHeadDim>
+inline constexpr int kRowDotThreadsPerRow =
+    kHeadDim <= 64 ? (kHeadDim <= 32 ? kHeadDim / 8 : 8) : (kHeadDim <= 128 ? 16 : 32);
+
+// D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kRowDotThreadsPerRow threads per row, 8 elements
+// each (those of columns at or past head_dim read nothing and add 0).
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_row_dot_kernel(const BackwardParams<Element> params) {
-  constexpr int kThreadsPerRow = kHeadDim / 8;
+  constexpr int kThreadsPerRow = kRowDotThreadsPerRow<kHeadDim>;
   static_assert(32 % kThreadsPerRow == 0, "a row's threads sit in one warp");
+  static_assert(8 * kThreadsPerRow >= kHeadDim && kHeadDim <= 256, "a row's threads cover it");
   const ProblemParams& p = params.problem;
   const int64_t total = p.batch * p.heads * p.seq_q * kThreadsPerRow;
   const int lane = threadIdx.x % 32;
@@ -44,7 +52,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     const int64_t row = index / kThreadsPerRow;
     const int col = static_cast<int>(index % kThreadsPerRow) * 8;
     float dot = 0.f;
-    if (active) {
+    if (active && col < p.head_dim) {
       float o[8];
       float d_o[8];
       load8(row_pointer(params.out, p, row) + col, o);
@@ -60,7 +68,8 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// dQ = scale * accumulator, converted to Element and written through dq's strides.
+// dQ = scale * accumulator, converted to Element and written through dq's strides (the
+// accumulator's rows have kHeadDim columns, dQ's the first head_dim of them).
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_dq_convert_kernel(const BackwardParams<Element> params) {
@@ -72,6 +81,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
        index += stride) {
     const int64_t row = index / kChunksPerRow;
     const int col = static_cast<int>(index % kChunksPerRow) * 8;
+    if (col >= p.head_dim) continue;
     float values[8];
     load8(params.dq_accum + row * kHeadDim + col, values);
 #pragma unroll
@@ -239,9 +249,13 @@ __device__ __forceinline__ int* dq_semaphore(int* semaphores, const ProblemParam
   return semaphores + (batch * p.heads + head) * blocks + q0 / kBlockM;
 }
 
-// Spins until the key blocks before `key_block` have added their parts (one thread).
-__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_block) {
-  while (load_acquire(semaphore) != key_block) {
+// Spins until the key blocks before `key_block` have added their parts (one thread). With
+// `parts` CTAs per key block (column parts of dQ, sm80 traits.cuh: disjoint columns, so their
+// order among themselves changes no bit) the semaphore counts parts: key block n waits for
+// n * parts. Every one of those CTAs has a lower linear index (the part varies fastest).
+__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_block,
+                                                 int parts = 1) {
+  while (load_acquire(semaphore) < key_block * parts) {
   }
 }
 
@@ -250,12 +264,12 @@ __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_b
 __device__ __forceinline__ void pass_dq_turn(int* semaphore) { add_release(semaphore, 1); }
 
 // Runs add(), the whole CTA's atomics of one query block's dQ part; with a semaphore (not
-// null: deterministic mode) only in key block `key_block`'s turn.
+// null: deterministic mode) only in key block `key_block`'s turn (`parts`: CTAs per key block).
 template <typename Add>
-__device__ __forceinline__ void add_dq_in_turn(int* semaphore, int key_block, int thread,
-                                               Add&& add) {
+__device__ __forceinline__ void add_dq_in_turn(int* semaphore, int key_block, int parts,
+                                               int thread, Add&& add) {
   if (semaphore == nullptr) return add();
-  if (thread == 0) wait_for_dq_turn(semaphore, key_block);
+  if (thread == 0) wait_for_dq_turn(semaphore, key_block, parts);
   __syncthreads();
   add();
   __syncthreads();
@@ -300,7 +314,7 @@ void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_
   check_cuda(cudaMemsetAsync(rows.dq_accum, 0,
                                       size_t(query_rows) * kHeadDim * sizeof(float), stream),
                       "backward: zeroing the dQ accumulator");
-  const int64_t row_dot_threads = query_rows * (kHeadDim / 8);
+  const int64_t row_dot_threads = query_rows * kRowDotThreadsPerRow<kHeadDim>;
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
                 dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, rows);
 }

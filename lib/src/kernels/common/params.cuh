@@ -48,6 +48,9 @@ struct ProblemParams {
   int64_t heads_per_kv;  // query heads sharing one key/value head
   int64_t seq_q;
   int64_t seq_k;
+  // The call's head_dim: a multiple of 8 up to the kernel's compiled kHeadDim. Columns from it
+  // on are loaded as zeros and never stored (copy.cuh).
+  int head_dim;
   float scale;       // softmax scale (> 0)
   float scale_log2;  // scale * log2(e): scores go straight into exp2
   bool causal;  // a causal mask: query blocks differ in cost (block_order())
@@ -93,6 +96,7 @@ ProblemParams problem_params(const Args& args) {
   p.heads_per_kv = shape.heads / shape.heads_kv;
   p.seq_q = shape.seq_q;
   p.seq_k = shape.seq_k;
+  p.head_dim = static_cast<int>(shape.head_dim);
   p.scale = args.scale;
   p.scale_log2 = args.scale * kLog2e;
   p.causal = args.mask != Mask::none;
@@ -138,7 +142,8 @@ struct BackwardParams {
   GlobalTensor<const Element> q, k, v, out, dout;
   const float* lse;       // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
   GlobalTensor<Element> dq, dk, dv;
-  float* dq_accum;        // [B, H, Sq, D] fp32, contiguous ([H, total_q, D] varlen)
+  float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the compiled head dim;
+                          // [H, total_q, kHeadDim] in a varlen batch)
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)
   int* dq_semaphores;     // [B, H, query blocks of max_seq_q] in deterministic mode, else null
   int64_t num_n_blocks;   // key blocks per kv head

@@ -95,8 +95,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// tanh(x) in one MUFU instruction (sm_75+); the PTX ISA gives its maximum relative error as
-// about 2^-11. Saturates to +-1; NaN stays NaN.
+// tanh(x) in one MUFU instruction (sm_75+), an approximation: less exact than fast_tanh(),
+// well within what 16-bit inputs carry (score_mod.cuh). Saturates to +-1.
 __device__ __forceinline__ float hardware_tanh(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));

@@ -63,12 +63,13 @@ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, in
   return block;
 }
 
-// The output of a query block none of whose rows sees a key: O = 0 and LSE = +inf.
+// The output of a query block none of whose rows sees a key: O = 0 (its `head_dim` columns)
+// and LSE = +inf.
 template <int kBlockM, int kHeadDim, int kThreads, typename Element>
 __device__ __forceinline__ void store_empty_block(Element* out, int64_t out_seq_stride,
                                                   float* lse, int64_t q0, int64_t seq_q,
-                                                  int thread) {
-  store_zero_rows<kBlockM, kHeadDim, kThreads>(out, out_seq_stride, q0, seq_q, thread);
+                                                  int thread, int head_dim = kHeadDim) {
+  store_zero_rows<kBlockM, kHeadDim, kThreads>(out, out_seq_stride, q0, seq_q, thread, head_dim);
   if (thread < kBlockM && q0 + thread < seq_q) lse[q0 + thread] = kEmptyRowLse;
 }
 

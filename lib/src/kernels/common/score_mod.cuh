@@ -24,13 +24,6 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return fabsf(x) < 0.0625f ? series : exponential;
 }
 
-// The modifications of one (batch, query head). kHardwareTanh: the softcap's tanh is
-// hardware_tanh() (fp16 / bf16 kernels) rather than fast_tanh() (fp32). fast_tanh() spends two
-// MUFU operations per score (ex2, rcp) on top of the softmax's ex2, and the MUFU unit (16
-// operations per clock and SM) then outlasts the tensor cores: on an H200, B=1 H=16 S=16k
-// D=128 bf16 causal, softcap 30, forward 260 TFLOP/s with fast_tanh, 492 with hardware_tanh
-// (backward 262 -> 343). Its error (~2^-11 relative) is below what 16-bit inputs carry; fp32
-// keeps the exact form, since its kernels are bound by their three TF32 products instead.
 // What a variant kernel does to its scores. Uniform over the grid; the kernels branch on it once
 // per block of scores, outside the loops over elements, so that each loop carries one kind's
 // instructions (a branch per element kept the softcap's code in the ALiBi and window loops).
@@ -40,6 +33,14 @@ enum class ScoreModKind {
   softcap,  // scale and cap, then the bias (slope 0 without ALiBi)
 };
 
+// The modifications of one (batch, query head). kHardwareTanh: the softcap's tanh is
+// hardware_tanh() (fp16 / bf16 kernels) rather than fast_tanh() (fp32). fast_tanh() spends two
+// MUFU operations per score (ex2, rcp) on top of the softmax's ex2, and the MUFU unit (16
+// operations per clock and SM) then outlasts the tensor cores: on an H200, B=1 H=16 S=16k
+// D=128 bf16 causal, softcap 30, forward 260 TFLOP/s with fast_tanh, 492 with hardware_tanh
+// (backward 262 -> 343), and `verify` passed at fp16 and bf16 (and fp32) with softcaps of 30, 5
+// and 2, the last two with saturated scores. fp32 keeps the exact form: its kernels are bound by
+// their three TF32 products instead, and fp32 users ask for the accuracy.
 template <bool kHardwareTanh>
 struct ScoreMod {
   float scale_log2;   // scale * log2(e), used without a softcap

@@ -22,6 +22,10 @@
 //                A operands straight from registers; dS^T goes through shared memory once more
 //                for dQ. dK and dV are summed over the group in registers: deterministic.
 //   3. dq_convert: dQ = scale * accumulator, in the output dtype and strides.
+// A head_dim below kHeadDim (head_dims.h) loads its missing columns of K, V, Q and dO as zeros,
+// so that the same columns of dK, dV and dQ come out zero; they are not stored (the fp32 dQ
+// accumulator has kHeadDim columns, workspace.h). With Traits::kColumnSplit > 1 (traits.cuh) a
+// CTA computes one column part of dK, dV and dQ: grid x walks (key block, part), part fastest.
 #pragma once
 
 #include <cstdint>
@@ -120,17 +124,21 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kKeySteps = kBlockN / Ops::kK;    // k steps over keys (dQ)
   constexpr int kWarpQueries = Traits::kWarpQueries;  // queries of a block per warp
   constexpr int kQueryTiles = kWarpQueries / 8;        // n8 tiles of S^T, dP^T per warp
-  constexpr int kDimTiles = kHeadDim / 8;     // n8 tiles of dK, dV per warp
+  constexpr int kPartCols = Traits::kPartCols;  // columns of dK, dV, dQ this CTA computes
+  constexpr int kDimTiles = kPartCols / 8;     // n8 tiles of dK, dV per warp
   constexpr int kDqTiles = Traits::kDqCols / 8;
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
-  const BlockOrder order = block_order(grid_params.problem.causal);
+  BlockOrder order = block_order(grid_params.problem.causal);
   const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
+  const int part = static_cast<int>(order.block % Traits::kColumnSplit);  // 0 without a split
+  order.block /= Traits::kColumnSplit;
+  const int col0 = kPartCols * part;  // this CTA's first column of dK, dV and dQ
   const BackwardBlock block = backward_block<kBlockN>(p, params.bh_offset, order);
   if (block.k0 >= p.seq_k) return;  // past the end of a shorter sequence (varlen)
   const int64_t batch = block.batch;
@@ -157,10 +165,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int64_t q0 = schedule.q0(p, it);
     load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage),
                                                  params.q.slice(batch, head, p.first_row),
-                                                 params.q.seq_stride, q0, p.seq_q, thread);
+                                                 params.q.seq_stride, q0, p.seq_q, thread,
+                                                 p.head_dim);
     load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
                                                  params.dout.slice(batch, head, p.first_row),
-                                                 params.dout.seq_stride, q0, p.seq_q, thread);
+                                                 params.dout.seq_stride, q0, p.seq_q, thread,
+                                                 p.head_dim);
     if (thread < kBlockM) {
       const int64_t row = q0 + thread;
       if (row < p.seq_q) {
@@ -176,10 +186,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile,
                                                params.k.slice(batch, kv_head, p.first_key),
-                                               params.k.seq_stride, k0, p.seq_k, thread);
+                                               params.k.seq_stride, k0, p.seq_k, thread,
+                                               p.head_dim);
   load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile,
                                                params.v.slice(batch, kv_head, p.first_key),
-                                               params.v.seq_stride, k0, p.seq_k, thread);
+                                               params.v.seq_stride, k0, p.seq_k, thread,
+                                               p.head_dim);
   if (schedule.count > 0) load_query_block(0, 0);
   cp_async_commit();
 
@@ -191,9 +203,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   fragment_key[0] = k0 + warp_key0 + lane / 4;
   fragment_key[1] = fragment_key[0] + 8;
   const int dq_row0 = 16 * (warp % Traits::kDqWarpsM);                // this warp's dQ tile
-  const int dq_col0 = Traits::kDqCols * (warp / Traits::kDqWarpsM);
-  float dk_acc[kDimTiles][4];  // dK (16, D) of this warp, without the scale
-  float dv_acc[kDimTiles][4];  // dV (16, D) of this warp
+  const int dq_col0 = col0 + Traits::kDqCols * (warp / Traits::kDqWarpsM);
+  float dk_acc[kDimTiles][4];  // dK (16, kPartCols from col0) of this warp, without the scale
+  float dv_acc[kDimTiles][4];  // dV (16, kPartCols from col0) of this warp
   zero(dk_acc);
   zero(dv_acc);
 
@@ -208,6 +220,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int64_t q0 = schedule.q0(p, it);
     const Tile q_s{q_tile(stage).at(warp_query0, 0)};        // this warp's queries
     const Tile dout_s{dout_tile(stage).at(warp_query0, 0)};
+    const Tile q_part{q_s.at(0, col0)};  // their columns of this CTA's part
+    const Tile dout_part{dout_s.at(0, col0)};
     const float* lse_s = lse_stage(stage) + warp_query0;
     const float* row_dot_s = row_dot_stage(stage) + warp_query0;
 
@@ -234,8 +248,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
           visible_columns<false, kWarpQueries>(p, masked, fragment_key, warp_q0), lane);
     }
 
-    // dV += P^T dO: (16 keys, D)
-    add_product_of_accumulators<1>(dv_acc, st, dout_s, lane);
+    // dV += P^T dO: (16 keys, kPartCols)
+    add_product_of_accumulators<1>(dv_acc, st, dout_part, lane);
 
     // dP^T = V dO^T: (16 keys, kWarpQueries queries)
     float dpt[kQueryTiles][4];
@@ -246,8 +260,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
       if (mod.kind() == ScoreModKind::softcap) apply_softcap_slope(st, softcap_slope);
     }
 
-    // dK += dS^T Q: (16 keys, D)
-    add_product_of_accumulators<1>(dk_acc, st, q_s, lane);
+    // dK += dS^T Q: (16 keys, kPartCols)
+    add_product_of_accumulators<1>(dk_acc, st, q_part, lane);
 
     // dQ needs dS with queries on the rows: go through shared memory.
     const float unit[2] = {1.f, 1.f};
@@ -272,7 +286,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
                          ? dq_semaphore<kBlockM>(params.dq_semaphores, p, batch, head, q0)
                          : nullptr;
     const int turn = dq_turn<kBlockN, kVariants>(p, q0, int(k0 / kBlockN));
-    add_dq_in_turn(semaphore, turn, thread, [&] {
+    add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
           params.dq_accum + p.row_index(batch, head) * kHeadDim, dq_acc, q0 + dq_row0,
           dq_col0, p.seq_q, lane);
@@ -286,17 +300,23 @@ __global__ void __launch_bounds__(Traits::kThreads)
     sum_query_parts<Traits>(reinterpret_cast<float*>(stages), dk_acc, dv_acc, key_group,
                             query_part, lane);
   }
+  const Tile dk_stage{k_tile.at(0, col0)};  // (kBlockN, kPartCols)
+  const Tile dv_stage{v_tile.at(0, col0)};
   if (query_part == 0) {
     const float scale[2] = {p.scale, p.scale};
     const float unit[2] = {1.f, 1.f};
-    store_accumulators(k_tile, dk_acc, warp_key0, scale, lane);
-    store_accumulators(v_tile, dv_acc, warp_key0, unit, lane);
+    store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
+    store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
   }
   __syncthreads();
-  store_tile<kBlockN, kHeadDim, kThreads>(params.dk.slice(batch, kv_head, p.first_key),
-                                          params.dk.seq_stride, k0, p.seq_k, k_tile, thread);
-  store_tile<kBlockN, kHeadDim, kThreads>(params.dv.slice(batch, kv_head, p.first_key),
-                                          params.dv.seq_stride, k0, p.seq_k, v_tile, thread);
+  // Columns [col0, col0 + kPartCols) below head_dim (none when the part is all padding).
+  const int stored_cols = p.head_dim - col0;
+  store_tile<kBlockN, kPartCols, kThreads>(params.dk.slice(batch, kv_head, p.first_key) + col0,
+                                           params.dk.seq_stride, k0, p.seq_k, dk_stage, thread,
+                                           stored_cols);
+  store_tile<kBlockN, kPartCols, kThreads>(params.dv.slice(batch, kv_head, p.first_key) + col0,
+                                           params.dv.seq_stride, k0, p.seq_k, dv_stage, thread,
+                                           stored_cols);
 }
 
 // Launches the prologue, backward_kernel with the tile shapes of Traits, and the dQ conversion
@@ -318,7 +338,7 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.bh_offset = offset;
-    const dim3 grid(static_cast<unsigned>(params.num_n_blocks), count);
+    const dim3 grid(static_cast<unsigned>(params.num_n_blocks * Traits::kColumnSplit), count);
     launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
   });
   launch_backward_dq_convert<Element, kHeadDim>(params, stream);

@@ -13,6 +13,8 @@
 //     l = l * exp2(m - m_new) + rowsum(P)
 //     O = O * exp2(m - m_new) + P V_j   (P reused in registers as the A operand)
 //   O /= l, LSE = (m + log2 l) * ln 2
+// A head_dim below kHeadDim (head_dims.h) loads its missing columns of Q, K and V as zeros:
+// they add nothing to S, and the zero columns of O are not stored.
 // No atomics: the result is bitwise reproducible.
 #pragma once
 
@@ -132,7 +134,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   float* lse = params.lse + p.row_index(block.batch, block.head);  // [Sq]
   if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, lse, q0, p.seq_q,
-                                                   thread);
+                                                   thread, p.head_dim);
     return;
   }
   const int64_t num_key_blocks = block.key_blocks;
@@ -149,13 +151,13 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto load_key_block = [&](int64_t it, int stage) {
     const int64_t k0 = key_start(it);
     load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage), k, params.k.seq_stride, k0,
-                                                 p.seq_k, thread);
+                                                 p.seq_k, thread, p.head_dim);
     load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage), v, params.v.seq_stride, k0,
-                                                 p.seq_k, thread);
+                                                 p.seq_k, thread, p.head_dim);
   };
 
   load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile, q, params.q.seq_stride, q0, p.seq_q,
-                                               thread);
+                                               thread, p.head_dim);
   load_key_block(0, 0);
   cp_async_commit();
 
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
     // O += P V: (16, D) per m tile
     const Tile v_part{v_tile(stage).at(warp_key0, 0)};
-    add_product_of_accumulators<kOutTiles / 2>(o_acc, s, v_part, lane);
+    add_product_of_accumulators<Traits::kPvStagePairs>(o_acc, s, v_part, lane);
   }
 
   cp_async_wait<0>();
@@ -265,7 +267,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   }
   named_barrier_sync(kComputeBarrier, Traits::kRowGroups * 32);  // the warps of key part 0 (all without a split)
   store_tile<kBlockM, kHeadDim, Traits::kRowGroups * 32>(out, params.out.seq_stride, q0, p.seq_q,
-                                                         q_tile, thread);
+                                                         q_tile, thread, p.head_dim);
 }
 
 // Launches forward_kernel with the tile shapes of Traits (kVariants: the instantiation for

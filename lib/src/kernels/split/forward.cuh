@@ -20,6 +20,10 @@
 // a paged cache (each K/V row's address through the block table, still 16-byte cp.async
 // vectors), so paged and contiguous K/V give the same bits; and per-sequence key lengths (the
 // CTAs of a short sequence walk only its own key blocks).
+// A head_dim below kHeadDim (head_dims.h) reads its missing columns of Q, K and V as zeros and
+// stores no column of O (or of the fp32 partials, whose rows have head_dim columns) past it:
+// kPadded, an instantiation of its own, so that the full head_dim's kernel keeps its registers
+// (the column tests there would be uniform but not free in this register-bound kernel).
 #pragma once
 
 #include <cstdint>
@@ -111,15 +115,17 @@ __device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, const S
 }
 
 // Starts loading keys key0..key0+kRows-1 of one (batch, kv head) into a K or V tile (kRows, D);
-// keys at or past `length` become zeros. `pages` is the batch entry's block table row (paged
-// K/V: `slice` then addresses page rows) or null (contiguous: `slice` addresses keys).
+// keys at or past `length` and columns at or past `cols` become zeros. `pages` is the batch
+// entry's block table row (paged K/V: `slice` then addresses page rows) or null (contiguous:
+// `slice` addresses keys).
 template <int kRows, int kCols, int kThreads, typename Element, int kStride>
 __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> tile,
                                                    const Element* slice, int64_t seq_stride,
                                                    const int32_t* pages, int page_shift,
-                                                   int64_t key0, int64_t length, int thread) {
+                                                   int64_t key0, int64_t length, int thread,
+                                                   int cols) {
   if (pages == nullptr) {
-    load_tile_async<kRows, kCols, kThreads>(tile, slice, seq_stride, key0, length, thread);
+    load_tile_async<kRows, kCols, kThreads>(tile, slice, seq_stride, key0, length, thread, cols);
     return;
   }
   static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,
@@ -131,17 +137,20 @@ __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> ti
     const int64_t page_row =
         valid ? (int64_t(__ldg(pages + (key >> page_shift))) << page_shift) | (key & slot_mask)
               : 0;
-    cp_async_16(tile.at(row, col), slice + page_row * seq_stride + col, valid);
+    const bool in_row = col < cols;
+    cp_async_16(tile.at(row, col), slice + page_row * seq_stride + (in_row ? col : 0),
+                valid && in_row);
   });
 }
 
 // Q (16 rows of this warp, D) as A fragments, loaded from global memory: 32-bit pairs at
-// columns 2 * quad (+8) of the thread's two rows; rows past the packed rows are zeros.
+// columns 2 * quad (+8) of the thread's two rows; rows past the packed rows and columns at or
+// past head_dim (whole groups of 8) are zeros.
 template <typename Element, int kSteps>
 __device__ __forceinline__ void load_q_fragments(typename sm80::MmaOps<Element>::A (&a)[kSteps],
                                                  const GlobalTensor<const Element>& q,
                                                  int64_t batch, const FragmentRows& rows,
-                                                 int lane) {
+                                                 int head_dim, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const bool valid = rows.valid[half];
@@ -151,8 +160,9 @@ __device__ __forceinline__ void load_q_fragments(typename sm80::MmaOps<Element>:
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
       const auto* pair = reinterpret_cast<const uint32_t*>(row + 16 * kk + col);
-      a[kk].reg[half] = valid ? __ldg(pair) : 0u;          // cols 16kk + 2q, +1
-      a[kk].reg[2 + half] = valid ? __ldg(pair + 4) : 0u;  // cols 16kk + 8 + 2q, +1
+      a[kk].reg[half] = valid && 16 * kk < head_dim ? __ldg(pair) : 0u;  // cols 16kk + 2q, +1
+      a[kk].reg[2 + half] =
+          valid && 16 * kk + 8 < head_dim ? __ldg(pair + 4) : 0u;  // cols 16kk + 8 + 2q, +1
     }
   }
 }
@@ -182,7 +192,7 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
                                            int64_t split, const FragmentRows& rows,
                                            const float (&o_acc)[kOutTiles][4],
                                            const float (&normalizer)[2],
-                                           const float (&row_lse)[2], int lane) {
+                                           const float (&row_lse)[2], int head_dim, int lane) {
   const ProblemParams& p = params.problem;
   const int col = 2 * (lane % 4);
 #pragma unroll
@@ -195,22 +205,26 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
                      rows.query[half] * params.out.seq_stride;
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
-        store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+        if (8 * t < head_dim) {
+          store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+        }
       }
       if (lane % 4 == 0) params.lse[row] = row_lse[half];
     } else {
       const int64_t partial_row = split * p.batch * p.heads * p.seq_q + row;
-      float* out = params.partial_out + partial_row * (8 * kOutTiles);
+      float* out = params.partial_out + partial_row * head_dim;  // rows of head_dim floats
 #pragma unroll
       for (int t = 0; t < kOutTiles; ++t) {
-        store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+        if (8 * t < head_dim) {
+          store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
+        }
       }
       if (lane % 4 == 0) params.partial_lse[partial_row] = row_lse[half];
     }
   }
 }
 
-template <typename Element, typename Config>
+template <typename Element, typename Config, bool kPadded>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
     split_forward_kernel(const SplitParams<Element> params) {
   using Ops = sm80::MmaOps<Element>;
@@ -226,6 +240,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   static_assert(sizeof(Element) == 2, "Q fragments are loaded as 16-bit pairs");
 
   const ProblemParams& p = params.problem;
+  const int head_dim = kPadded ? p.head_dim : kHeadDim;  // columns that exist in memory
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
@@ -260,10 +275,12 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   auto load_block = [&](int64_t block) {
     load_kv_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k,
                                                     params.k.seq_stride, pages, params.page_shift,
-                                                    block * kBlockN, keys.length, thread);
+                                                    block * kBlockN, keys.length, thread,
+                                                    head_dim);
     load_kv_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v,
                                                     params.v.seq_stride, pages, params.page_shift,
-                                                    block * kBlockN, keys.length, thread);
+                                                    block * kBlockN, keys.length, thread,
+                                                    head_dim);
   };
   // One commit group per block, empty past the run, so that waiting for "all but the
   // kStages - 2 newest" always means "the current block landed".
@@ -274,7 +291,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   }
 
   typename Ops::A q_fragments[kDimSteps];  // Q (16, D) of this warp, loaded while K/V land
-  load_q_fragments(q_fragments, params.q, batch, rows, lane);
+  load_q_fragments(q_fragments, params.q, batch, rows, head_dim, lane);
   const int64_t visible_min = min64(rows.visible_end[0], rows.visible_end[1]);
   float o_acc[1][kOutTiles][4];  // O (16, D), unnormalized
   OnlineSoftmax softmax[1];
@@ -318,7 +335,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   float normalizer[2];
   float row_lse[2];
   softmax[0].finish(normalizer, row_lse);
-  store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, lane);
+  store_rows(params, batch, split, rows, o_acc[0], normalizer, row_lse, head_dim, lane);
 }
 
 // Points params.k and v at the page pools, seen as [page row, kv head, D] tensors (one "batch"),
@@ -368,7 +385,8 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
                     std::to_string(packed_rows(s)) + " packed rows exceed the grid");
   }
 
-  auto* kernel = &split_forward_kernel<Element, Config>;
+  auto* kernel = s.head_dim == Config::kHeadDim ? &split_forward_kernel<Element, Config, false>
+                                                : &split_forward_kernel<Element, Config, true>;
   allow_dynamic_smem(kernel, Config::kSmemBytes);
   for_each_grid_y_chunk(s.batch * s.heads_kv, [&](int64_t offset, unsigned count) {
     params.bh_offset = offset;

@@ -164,12 +164,12 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   return {narrow ? ForwardKernel::split_narrow : ForwardKernel::split_wide, splits};
 }
 
-// The same for a head_dim known at run time (one of kHeadDims, validated).
+// The same for a head_dim known at run time (validated; planned at compiled_head_dim()).
 template <size_t... kIndex>
 ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits,
                          std::index_sequence<kIndex...>) {
   ForwardPlan plan;
-  ((kHeadDims[kIndex] == args.shape.head_dim
+  ((kHeadDims[kIndex] == compiled_head_dim(args.shape.head_dim)
         ? (plan = plan_forward<kHeadDims[kIndex]>(args, limits), 0)
         : 0),
    ...);

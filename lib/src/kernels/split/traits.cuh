@@ -63,5 +63,25 @@ struct SplitTraits<128> {  // 35 KB stages: 104 KB, two CTAs per SM
   using Narrow = SplitConfig<128, 1, 3>;
   using Wide = SplitConfig<128, 4, 3>;
 };
+// 96, 192, 256: not measured yet. Q (D / 4 registers) and O (D / 2) stay in registers as for
+// 128, which above 128 leaves little room: Wide has two row groups of two warps each (32 rows,
+// S of 32 keys per warp) instead of four, and ptxas still spills a little at 192 (Wide) and
+// more at 256 (both; see the performance log). The stages are sized for two CTAs per SM at 96
+// and 192 and one at 256.
+template <>
+struct SplitTraits<96> {  // 26 KB stages: 78 KB, two CTAs per SM
+  using Narrow = SplitConfig<96, 1, 3>;
+  using Wide = SplitConfig<96, 4, 3>;
+};
+template <>
+struct SplitTraits<192> {  // 50 KB stages: 100 KB, two CTAs per SM (sm_90)
+  using Narrow = SplitConfig<192, 1, 2>;
+  using Wide = SplitConfig<192, 2, 2>;
+};
+template <>
+struct SplitTraits<256> {  // 66 KB stages: 132 KB, one CTA per SM
+  using Narrow = SplitConfig<256, 1, 2>;
+  using Wide = SplitConfig<256, 2, 2>;
+};
 
 }  // namespace cuflash::detail::split
