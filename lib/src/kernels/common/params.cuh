@@ -79,7 +79,7 @@ struct ProblemParams {
   int64_t max_seq_q;  // the grid's seq_q (the dQ semaphores' stride): seq_q when dense
 
   // Where row 0 of (batch, head) sits in the [B, H, Sq] row arrays (LSE, the backward's D_i;
-  // times head_dim in its dQ accumulator): [heads, total_q] rows in a varlen batch.
+  // times the compiled head dim in its dQ accumulator): [heads, total_q] rows in a varlen batch.
   __host__ __device__ __forceinline__ int64_t row_index(int64_t batch, int64_t head) const {
     return cu_seqlens_q != nullptr ? head * total_q + first_row : (batch * heads + head) * seq_q;
   }
