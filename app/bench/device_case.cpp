@@ -1,5 +1,8 @@
 #include "bench/device_case.h"
 
+#include <utility>
+#include <vector>
+
 #include "cuflash/cuda_error.h"
 #include "cuflash/io/random_inputs.h"
 
@@ -59,8 +62,21 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     slopes.copy_from_host(p.alibi_slopes.data());
     t.alibi_slopes = slopes.as<const float>();
   }
+  if (p.varlen()) {  // the sequences' int32 cumulative offsets
+    for (const auto& [lengths, pointer] : {std::pair{&p.seqlens_q, &t.cu_seqlens_q},
+                                           std::pair{&p.seqlens_k, &t.cu_seqlens_k}}) {
+      const std::vector<int64_t> offsets = cumulative_offsets(*lengths);
+      const std::vector<int32_t> offsets32(offsets.begin(), offsets.end());
+      DeviceBuffer& buffer = allocate(offsets32.size() * sizeof(int32_t));
+      buffer.copy_from_host(offsets32.data());
+      wait_for_uploads();  // before offsets32 goes
+      *pointer = buffer.as<const int32_t>();
+    }
+  }
+  // The API's shape: that of a varlen batch has the sequences as batch (attention.h).
+  const AttentionShape args_shape = varlen_args_shape(p);
   // The forward's key splits take a workspace of their own (none without a split).
-  const size_t forward_workspace = forward_workspace_size(p.shape, p.dtype, p.splits);
+  const size_t forward_workspace = forward_workspace_size(args_shape, p.dtype, p.splits);
   t.workspace = forward_workspace > 0 ? allocate(forward_workspace).data() : nullptr;
   t.workspace_bytes = forward_workspace;
   forward_workspace_bytes_ = int64_t(forward_workspace);
@@ -72,7 +88,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     return;
   }
 
-  const size_t workspace = backward_workspace_size(p.shape, p.dtype, p.deterministic);
+  const size_t workspace = backward_workspace_size(args_shape, p.dtype, p.deterministic);
   DeviceBuffer& dout = allocate(q_bytes);
   t.dout = dout.data();
   t.dq = allocate(q_bytes).data();

@@ -60,6 +60,11 @@ double visible_pairs_of(const Problem& p) {
 }  // namespace
 
 double visible_pairs(const Problem& p) {
+  if (p.varlen()) {  // the sum over the sequences, each its own problem (batch 1)
+    double sum = 0;
+    for (int64_t b = 0; b < p.sequences(); ++b) sum += visible_pairs_of(p.sequence(b));
+    return sum;
+  }
   if (p.cache_seqlens.empty()) return visible_pairs_of(p);
   double sum = 0;
   for (const int64_t length : p.cache_seqlens) {
@@ -80,6 +85,11 @@ double pass_flops(const Problem& p, const std::string& pass) {
 }
 
 double pass_bytes(const Problem& p, const std::string& pass) {
+  if (p.varlen()) {  // the sum over the sequences
+    double sum = 0;
+    for (int64_t b = 0; b < p.sequences(); ++b) sum += pass_bytes(p.sequence(b), pass);
+    return sum;
+  }
   const AttentionShape& s = p.shape;
   const double element = dtype_size(p.dtype);
   const double q_bytes = double(s.q_elements()) * element;

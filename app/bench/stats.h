@@ -26,7 +26,8 @@ double round_spread(const std::vector<double>& samples_ms, const std::vector<int
 
 // (query, key) pairs the mask lets through, summed over one (batch, head): Sq*Sk without a mask;
 // for causal masks the visible part of the triangle (rows that see no key add nothing). With
-// cache_seqlens, the mean over the batch entries, each with its own key length.
+// cache_seqlens, the mean over the batch entries, each with its own key length. For a varlen
+// batch (batch 1 of packed tokens), the sum over its sequences, each with its own lengths.
 double visible_pairs(const Problem& p);
 
 // FLOPs credited to one call: forward 4 * B * H * D per visible pair (two matrix products of

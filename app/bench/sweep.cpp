@@ -29,12 +29,14 @@ constexpr const char* kSweepExtension = ".txt";
 
 // The keys of a sweep line, in the order the product runs (outermost first).
 const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
-                                     "hkv",    "sq",      "sk",    "window", "softcap",
-                                     "alibi",  "layout",  "splits", "page_size",
-                                     "deterministic"};
+                                     "hkv",    "sq",      "sk",    "seqlens", "seqlens_k",
+                                     "window", "softcap", "alibi",  "layout",  "splits",
+                                     "page_size", "deterministic"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
-const std::vector<std::string> kLayouts{"bhsd", "bshd"};
+const std::vector<std::string> kLayouts{"bhsd", "bshd", "thd"};
+// The value of seqlens and seqlens_k for a dense case.
+const std::string kNoSeqlens = "none";
 const std::vector<std::string> kSwitches{"0", "1"};  // alibi, deterministic
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
@@ -143,8 +145,20 @@ class LineParser {
     if (key == "window") return (void)window(item);
     if (key == "softcap") return (void)softcap(item);
     if (key == "splits" || key == "page_size") return (void)non_negative(key, item);
+    if (key == "seqlens" || key == "seqlens_k") return (void)lengths(key, item);
     integer(key, item);
   }
+
+ public:
+  // A varlen batch's lengths, "L0+L1+..." (each a positive integer); empty for "none".
+  std::vector<int64_t> lengths(const std::string& key, const std::string& item) const {
+    std::vector<int64_t> values;
+    if (item == kNoSeqlens) return values;
+    for (const std::string& part : split(item, '+')) values.push_back(integer(key, part));
+    return values;
+  }
+
+ private:
 
   std::string where_;
 };
@@ -171,7 +185,7 @@ std::string default_value(const std::string& key, const CaseValues& chosen) {
       {"dtype", "fp16"}, {"d", "64"},          {"mask", "none"},  {"b", "1"},
       {"h", "8"},        {"sq", "1024"},       {"window", "-1:-1"}, {"softcap", "0"},
       {"alibi", "0"},    {"layout", "bhsd"},   {"splits", "0"},   {"page_size", "0"},
-      {"deterministic", "0"}};
+      {"deterministic", "0"}, {"seqlens", kNoSeqlens}, {"seqlens_k", kNoSeqlens}};
   return kDefaults.at(key);
 }
 
@@ -211,7 +225,26 @@ Problem case_of(const CaseValues& v, const LineParser& parser) {
   }
   p.splits = parser.non_negative("splits", v.at("splits"));
   p.page_size = parser.non_negative("page_size", v.at("page_size"));
-  if (p.splits != 0 || p.page_size != 0) check_splits(p, parser);
+  p.seqlens_q = parser.lengths("seqlens", v.at("seqlens"));
+  p.seqlens_k = parser.lengths("seqlens_k", v.at("seqlens_k"));
+  if (p.varlen()) {  // the packed tensors (expand_line() kept b, sq, sk out)
+    if (p.seqlens_k.empty()) p.seqlens_k = p.seqlens_q;
+    if (p.seqlens_k.size() != p.seqlens_q.size()) {
+      parser.fail("seqlens_k " + v.at("seqlens_k") + " does not give one length per sequence "
+                  "of seqlens " + v.at("seqlens"));
+    }
+    p.layout = Layout::thd;
+    p.shape.batch = 1;
+    p.shape.seq_q = 0;
+    p.shape.seq_k = 0;
+    for (const int64_t length : p.seqlens_q) p.shape.seq_q += length;
+    for (const int64_t length : p.seqlens_k) p.shape.seq_k += length;
+  } else if (!p.seqlens_k.empty()) {
+    parser.fail("seqlens_k needs seqlens");
+  } else if (p.layout == Layout::thd) {
+    parser.fail("layout thd needs seqlens (the lengths of the packed sequences)");
+  }
+  if (p.splits != 0 || p.page_size != 0 || p.varlen()) check_splits(p, parser);
   p.deterministic = v.at("deterministic") == "1";
   return p;
 }
@@ -219,6 +252,18 @@ Problem case_of(const CaseValues& v, const LineParser& parser) {
 // The product of one line's lists, in kKeys order.
 void expand_line(const LineValues& values, const LineParser& parser,
                  std::vector<Problem>& cases) {
+  if (values.count("seqlens")) {
+    for (const char* key : {"b", "sq", "sk"}) {
+      if (values.count(key)) {
+        parser.fail(std::string("seqlens gives the batch and the lengths: drop ") + key);
+      }
+    }
+    const auto layouts = values.find("layout");
+    if (layouts != values.end() &&
+        (layouts->second.size() != 1 || layouts->second.front() != "thd")) {
+      parser.fail("seqlens packs the sequences in layout thd; drop layout or give thd");
+    }
+  }
   CaseValues chosen;
   for_each_combination(values, 0, chosen,
                        [&](const CaseValues& v) { cases.push_back(case_of(v, parser)); });
@@ -317,9 +362,14 @@ std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
 std::string sweep_line(const Problem& p) {
   const AttentionShape& s = p.shape;
   std::ostringstream line;
-  line << "b=" << s.batch << " h=" << s.heads << " hkv=" << s.heads_kv << " sq=" << s.seq_q
-       << " sk=" << s.seq_k << " d=" << s.head_dim << " dtype=" << to_string(p.dtype)
-       << " mask=" << to_string(p.mask) << " layout=" << to_string(p.layout);
+  if (p.varlen()) {  // seqlens (at the end) gives the batch, the lengths and the layout
+    line << "h=" << s.heads << " hkv=" << s.heads_kv << " d=" << s.head_dim
+         << " dtype=" << to_string(p.dtype) << " mask=" << to_string(p.mask);
+  } else {
+    line << "b=" << s.batch << " h=" << s.heads << " hkv=" << s.heads_kv << " sq=" << s.seq_q
+         << " sk=" << s.seq_k << " d=" << s.head_dim << " dtype=" << to_string(p.dtype)
+         << " mask=" << to_string(p.mask) << " layout=" << to_string(p.layout);
+  }
   if (p.window.bounded()) line << " window=" << p.window.left << ":" << p.window.right;
   if (p.softcap > 0) line << " softcap=" << std::setprecision(17) << p.softcap;
   // Only the paper's slopes have a sweep form; bench --profile refuses slopes from a file.
@@ -327,6 +377,12 @@ std::string sweep_line(const Problem& p) {
   if (p.splits != 0) line << " splits=" << p.splits;
   if (p.page_size != 0) line << " page_size=" << p.page_size;
   if (p.deterministic) line << " deterministic=1";
+  const auto lengths = [&line](const char* key, const std::vector<int64_t>& values) {
+    line << " " << key << "=";
+    for (size_t i = 0; i < values.size(); ++i) line << (i ? "+" : "") << values[i];
+  };
+  if (p.varlen()) lengths("seqlens", p.seqlens_q);
+  if (p.varlen() && p.seqlens_k != p.seqlens_q) lengths("seqlens_k", p.seqlens_k);
   return line.str();
 }
 

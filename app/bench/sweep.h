@@ -28,8 +28,9 @@ std::vector<Problem> parse_sweep(const std::string& text, const std::string& ori
 
 // One case as a sweep line that parse_sweep() reads back as that case (every key given):
 // "b=1 h=8 hkv=8 sq=1024 sk=1024 d=64 dtype=fp16 mask=causal layout=bhsd", plus window, softcap,
-// alibi=1, splits, page_size and deterministic=1 when set. The scale, cache lengths and ALiBi
-// slopes other than the paper's are not part of it.
+// alibi=1, splits, page_size and deterministic=1 when set; a varlen batch leaves out b, sq, sk
+// and layout and ends in "seqlens=L0+L1+..." (and seqlens_k when the keys differ). The scale,
+// cache lengths and ALiBi slopes other than the paper's are not part of it.
 std::string sweep_line(const Problem& p);
 
 // Where sweep names are looked up, in order: the folder installed next to the binary

@@ -21,12 +21,17 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-TensorFile inspect_tensor(const std::string& path, const std::string& option) {
+TensorFile inspect_tensor(const std::string& path, const std::string& option, Layout layout) {
   try {
     TensorFile t{io::read_npy_info(path), path, option};
-    if (t.info.shape.size() != 4) {
+    if (layout == Layout::thd && t.info.shape.size() != 3) {
+      throw UsageError(option + " " + path + ": expected a 3-D array [tokens, heads, head_dim] " +
+                       "with --layout thd, got " + std::to_string(t.info.shape.size()) + "-D");
+    }
+    if (layout != Layout::thd && t.info.shape.size() != 4) {
       throw UsageError(option + " " + path + ": expected a 4-D array [batch, heads, seq, " +
-                       "head_dim] (or [batch, seq, heads, head_dim] with --layout bshd), got " +
+                       "head_dim] (or [batch, seq, heads, head_dim] with --layout bshd, " +
+                       "[tokens, heads, head_dim] with --layout thd), got " +
                        std::to_string(t.info.shape.size()) + "-D");
     }
     for (const int64_t dim : t.info.shape) {
@@ -47,7 +52,12 @@ struct Dims {
 };
 
 Dims dims_of(const std::vector<int64_t>& s, Layout layout) {
-  return layout == Layout::bhsd ? Dims{s[0], s[1], s[2], s[3]} : Dims{s[0], s[2], s[1], s[3]};
+  switch (layout) {
+    case Layout::bhsd: return Dims{s[0], s[1], s[2], s[3]};
+    case Layout::bshd: return Dims{s[0], s[2], s[1], s[3]};
+    case Layout::thd: break;
+  }
+  return Dims{1, s[1], s[0], s[2]};  // the packed tokens of a varlen batch
 }
 
 DType dtype_of(const TensorFile& t) {
@@ -152,9 +162,9 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   }
   require_single_values(options, "run");
   const Layout layout = parse_layout(options.layout.front());
-  const TensorFile q = inspect_tensor(options.q_file, "--q");
-  const TensorFile k = inspect_tensor(options.k_file, "--k");
-  const TensorFile v = inspect_tensor(options.v_file, "--v");
+  const TensorFile q = inspect_tensor(options.q_file, "--q", layout);
+  const TensorFile k = inspect_tensor(options.k_file, "--k", layout);
+  const TensorFile v = inspect_tensor(options.v_file, "--v", layout);
   const Dims dq = dims_of(q.info.shape, layout), dk = dims_of(k.info.shape, layout);
   require_same_dtype(q, k);
   require_same_dtype(q, v);
@@ -177,11 +187,12 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.deterministic = options.deterministic;
   p.page_size = options.page_size.front();
   p.cache_seqlens = options.cache_seqlens;
+  apply_varlen_options(options, p);
   apply_variant_options(options, p);
   check_case_size(p);
 
   if (with_dout && !options.dout_file.empty()) {
-    const TensorFile dout = inspect_tensor(options.dout_file, "--dout");
+    const TensorFile dout = inspect_tensor(options.dout_file, "--dout", layout);
     require_same(q, dout, dout.info.shape == q.info.shape, "shape");
     require_same_dtype(q, dout);
   }
@@ -214,6 +225,7 @@ CaseInputs load_inputs(const ProblemOptions& options, const Problem& p, bool wit
 std::vector<int64_t> layout_shape(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
                                   Layout layout) {
   if (layout == Layout::bhsd) return {batch, heads, seq, head_dim};
+  if (layout == Layout::thd) return {seq, heads, head_dim};  // batch 1: the packed tokens
   return {batch, seq, heads, head_dim};
 }
 

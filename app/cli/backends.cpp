@@ -42,6 +42,7 @@ io::NpyArray stored_like(const io::NpyArray& like, HostBytes&& bytes) {
 }
 
 std::vector<int64_t> lse_shape(const Problem& p) {
+  if (p.varlen()) return {p.shape.heads, p.shape.seq_q};  // [heads, total_q]
   return {p.shape.batch, p.shape.heads, p.shape.seq_q};
 }
 
@@ -72,6 +73,7 @@ AttentionResult stored_outputs(const Problem& p, ReferenceResult&& ref, const Ca
   const auto store = [&p](std::vector<double>& values, const io::NpyArray& like) {
     std::vector<int64_t> bhsd_shape = like.shape;  // like's stored shape in bhsd order
     if (p.layout == Layout::bshd) std::swap(bhsd_shape[1], bhsd_shape[2]);
+    if (p.layout == Layout::thd) bhsd_shape = {1, like.shape[1], like.shape[0], like.shape[2]};
     io::NpyArray array = io::from_bhsd_values(values, bhsd_shape, p.layout, like.type);
     std::vector<double>().swap(values);
     return array;

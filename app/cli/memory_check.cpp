@@ -63,9 +63,20 @@ std::optional<double> cgroup_headroom() {
 std::string case_options(const Problem& p) {
   const AttentionShape& s = p.shape;
   std::ostringstream text;
-  text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
-       << s.seq_q << " --seq-k " << s.seq_k << " -d " << s.head_dim << " --dtype "
-       << to_string(p.dtype);
+  if (p.varlen()) {
+    const auto list = [](const std::vector<int64_t>& lengths) {
+      std::string out;
+      for (const int64_t length : lengths) out += (out.empty() ? "" : ",") + std::to_string(length);
+      return out;
+    };
+    text << "--layout thd --seqlens " << list(p.seqlens_q);
+    if (p.seqlens_k != p.seqlens_q) text << " --seqlens-k " << list(p.seqlens_k);
+    text << " --heads " << s.heads << " --heads-kv " << s.heads_kv;
+  } else {
+    text << "-b " << s.batch << " --heads " << s.heads << " --heads-kv " << s.heads_kv << " -s "
+         << s.seq_q << " --seq-k " << s.seq_k;
+  }
+  text << " -d " << s.head_dim << " --dtype " << to_string(p.dtype);
   if (p.splits != 0) text << " --splits " << p.splits;
   if (p.page_size != 0) text << " --page-size " << p.page_size;
   return text.str();
@@ -96,8 +107,11 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.host_bytes = stored + 8 * (in_elements + out_elements + rows) + scratch;
   } else {
     need.host_bytes = stored;
+    // The workspaces as the library sizes them: a varlen batch's for its sequences and their
+    // longest lengths (attention.h).
+    const AttentionShape args_shape = varlen_args_shape(p);
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows +
-                        double(forward_workspace_size(s, p.dtype, p.splits));
+                        double(forward_workspace_size(args_shape, p.dtype, p.splits));
     if (p.page_size != 0) {
       // The page pools (a quarter more pages than used) are built on the host and uploaded
       // beside the contiguous K and V.
@@ -107,7 +121,7 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     }
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) +
-                           double(backward_workspace_size(s, p.dtype, p.deterministic));
+                           double(backward_workspace_size(args_shape, p.dtype, p.deterministic));
     }
   }
   return need;

@@ -15,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kDtypeNames{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMaskNames{"none", "causal", "causal-top-left"};
-const std::vector<std::string> kLayoutNames{"bhsd", "bshd"};
+const std::vector<std::string> kLayoutNames{"bhsd", "bshd", "thd"};
 
 // Accepts whole numbers >= 1 with a message that says so (CLI11's PositiveNumber prints a
 // 300-digit upper bound).
@@ -112,7 +112,8 @@ Mask parse_mask(const std::string& text) {
 Layout parse_layout(const std::string& text) {
   if (text == "bhsd") return Layout::bhsd;
   if (text == "bshd") return Layout::bshd;
-  throw UsageError("--layout: unknown value '" + text + "' (expected bhsd or bshd)");
+  if (text == "thd") return Layout::thd;
+  throw UsageError("--layout: unknown value '" + text + "' (expected bhsd, bshd or thd)");
 }
 
 Window parse_window(const std::string& text, const std::string& option) {
@@ -133,8 +134,9 @@ Window parse_window(const std::string& text, const std::string& option) {
 
 namespace {
 
-// Slopes from a .npy file: fp32, [heads] or [batch, heads] of the case, every value finite.
-std::vector<float> read_alibi_slopes(const std::string& path, const AttentionShape& s) {
+// Slopes from a .npy file: fp32, [heads] or [batch, heads] of the case (batch: its sequences in
+// a varlen batch), every value finite.
+std::vector<float> read_alibi_slopes(const std::string& path, AttentionShape s) {
   io::NpyArray array;
   try {
     array = io::read_npy(path, io::ReadOptions{false});
@@ -159,24 +161,77 @@ std::vector<float> read_alibi_slopes(const std::string& path, const AttentionSha
   return slopes;
 }
 
-std::vector<float> alibi_slopes_of(const ProblemOptions& o, const AttentionShape& s) {
+std::vector<float> alibi_slopes_of(const ProblemOptions& o, const Problem& p) {
+  AttentionShape s = p.shape;
+  s.batch = p.sequences();
   if (!o.alibi_slopes_file.empty()) return read_alibi_slopes(o.alibi_slopes_file, s);
   return o.alibi ? alibi_default_slopes(s.heads) : std::vector<float>{};
 }
 
+int64_t sum_of(const std::vector<int64_t>& lengths) {
+  int64_t sum = 0;
+  for (const int64_t length : lengths) {
+    if (__builtin_add_overflow(sum, length, &sum)) return -1;
+  }
+  return sum;
+}
+
 }  // namespace
+
+void apply_varlen_options(const ProblemOptions& o, Problem& p) {
+  if (o.seqlens.empty()) {
+    if (!o.seqlens_k.empty()) throw UsageError("--seqlens-k needs --seqlens");
+    if (p.layout == Layout::thd) {
+      throw UsageError("--layout thd needs --seqlens: the lengths of the packed sequences");
+    }
+    return;
+  }
+  if (p.layout != Layout::thd) {
+    throw UsageError("--seqlens packs the sequences along the token axis: it needs --layout thd, "
+                     "not " + std::string(to_string(p.layout)));
+  }
+  const std::vector<int64_t>& lengths_k = o.seqlens_k.empty() ? o.seqlens : o.seqlens_k;
+  if (lengths_k.size() != o.seqlens.size()) {
+    throw UsageError("--seqlens-k: " + std::to_string(lengths_k.size()) + " lengths for the " +
+                     std::to_string(o.seqlens.size()) + " sequences of --seqlens");
+  }
+  const std::pair<const char*, const std::vector<int64_t>*> sides[] = {
+      {"--seqlens", &o.seqlens}, {"--seqlens-k", &lengths_k}};
+  for (const auto& [name, lengths] : sides) {
+    for (const int64_t length : *lengths) {
+      if (length < 1) {
+        throw UsageError(std::string(name) + ": " + std::to_string(length) +
+                         " is not a positive length");
+      }
+    }
+  }
+  const auto check_total = [](const char* name, const std::vector<int64_t>& lengths,
+                              int64_t tokens) {
+    if (sum_of(lengths) != tokens) {
+      throw UsageError(std::string(name) + " " + join(lengths) + " sums to " +
+                       std::to_string(sum_of(lengths)) + " tokens, but the tensors hold " +
+                       std::to_string(tokens));
+    }
+  };
+  check_total("--seqlens", o.seqlens, p.shape.seq_q);
+  check_total(o.seqlens_k.empty() ? "--seqlens" : "--seqlens-k", lengths_k, p.shape.seq_k);
+  p.seqlens_q = o.seqlens;
+  p.seqlens_k = lengths_k;
+}
 
 void apply_variant_options(const ProblemOptions& o, Problem& p) {
   p.window = o.window.empty() ? Window{} : parse_window(o.window.front());
   p.softcap = o.softcap.empty() ? 0.0 : o.softcap.front();
-  p.alibi_slopes = alibi_slopes_of(o, p.shape);
+  p.alibi_slopes = alibi_slopes_of(o, p);
 }
 
 std::string case_label(const Problem& p) {
   const AttentionShape& s = p.shape;
+  // Top-left is the bottom-right mask when every sequence is square.
+  const bool square = p.varlen() ? p.seqlens_q == p.seqlens_k : s.seq_q == s.seq_k;
   const char* causal = p.mask == Mask::none                  ? "0"
                        : p.mask == Mask::causal_bottom_right ? "1"
-                       : s.seq_q == s.seq_k                  ? "1"   // top-left, square: the same
+                       : square                              ? "1"   // top-left, square: the same
                                                              : "tl";
   std::ostringstream out;
   out << to_string(p.dtype) << "/b:" << s.batch << "/h:" << s.heads;
@@ -189,6 +244,15 @@ std::string case_label(const Problem& p) {
     out << "/alibi:" << (paper ? "1" : "file");
   }
   if (p.layout == Layout::bshd) out << "/bshd";
+  if (p.layout == Layout::thd) out << "/thd";
+  for (size_t i = 0; i < p.seqlens_q.size(); ++i) {
+    out << (i == 0 ? "/seqlens:" : "+") << p.seqlens_q[i];
+  }
+  if (p.seqlens_k != p.seqlens_q) {
+    for (size_t i = 0; i < p.seqlens_k.size(); ++i) {
+      out << (i == 0 ? "/seqlens-k:" : "+") << p.seqlens_k[i];
+    }
+  }
   if (p.splits != 0) out << "/splits:" << p.splits;
   if (p.page_size != 0) out << "/page:" << p.page_size;
   for (size_t i = 0; i < p.cache_seqlens.size(); ++i) {
@@ -210,17 +274,21 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   const std::string list = allow_lists ? " (comma list allowed)" : "";
   const CLI::Validator& positive = kPositiveInteger;
   std::vector<std::string>* shape = &o.shape_options_given;  // refused with input files
-  add_list(command, "-b,--batch", o.batch, "Batch size" + list, allow_lists, shape)
-      ->check(positive);
+  CLI::Option* batch =
+      add_list(command, "-b,--batch", o.batch, "Batch size" + list, allow_lists, shape);
+  batch->check(positive);
   add_list(command, "--heads", o.heads, "Query heads" + list, allow_lists, shape)
       ->check(positive);
   add_list(command, "--heads-kv", o.heads_kv,
            "Key/value heads, dividing --heads (default: = heads)" + list, allow_lists, shape)
       ->check(positive);
-  add_list(command, "-s,--seq", o.seq, "Query sequence length" + list, allow_lists, shape)
-      ->check(positive);
-  add_list(command, "--seq-k", o.seq_k, "Key/value sequence length (default: = seq)" + list,
-           allow_lists, shape)->check(positive);
+  CLI::Option* seq =
+      add_list(command, "-s,--seq", o.seq, "Query sequence length" + list, allow_lists, shape);
+  seq->check(positive);
+  CLI::Option* seq_k = add_list(command, "--seq-k", o.seq_k,
+                                "Key/value sequence length (default: = seq)" + list, allow_lists,
+                                shape);
+  seq_k->check(positive);
   add_list(command, "-d,--head-dim", o.head_dim,
            "Head dimension (GPU: a multiple of 8 from 8 to 256; CPU: any)" + list, allow_lists,
            shape)
@@ -255,8 +323,22 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
       ->capture_default_str();
   add_list(command, "--layout", o.layout,
            "Memory layout of tensors and files: bhsd = [batch, heads, seq, head_dim], "
-           "bshd = [batch, seq, heads, head_dim]" + list, allow_lists)
+           "bshd = [batch, seq, heads, head_dim], thd = [tokens, heads, head_dim] (the "
+           "sequences of --seqlens packed one after another)" + list, allow_lists)
       ->check(CLI::IsMember(kLayoutNames));
+  CLI::Option* seqlens =
+      command.add_option("--seqlens", o.seqlens,
+                         "A variable-length batch in --layout thd: the query length of each "
+                         "sequence (e.g. 512,1000,77), packed along the token axis; each "
+                         "sequence is its own attention (masks, window and ALiBi align to its "
+                         "lengths). Gives the batch and lengths: not with --batch, --seq, "
+                         "--seq-k");
+  seqlens->delimiter(',')->check(positive)->excludes(batch)->excludes(seq)->excludes(seq_k);
+  command.add_option("--seqlens-k", o.seqlens_k,
+                     "Key lengths of the --seqlens sequences, one each (default: = --seqlens)")
+      ->delimiter(',')
+      ->check(positive)
+      ->needs(seqlens);
   add_list(command, "--splits", o.splits,
            "Key splits of the GPU forward (flash-decoding): 0 = automatic, 1 = none, N = "
            "exactly N, at most one per 64 keys; fp16 and bf16" + list, allow_lists)
@@ -288,6 +370,10 @@ namespace {
 
 // --page-size and --cache-seqlens against the case (check_case_size()).
 void check_paging(const Problem& p) {
+  if (p.varlen() && (p.page_size != 0 || !p.cache_seqlens.empty() || p.splits > 1)) {
+    throw UsageError("--seqlens does not combine with --page-size, --cache-seqlens or "
+                     "--splits > 1 (a varlen batch runs on the tiled kernels)");
+  }
   const int64_t page = p.page_size;
   if (page != 0 && (page < 16 || (page & (page - 1)) != 0)) {
     throw UsageError("--page-size " + std::to_string(page) +
@@ -420,6 +506,11 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     }
                     Problem p;
                     p.shape = AttentionShape{batch, heads, heads_kv, seq_q, seq_k, head_dim};
+                    if (!o.seqlens.empty()) {  // the packed tensors of a varlen batch
+                      p.shape.batch = 1;
+                      p.shape.seq_q = sum_of(o.seqlens);
+                      p.shape.seq_k = sum_of(o.seqlens_k.empty() ? o.seqlens : o.seqlens_k);
+                    }
                     p.dtype = parse_dtype(dtype);
                     p.mask = parse_mask(mask);
                     p.scale = o.scale.value_or(0.0);
@@ -428,7 +519,8 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.page_size = page_size;
                     p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
-                    p.alibi_slopes = alibi_slopes_of(o, p.shape);
+                    apply_varlen_options(o, p);
+                    p.alibi_slopes = alibi_slopes_of(o, p);
                     // The variants vary fastest.
                     for (const Window& window : windows) {
                       for (const double softcap : softcaps) {

@@ -26,6 +26,10 @@ struct ProblemOptions {
   std::vector<int64_t> splits{0};  // the GPU forward's key splits; 0: automatic
   std::vector<int64_t> page_size{0};  // keys per page of a paged K/V cache; 0: contiguous
   std::vector<int64_t> cache_seqlens;  // keys of each batch entry (one list for every case)
+  // A variable-length packed batch (layout thd): the query lengths of its sequences, and their
+  // key lengths when they differ (empty: the same). One list for every case.
+  std::vector<int64_t> seqlens;
+  std::vector<int64_t> seqlens_k;
   bool deterministic = false;      // the GPU backward's fixed-order dQ sums, for every case
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
@@ -50,8 +54,10 @@ struct ProblemOptions {
 // (top-left with sq != sk), then the variants when set: "/win:LEFT:RIGHT" (-1 for an unbounded
 // side), "/softcap:C", "/alibi:1" (the paper's slopes) or "/alibi:file", then "/bshd" only for
 // that layout, "/splits:N" only for forced key splits, "/page:N" only for a paged K/V cache,
-// "/cache:L0+L1+..." only with per-sequence key lengths and "/deterministic" only for the
-// deterministic backward. `bench --filter` matches it.
+// "/cache:L0+L1+..." only with per-sequence key lengths, "/thd/seqlens:L0+L1+..." (and
+// "/seqlens-k:..." when the keys' differ) for a varlen batch, whose b, sq and sk are those of the
+// packed tensors (1 and the token totals), and "/deterministic" only for the deterministic
+// backward. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -84,8 +90,13 @@ CLI::Validator non_empty_path(const std::string& kind);
 // each bound an integer >= -1. Throws UsageError naming `option`.
 Window parse_window(const std::string& text, const std::string& option = "--window");
 
+// --seqlens and --seqlens-k on `p`, whose packed shape (batch 1, the token totals) is known:
+// throws UsageError for lengths that are not positive or do not sum to the tokens of the packed
+// tensors, for --seqlens with a layout other than thd, and for thd without --seqlens.
+void apply_varlen_options(const ProblemOptions& options, Problem& p);
+
 // The window, softcap and ALiBi slopes of `options` (one value each) set on `p`, whose shape is
-// known. Throws UsageError for a bad window or a slopes file that is unreadable, not fp32, of a
+// known (and its sequences, for [batch, heads] slopes of a varlen batch). Throws UsageError for a bad window or a slopes file that is unreadable, not fp32, of a
 // shape other than [heads] or [batch, heads], or holds a non-finite value.
 void apply_variant_options(const ProblemOptions& options, Problem& p);
 

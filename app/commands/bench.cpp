@@ -73,6 +73,10 @@ Selection select_cases(const BenchOptions& o) {
       throw UsageError("--cache-seqlens: not with --sweep (the lengths are one per batch entry "
                        "of one case)");
     }
+    if (!o.problem.seqlens.empty()) {
+      throw UsageError("--seqlens: with --sweep, give the lengths in the sweep "
+                       "(seqlens=L0+L1+..., layout thd)");
+    }
     const ProblemOptions& given = o.problem;
     if (!given.window.empty() || !given.softcap.empty() || given.alibi ||
         !given.alibi_slopes_file.empty()) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -254,6 +255,50 @@ void validate_paged(const std::string& context, const AttentionShape& s, DType d
   }
 }
 
+// A variable-length batch (VarlenBatch in attention.h): offsets present and aligned, totals that
+// hold the longest sequences and fit the int32 offsets, and tensors of `total` tokens with
+// batch_stride 0. `tensors` lists (name, tensor, queries or keys).
+struct VarlenTensor {
+  const char* name;
+  const TensorRef* ref;
+  bool queries;
+};
+
+void validate_varlen(const std::string& context, const AttentionShape& s, DType dtype,
+                     const VarlenBatch& varlen, std::initializer_list<VarlenTensor> tensors) {
+  const std::pair<const char*, const int32_t*> offsets[] = {
+      {"varlen.cu_seqlens_q", varlen.cu_seqlens_q}, {"varlen.cu_seqlens_k", varlen.cu_seqlens_k}};
+  for (const auto& [name, pointer] : offsets) {
+    if (pointer == nullptr) invalid(context, std::string(name) + " is null");
+    if (!is_aligned(pointer, alignof(int32_t))) {
+      invalid(context, std::string(name) + " must be 4-byte aligned");
+    }
+  }
+  const std::pair<const char*, int64_t> totals[] = {{"q", varlen.total_q}, {"k", varlen.total_k}};
+  for (const auto& [side, total] : totals) {
+    const int64_t longest = side[0] == 'q' ? s.seq_q : s.seq_k;
+    const char* length = side[0] == 'q' ? "shape.seq_q" : "shape.seq_k";
+    if (total < longest) {
+      invalid(context, std::string("varlen.total_") + side + " (" + std::to_string(total) +
+                           ") is less than " + length + " (" + std::to_string(longest) +
+                           "), the longest sequence");
+    }
+    if (total > std::numeric_limits<int32_t>::max()) {
+      unsupported(context, std::string("varlen.total_") + side + " (" + std::to_string(total) +
+                               ") exceeds the int32 offsets");
+    }
+  }
+  for (const VarlenTensor& t : tensors) {
+    if (t.ref->batch_stride != 0) {
+      invalid(context, std::string(t.name) + ".batch_stride must be 0 in a varlen batch (layout "
+                       "thd: the sequences share the token axis), got " +
+                       std::to_string(t.ref->batch_stride));
+    }
+    validate_tensor(context, t.name, *t.ref, 1, t.queries ? s.heads : s.heads_kv,
+                    t.queries ? varlen.total_q : varlen.total_k, s.head_dim, dtype);
+  }
+}
+
 void validate_cache_seqlens(const std::string& context, const int32_t* cache_seqlens) {
   if (cache_seqlens != nullptr && !is_aligned(cache_seqlens, alignof(int32_t))) {
     invalid(context, "cache_seqlens must be 4-byte aligned");
@@ -285,8 +330,17 @@ TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t head
       ref.seq_stride = heads * head_dim;
       ref.batch_stride = seq * heads * head_dim;
       return ref;
+    case Layout::thd:
+      if (batch != 1) {
+        invalid(context, "layout thd packs every sequence into one token axis: batch must be 1, "
+                         "got " + std::to_string(batch));
+      }
+      ref.head_stride = head_dim;
+      ref.seq_stride = heads * head_dim;
+      ref.batch_stride = 0;
+      return ref;
   }
-  invalid(context, "layout is not one of bhsd, bshd");
+  invalid(context, "layout is not one of bhsd, bshd, thd");
 }
 
 const char* tensor_core_kernels(int device) {
@@ -316,6 +370,20 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_variants(context, s, args.window, args.softcap, args.alibi);
+  if (args.varlen.enabled()) {
+    if (args.paged.enabled() || args.cache_seqlens != nullptr || args.splits > 1) {
+      unsupported(context, "a varlen batch does not combine with paged K/V, cache_seqlens or "
+                           "splits > 1");
+    }
+    validate_splits(context, s, args.dtype, args.splits);  // here: a negative count
+    validate_varlen(context, s, args.dtype, args.varlen,
+                    {{"q", &args.q, true}, {"k", &args.k, false}, {"v", &args.v, false},
+                     {"out", &args.out, true}});
+    validate_lse(context, args.lse);
+    detail::dispatch_forward(resolved, stream);
+    check_cuda(cudaGetLastError(), "forward: kernel launch");
+    return;
+  }
   validate_tensor(context, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   if (args.paged.enabled()) {
     validate_paged(context, s, args.dtype, args.paged);
@@ -428,15 +496,22 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   BackwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_variants(context, s, args.window, args.softcap, args.alibi);
-  const std::pair<const char*, const TensorRef*> query_shaped[] = {
-      {"q", &args.q}, {"out", &args.out}, {"dout", &args.dout}, {"dq", &args.dq}};
-  for (const auto& [name, ref] : query_shaped) {
-    validate_tensor(context, name, *ref, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
-  }
-  const std::pair<const char*, const TensorRef*> key_shaped[] = {
-      {"k", &args.k}, {"v", &args.v}, {"dk", &args.dk}, {"dv", &args.dv}};
-  for (const auto& [name, ref] : key_shaped) {
-    validate_tensor(context, name, *ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  if (args.varlen.enabled()) {
+    validate_varlen(context, s, args.dtype, args.varlen,
+                    {{"q", &args.q, true}, {"out", &args.out, true}, {"dout", &args.dout, true},
+                     {"dq", &args.dq, true}, {"k", &args.k, false}, {"v", &args.v, false},
+                     {"dk", &args.dk, false}, {"dv", &args.dv, false}});
+  } else {
+    const std::pair<const char*, const TensorRef*> query_shaped[] = {
+        {"q", &args.q}, {"out", &args.out}, {"dout", &args.dout}, {"dq", &args.dq}};
+    for (const auto& [name, ref] : query_shaped) {
+      validate_tensor(context, name, *ref, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+    }
+    const std::pair<const char*, const TensorRef*> key_shaped[] = {
+        {"k", &args.k}, {"v", &args.v}, {"dk", &args.dk}, {"dv", &args.dv}};
+    for (const auto& [name, ref] : key_shaped) {
+      validate_tensor(context, name, *ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+    }
   }
   validate_lse(context, args.lse);
   validate_workspace(context, args.workspace, args.workspace_bytes,
@@ -466,6 +541,7 @@ BackwardArgs backward_args_for(const ForwardArgs& forward) {
   args.window = forward.window;
   args.softcap = forward.softcap;
   args.alibi = forward.alibi;
+  args.varlen = forward.varlen;
   args.q = forward.q;
   args.k = forward.k;
   args.v = forward.v;

@@ -92,15 +92,56 @@ void check_host_size(const char* name, const HostBytes& host, size_t expected, D
                   " elements densely packed for the problem's shape)");
 }
 
+// A varlen problem: layout thd, batch 1, one key length per query length, all positive, summing
+// to the packed totals, and neither pages nor cache lengths.
+void check_varlen(const Problem& p) {
+  const auto fail = [](const std::string& message) {
+    throw Error(Error::Kind::invalid_argument, message);
+  };
+  if (!p.varlen()) {
+    if (p.layout == Layout::thd) fail("layout thd needs sequence lengths (seqlens_q)");
+    return;
+  }
+  if (p.layout != Layout::thd) fail("sequence lengths (seqlens_q) need layout thd");
+  if (p.shape.batch != 1) fail("a variable-length batch has shape.batch 1 (the packed tensors)");
+  if (p.seqlens_k.size() != p.seqlens_q.size()) {
+    fail("seqlens_k needs one length per sequence of seqlens_q");
+  }
+  if (p.page_size != 0 || !p.cache_seqlens.empty()) {
+    fail("a variable-length batch takes neither page_size nor cache_seqlens");
+  }
+  const std::pair<const std::vector<int64_t>*, int64_t> sides[] = {{&p.seqlens_q, p.shape.seq_q},
+                                                                   {&p.seqlens_k, p.shape.seq_k}};
+  for (const auto& [lengths, total] : sides) {
+    int64_t sum = 0;
+    for (const int64_t length : *lengths) {
+      if (length < 1) fail("sequence lengths must be positive, got " + std::to_string(length));
+      sum += length;
+    }
+    if (sum != total || sum > std::numeric_limits<int32_t>::max()) {
+      fail("sequence lengths sum to " + std::to_string(sum) + ", expected the " +
+           std::to_string(total) + " packed tokens (at most 2^31 - 1)");
+    }
+  }
+}
+
 void require_device() {
   if (device_count() == 0) throw Error(Error::Kind::no_device, "no CUDA device found");
 }
 
 // --- Device state of one run --------------------------------------------------------------------
 
+// int32 cumulative offsets of a varlen problem's lengths (the caller checked them).
+std::vector<int32_t> int32_offsets(const std::vector<int64_t>& lengths) {
+  const std::vector<int64_t> offsets = cumulative_offsets(lengths);
+  return std::vector<int32_t>(offsets.begin(), offsets.end());
+}
+
 struct DeviceInputs {
   DeviceBuffer q, k, v;
   DeviceBuffer alibi_slopes;  // empty without ALiBi
+  DeviceBuffer cu_seqlens_q, cu_seqlens_k;  // empty unless varlen
+  std::vector<int32_t> host_cu_q, host_cu_k;  // kept alive for the asynchronous uploads
   DeviceInputs(const Problem& problem, const ProblemBytes& bytes, const HostBytes& hq,
                const HostBytes& hk, const HostBytes& hv, cudaStream_t stream)
       : q(bytes.q), k(bytes.kv), v(bytes.kv) {
@@ -111,6 +152,14 @@ struct DeviceInputs {
     if (!slopes.empty()) {
       alibi_slopes = DeviceBuffer(slopes.size() * sizeof(float));
       alibi_slopes.copy_from_host(slopes.data(), stream);
+    }
+    if (problem.varlen()) {
+      host_cu_q = int32_offsets(problem.seqlens_q);
+      host_cu_k = int32_offsets(problem.seqlens_k);
+      cu_seqlens_q = DeviceBuffer(host_cu_q.size() * sizeof(int32_t));
+      cu_seqlens_k = DeviceBuffer(host_cu_k.size() * sizeof(int32_t));
+      cu_seqlens_q.copy_from_host(host_cu_q.data(), stream);
+      cu_seqlens_k.copy_from_host(host_cu_k.data(), stream);
     }
   }
 };
@@ -143,6 +192,8 @@ DenseTensors forward_tensors(const DeviceInputs& in, const DeviceForwardOutputs&
   t.out = fwd.out.data();
   t.lse = fwd.lse.as<float>();
   t.alibi_slopes = in.alibi_slopes.as<const float>();
+  t.cu_seqlens_q = in.cu_seqlens_q.as<const int32_t>();
+  t.cu_seqlens_k = in.cu_seqlens_k.as<const int32_t>();
   return t;
 }
 
@@ -191,12 +242,14 @@ ProblemBytes checked_problem_bytes(const Problem& problem, const HostBytes& q,
   check_host_size("v", v, bytes.kv, problem.dtype);
   const auto slopes = int64_t(problem.alibi_slopes.size());
   const AttentionShape& s = problem.shape;
-  if (slopes != 0 && slopes != s.heads && slopes != s.batch * s.heads) {
+  const int64_t entries = problem.sequences();
+  if (slopes != 0 && slopes != s.heads && slopes != entries * s.heads) {
     throw Error(Error::Kind::invalid_argument,
                 "alibi_slopes has " + std::to_string(slopes) + " values, expected heads (" +
                     std::to_string(s.heads) + ") or batch * heads (" +
-                    std::to_string(s.batch * s.heads) + ")");
+                    std::to_string(entries * s.heads) + ")");
   }
+  check_varlen(problem);
   return bytes;
 }
 
@@ -337,7 +390,8 @@ HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const 
   Stream stream;
   DeviceInputs inputs(problem, bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
-  const DeviceBuffer workspace(forward_workspace_size(problem.shape, problem.dtype, problem.splits));
+  const DeviceBuffer workspace(
+      forward_workspace_size(varlen_args_shape(problem), problem.dtype, problem.splits));
   const DeviceForwardExtras extras(problem, k, v, stream.get());
   DenseTensors tensors = forward_tensors(inputs, fwd);
   tensors.workspace = workspace.data();
@@ -369,8 +423,9 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   DeviceGradients grads(bytes, stream.get());
   // One workspace serves both passes, which run one after the other on the stream.
   DeviceBuffer workspace(
-      std::max(forward_workspace_size(problem.shape, problem.dtype, problem.splits),
-               backward_workspace_size(problem.shape, problem.dtype, problem.deterministic)));
+      std::max(forward_workspace_size(varlen_args_shape(problem), problem.dtype, problem.splits),
+               backward_workspace_size(varlen_args_shape(problem), problem.dtype,
+                                       problem.deterministic)));
   const DenseTensors tensors = backward_tensors(inputs, fwd, device_dout, grads, workspace);
 
   forward(forward_args(problem, tensors), stream.get());

@@ -6,6 +6,10 @@
 // in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
 // query block) that counts the key blocks whose dQ has been added to the block's accumulator
 // (backward_steps.cuh).
+// A varlen batch (VarlenBatch) keeps these sizes, of its longest sequence times the batch, but
+// stores the accumulator and the row sums as [heads, total_q] rows like its LSE
+// (ProblemParams::row_index()), which total_q <= batch * seq_q lets fit; its semaphores are
+// [batch, heads, query blocks of the longest].
 #pragma once
 
 #include <cstddef>

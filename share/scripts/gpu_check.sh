@@ -114,7 +114,13 @@ verify_sweep() {
     "$CLI" verify --heads 4 --heads-kv 2 --seq 1,113,1023 --seq-k 1024 \
     --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal --backward \
     --format json \
-    >"$LOG_DIR/verify-head-dims.json"
+    >"$LOG_DIR/verify-head-dims.json" || return
+  # Variable-length batches: lengths 1, 113, 1023, 2048 against keys of other lengths.
+  timeout --kill-after=30 "$STAGE_TIMEOUT" \
+    "$CLI" verify --layout thd --seqlens 1,113,1023,2048 --seqlens-k 1023,113,1,2048 \
+    --heads 4 --heads-kv 2 --head-dim 40,64,128,256 --dtype fp16,bf16,fp32 \
+    --mask none,causal,causal-top-left --backward --format json \
+    >"$LOG_DIR/verify-varlen.json"
 }
 
 # A short timed sweep with --verify: the benchmark path end to end (graph timing, formats).

@@ -44,8 +44,8 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
 SWEEP_KEYS = (  # outermost first
-    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "window", "softcap", "alibi", "layout",
-    "splits", "page_size", "deterministic"
+    "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "seqlens", "seqlens_k", "window",
+    "softcap", "alibi", "layout", "splits", "page_size", "deterministic"
 )
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
@@ -63,11 +63,13 @@ SWEEP_DEFAULTS = {
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
     "deterministic": "0",  # cuflash's deterministic backward: SDPA times its own default backward
+    "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): named, skipped
+    "seqlens_k": "none",
 }  # hkv = h and sk = sq by default
 CHOICES = {
     "dtype": ("fp16", "bf16", "fp32"),
     "mask": ("none", "causal", "causal-top-left"),
-    "layout": ("bhsd", "bshd"),
+    "layout": ("bhsd", "bshd", "thd"),
     "deterministic": ("0", "1"),
     "alibi": ("0", "1"),
 }
@@ -105,6 +107,9 @@ def check_item(key, item, where):
             raise SweepError(
                 f"{where}: {key}: unknown value '{item}' (expected {', '.join(CHOICES[key])})"
             )
+    elif key in ("seqlens", "seqlens_k"):
+        if item != "none" and not all(x.isdigit() and int(x) > 0 for x in item.split("+")):
+            raise SweepError(f"{where}: {key}: '{item}' is not L0+L1+... of positive integers")
     elif key in ("splits", "page_size"):
         if not item.isdigit():
             raise SweepError(f"{where}: {key}: '{item}' is not a non-negative integer")
@@ -125,10 +130,26 @@ def check_item(key, item, where):
 
 def expand_rule(rule, where):
     """The product of a rule's lists in SWEEP_KEYS order, the last varying fastest."""
+    if "seqlens" in rule:
+        for key in ("b", "sq", "sk"):
+            if key in rule:
+                raise SweepError(f"{where}: seqlens gives the batch and the lengths: drop {key}")
+        if rule.get("layout", ["thd"]) != ["thd"]:
+            raise SweepError(f"{where}: seqlens packs the sequences in layout thd")
     cases = []
     for values in itertools.product(*(rule.get(key, [SWEEP_DEFAULTS[key]]) for key in SWEEP_KEYS)):
         c = dict(zip(SWEEP_KEYS, values))
         c["hkv"], c["sk"] = c["hkv"] or c["h"], c["sk"] or c["sq"]  # default: h and sq
+        lengths = lambda text: [] if text == "none" else [int(x) for x in text.split("+")]
+        c["seqlens"], c["seqlens_k"] = lengths(c["seqlens"]), lengths(c["seqlens_k"])
+        if c["seqlens"]:  # the packed tensors of a varlen batch
+            c["seqlens_k"] = c["seqlens_k"] or c["seqlens"]
+            if len(c["seqlens_k"]) != len(c["seqlens"]):
+                raise SweepError(f"{where}: seqlens_k needs one length per sequence of seqlens")
+            c["b"], c["sq"], c["sk"] = 1, sum(c["seqlens"]), sum(c["seqlens_k"])
+            c["layout"] = "thd"
+        elif c["seqlens_k"] or c["layout"] == "thd":
+            raise SweepError(f"{where}: seqlens_k and layout thd need seqlens")
         for key in ("d", "b", "h", "hkv", "sq", "sk", "splits", "page_size"):
             c[key] = int(c[key])
         c["window"] = tuple(int(b) for b in c["window"].replace(",", ":").split(":"))
@@ -171,9 +192,8 @@ def resolve_sweep(name_or_path):
 
 def case_name(c):
     """The name cuflash gives the case (app/bench/sweep.h)."""
-    causal = {"none": "0", "causal": "1", "causal-top-left": "1" if c["sq"] == c["sk"] else "tl"}[
-        c["mask"]
-    ]
+    square = c["seqlens"] == c["seqlens_k"] if c.get("seqlens") else c["sq"] == c["sk"]
+    causal = {"none": "0", "causal": "1", "causal-top-left": "1" if square else "tl"}[c["mask"]]
     name = f"{c['dtype']}/b:{c['b']}/h:{c['h']}"
     if c["hkv"] != c["h"]:
         name += f"/hkv:{c['hkv']}"
@@ -183,6 +203,10 @@ def case_name(c):
     name += f"/softcap:{c['softcap']:g}" if c.get("softcap") else ""
     name += "/alibi:1" if c.get("alibi") == "1" else ""
     name += "/bshd" if c["layout"] == "bshd" else ""
+    name += "/thd" if c["layout"] == "thd" else ""
+    name += "/seqlens:" + "+".join(map(str, c["seqlens"])) if c.get("seqlens") else ""
+    if c.get("seqlens") and c["seqlens_k"] != c["seqlens"]:
+        name += "/seqlens-k:" + "+".join(map(str, c["seqlens_k"]))
     name += f"/splits:{c['splits']}" if c.get("splits") else ""
     name += f"/page:{c['page_size']}" if c.get("page_size") else ""
     name += "/cache:" + "+".join(map(str, c["cache"])) if c.get("cache") else ""
@@ -402,6 +426,8 @@ def check_backend_fits(c, backend, args):
         raise Unsupported(f"SDPA has no paged K/V cache (page_size {c['page_size']})")
     if c.get("cache"):
         raise Unsupported("SDPA has no per-sequence key lengths (--cache-seqlens)")
+    if c.get("seqlens"):
+        raise Unsupported("SDPA has no variable-length packed batches (seqlens)")
     if c["dtype"] == "fp32" and backend not in FP32_BACKENDS:
         raise Unsupported(f"sdpa-{backend} has no fp32 kernel")
     scores = c["b"] * c["h"] * c["sq"] * c["sk"]

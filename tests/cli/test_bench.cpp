@@ -294,7 +294,8 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   };
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
-        "window, softcap, alibi, layout, splits, page_size, deterministic)");
+        "seqlens, seqlens_k, window, softcap, alibi, layout, splits, page_size, "
+        "deterministic)");
   CHECK(message("deterministic=yes") ==
         "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");
@@ -337,7 +338,7 @@ TEST_CASE("sweep: names are looked up in the search folders, paths are read as g
   } catch (const cli::UsageError& e) {
     const std::string what = e.what();
     CHECK(what.find("--sweep nosuch: no sweep of that name") == 0);
-    CHECK(what.find("fa, headdims, seed") != std::string::npos);
+    CHECK(what.find("fa, headdims, seed, varlen") != std::string::npos);
   }
   CHECK_THROWS_AS(resolve_sweep("./missing.txt", {}), cli::UsageError);
 }
@@ -1008,6 +1009,7 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench";
   for (const std::string args :
        {"--sweep seed --list", "--sweep fa --list", "--sweep decode --list",
+        "--sweep varlen --list",
         "--sweep seed --list --filter 'bf16/.*causal:1'", "--sweep fa --list --format json",
         "-s 100,200 --seq-k 300 -d 32,64 --dtype bf16,fp32 --mask none,causal,causal-top-left "
         "--heads 8 --heads-kv 2,8 --layout bhsd,bshd --list"}) {

@@ -239,7 +239,9 @@ TEST_CASE("profile: report folder, file names, shell quoting, sweep lines", "[be
                            "layout=bshd",
                            "sq=64 mask=causal", "sq=1 sk=4096 dtype=bf16 splits=3 page_size=16",
                            "sq=300 mask=causal window=64:0 softcap=30.5 alibi=1 deterministic=1",
-                           "sq=100 sk=200 window=-1:17 h=6 alibi=1", "softcap=0.1"}) {
+                           "sq=100 sk=200 window=-1:17 h=6 alibi=1", "softcap=0.1",
+                           "h=4 hkv=2 mask=causal seqlens=5+1+12 window=3:-1",
+                           "seqlens=5+9 seqlens_k=7+1 layout=thd deterministic=1"}) {
     const Problem c = parse_sweep(line, "t").front();
     const std::vector<Problem> back = parse_sweep(sweep_line(c), "t");
     REQUIRE(back.size() == 1);
@@ -247,6 +249,8 @@ TEST_CASE("profile: report folder, file names, shell quoting, sweep lines", "[be
     CHECK(back.front().softcap == c.softcap);
     CHECK(back.front().alibi_slopes == c.alibi_slopes);
     CHECK(back.front().deterministic == c.deterministic);
+    CHECK(back.front().seqlens_q == c.seqlens_q);
+    CHECK(back.front().seqlens_k == c.seqlens_k);
   }
   CHECK(short_kernel_name("void ns::fwd<Tile<64>>(Params)") == "ns::fwd");
   CHECK(short_kernel_name("plain") == "plain");

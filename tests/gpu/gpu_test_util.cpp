@@ -36,6 +36,20 @@ Problem make_problem(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, in
   return p;
 }
 
+Problem make_varlen_problem(DType dtype, int64_t head_dim, Mask mask,
+                            const std::vector<int64_t>& seqlens_q,
+                            const std::vector<int64_t>& seqlens_k, int64_t heads,
+                            int64_t heads_kv) {
+  int64_t total_q = 0, total_k = 0;
+  for (const int64_t length : seqlens_q) total_q += length;
+  for (const int64_t length : seqlens_k) total_k += length;
+  Problem p = make_problem(dtype, head_dim, mask, total_q, total_k, 1, heads, heads_kv,
+                           Layout::thd);
+  p.seqlens_q = seqlens_q;
+  p.seqlens_k = seqlens_k;
+  return p;
+}
+
 std::string describe(const Problem& p) {
   const AttentionShape& s = p.shape;
   std::ostringstream out;
@@ -45,6 +59,15 @@ std::string describe(const Problem& p) {
   if (p.window.bounded()) out << " window=" << p.window.left << "," << p.window.right;
   if (p.softcap > 0) out << " softcap=" << p.softcap;
   if (!p.alibi_slopes.empty()) out << " alibi=" << p.alibi_slopes.size();
+  if (p.varlen()) {
+    out << " seqlens=";
+    for (size_t i = 0; i < p.seqlens_q.size(); ++i) out << (i ? "+" : "") << p.seqlens_q[i];
+    if (p.seqlens_k != p.seqlens_q) {
+      out << " seqlens_k=";
+      for (size_t i = 0; i < p.seqlens_k.size(); ++i) out << (i ? "+" : "") << p.seqlens_k[i];
+    }
+  }
+  if (p.deterministic) out << " deterministic";
   return out.str();
 }
 
@@ -67,8 +90,11 @@ Dims kv_dims(const Problem& p) {
 std::vector<double> decode(const HostBytes& bytes, const Dims& d, DType dtype, Layout layout) {
   io::NpyArray array;
   array.type = io::element_type(dtype);
-  array.shape = layout == Layout::bhsd ? std::vector<int64_t>{d.batch, d.heads, d.seq, d.head_dim}
-                                       : std::vector<int64_t>{d.batch, d.seq, d.heads, d.head_dim};
+  switch (layout) {
+    case Layout::bhsd: array.shape = {d.batch, d.heads, d.seq, d.head_dim}; break;
+    case Layout::bshd: array.shape = {d.batch, d.seq, d.heads, d.head_dim}; break;
+    case Layout::thd: array.shape = {d.seq, d.heads, d.head_dim}; break;  // batch 1: packed
+  }
   array.bytes = bytes;
   return io::to_bhsd_values(array, layout);
 }
@@ -129,8 +155,9 @@ size_t workspace_bytes(const Problem& p) {
   const AttentionShape& s = p.shape;
   const bool valid = is_supported_head_dim(s.head_dim) && s.heads % s.heads_kv == 0;
   if (valid) {
-    return std::max(backward_workspace_size(s, p.dtype, p.deterministic),
-                    forward_workspace_size(s, p.dtype, p.splits));
+    const AttentionShape args_shape = varlen_args_shape(p);
+    return std::max(backward_workspace_size(args_shape, p.dtype, p.deterministic),
+                    forward_workspace_size(args_shape, p.dtype, p.splits));
   }
   return 2 * (size_t(s.q_elements()) + size_t(s.lse_elements())) * sizeof(float);
 }
@@ -143,6 +170,16 @@ DeviceProblem::DeviceProblem(const Problem& p)
       out_(zeroed(q_side_bytes(p))), lse_(zeroed(lse_bytes(p))), dout_(zeroed(q_side_bytes(p))),
       dq_(zeroed(q_side_bytes(p))), dk_(zeroed(kv_side_bytes(p))), dv_(zeroed(kv_side_bytes(p))),
       workspace_(zeroed(workspace_bytes(p))) {
+  if (p.varlen()) {
+    for (const auto& [lengths, buffer] : {std::pair{&p.seqlens_q, &cu_seqlens_q_},
+                                          std::pair{&p.seqlens_k, &cu_seqlens_k_}}) {
+      const std::vector<int64_t> offsets = cumulative_offsets(*lengths);
+      const std::vector<int32_t> offsets32(offsets.begin(), offsets.end());
+      *buffer = DeviceBuffer(offsets32.size() * sizeof(int32_t));
+      buffer->copy_from_host(offsets32.data());
+      check_cuda(cudaDeviceSynchronize(), "uploading the sequence offsets");  // before they go
+    }
+  }
   check_cuda(cudaDeviceSynchronize(), "zero-filling the test tensors");
 }
 
@@ -159,6 +196,8 @@ DenseTensors DeviceProblem::tensors() const {
   t.dv = dv_.data();
   t.workspace = workspace_.data();
   t.workspace_bytes = workspace_.bytes();
+  t.cu_seqlens_q = cu_seqlens_q_.as<const int32_t>();
+  t.cu_seqlens_k = cu_seqlens_k_.as<const int32_t>();
   return t;
 }
 

@@ -21,6 +21,12 @@ namespace cuflash::gpu_test {
 // test calls it first: without a GPU they must fail, never pass by doing nothing.
 void require_gpu();
 
+// A variable-length packed batch (layout thd) of these query and key lengths (default scale).
+Problem make_varlen_problem(DType dtype, int64_t head_dim, Mask mask,
+                            const std::vector<int64_t>& seqlens_q,
+                            const std::vector<int64_t>& seqlens_k, int64_t heads,
+                            int64_t heads_kv);
+
 // A problem in the order the tests think of it (default scale).
 Problem make_problem(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
                      int64_t batch, int64_t heads, int64_t heads_kv, Layout layout);
@@ -61,6 +67,7 @@ class DeviceProblem {
 
   Problem problem_;
   DeviceBuffer q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
+  DeviceBuffer cu_seqlens_q_, cu_seqlens_k_;  // a varlen problem's offsets, else empty
 };
 
 // --- All-pairs covering design ----------------------------------------------------------------

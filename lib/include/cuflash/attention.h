@@ -12,6 +12,7 @@
 // several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -36,7 +37,8 @@ struct TensorRef {
   int64_t seq_stride = 0;
 };
 
-// Strides of a densely packed tensor in the given layout.
+// Strides of a densely packed tensor in the given layout. For thd, `seq` is the token total and
+// `batch` must be 1: the sequences' split comes from VarlenBatch, and batch_stride is 0.
 TensorRef make_tensor_ref(void* data, Layout layout, int64_t batch, int64_t heads, int64_t seq,
                           int64_t head_dim);
 
@@ -54,6 +56,30 @@ struct PagedKV {
   int64_t block_table_stride = 0;  // >= ceil(seq_k / page_size): the pages of seq_k keys
 
   bool enabled() const { return block_table != nullptr; }
+};
+
+// A variable-length packed batch (FlashAttention's varlen convention): the shape's `batch`
+// sequences lie one after another along the token axis of every tensor. Sequence b's queries are
+// tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q, out (and dout, dq), its keys tokens
+// [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k, v (and dk, dv), and it is the attention of those
+// lengths alone: the causal masks, the window and ALiBi's distances align to its own (len_q,
+// len_k) (bottom-right: row i sees key j when j <= i + len_k - len_q), and [batch, heads] ALiBi
+// slopes give it row b. shape.seq_q and shape.seq_k are the longest lengths (the grid covers
+// them); work is proportional to each sequence's own blocks. Tensors are [total, heads, head_dim]
+// ("thd"): token t of head h at data + t * seq_stride + h * head_stride, with batch_stride 0 (as
+// make_tensor_ref(..., Layout::thd, ...) gives). LSE is [heads, total_q]; the backward's
+// workspace keeps backward_workspace_size(shape), which covers the packed rows.
+// The offsets live on the device and are not checked: each must be int32 [batch + 1], start at
+// 0, never decrease, end at total_q (total_k), and give no sequence more than shape.seq_q
+// (seq_k) tokens; a sequence of length 0 is allowed (a query without keys gets O = 0 and LSE =
+// +inf, and zero gradients).
+struct VarlenBatch {
+  const int32_t* cu_seqlens_q = nullptr;  // device [batch + 1]; null: a dense batch
+  const int32_t* cu_seqlens_k = nullptr;  // device [batch + 1]
+  int64_t total_q = 0;  // cu_seqlens_q[batch]: the tokens of q, out, dout, dq
+  int64_t total_k = 0;  // cu_seqlens_k[batch]: the tokens of k, v, dk, dv
+
+  bool enabled() const { return cu_seqlens_q != nullptr; }
 };
 
 // ALiBi slopes in device memory, fp32: the slope of (batch b, query head h) is
@@ -97,6 +123,10 @@ struct ForwardArgs {
   // [0, seq_k]; keys past it do not exist for that entry, and the causal masks align to it
   // (bottom-right: row i sees key j when j <= i + cache_seqlens[b] - seq_q). Null: seq_k.
   const int32_t* cache_seqlens = nullptr;
+  // Optional: a variable-length packed batch (VarlenBatch), run by the mma.sync kernels (never
+  // the wgmma or split ones); it combines with every variant but not with paged K/V,
+  // cache_seqlens or splits > 1.
+  VarlenBatch varlen;
 };
 
 struct BackwardArgs {
@@ -118,10 +148,11 @@ struct BackwardArgs {
   bool deterministic = false;
   void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
   size_t workspace_bytes = 0;
+  VarlenBatch varlen;  // the forward call's (VarlenBatch); LSE then [heads, total_q]
 };
 
 // The backward arguments that restate the forward call's: shape, dtype, mask, scale, window,
-// softcap, alibi, q, k, v, out and lse. The caller adds dout, dq, dk, dv and the workspace.
+// softcap, alibi, varlen, q, k, v, out and lse. The caller adds dout, dq, dk, dv and the workspace.
 BackwardArgs backward_args_for(const ForwardArgs& forward);
 
 // Device pointers of densely packed tensors in a Problem's layout: Q, O, dO, dQ with `heads`
@@ -142,7 +173,22 @@ struct DenseTensors {
   // The problem's ALiBi slopes copied to the device (problem.alibi_slopes, [heads] or
   // [batch, heads]); read when the problem has slopes.
   const float* alibi_slopes = nullptr;
+  // A varlen problem's cumulative offsets (cumulative_offsets() of seqlens_q and seqlens_k, as
+  // int32) on the device; read when the problem is one.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
 };
+
+// The shape the API takes for `problem`: its own, or for a varlen problem (whose shape is that
+// of the packed tensors, problem.h) the sequence count as batch and the longest lengths.
+inline AttentionShape varlen_args_shape(const Problem& problem) {
+  AttentionShape s = problem.shape;
+  if (!problem.varlen()) return s;
+  s.batch = problem.sequences();
+  s.seq_q = *std::max_element(problem.seqlens_q.begin(), problem.seqlens_q.end());
+  s.seq_k = *std::max_element(problem.seqlens_k.begin(), problem.seqlens_k.end());
+  return s;
+}
 
 // The forward() arguments of `problem` on `tensors`: shape, dtype, mask, the scale and softcap
 // as float, window, ALiBi slopes, the key splits, make_tensor_ref() views in problem.layout and
@@ -151,7 +197,7 @@ struct DenseTensors {
 inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tensors) {
   const AttentionShape& s = problem.shape;
   ForwardArgs args;
-  args.shape = s;
+  args.shape = varlen_args_shape(problem);
   args.dtype = problem.dtype;
   args.mask = problem.mask;
   args.scale = static_cast<float>(problem.scale);
@@ -169,6 +215,14 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   args.v = make_tensor_ref(tensors.v, problem.layout, s.batch, s.heads_kv, s.seq_k, s.head_dim);
   args.out = make_tensor_ref(tensors.out, problem.layout, s.batch, s.heads, s.seq_q, s.head_dim);
   args.lse = tensors.lse;
+  if (problem.varlen()) {
+    if (tensors.cu_seqlens_q == nullptr || tensors.cu_seqlens_k == nullptr) {
+      throw Error(Error::Kind::invalid_argument,
+                  "forward_args: the problem is a varlen batch but tensors.cu_seqlens_q or "
+                  "tensors.cu_seqlens_k is null");
+    }
+    args.varlen = {tensors.cu_seqlens_q, tensors.cu_seqlens_k, s.seq_q, s.seq_k};
+  }
   args.splits = problem.splits;
   args.workspace = tensors.workspace;
   args.workspace_bytes = tensors.workspace_bytes;
@@ -206,8 +260,8 @@ int64_t kernel_head_dim(int64_t head_dim);
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32 and for fp32, and for tensors whose strides TMA
-// cannot describe).
+// (everywhere else; also always at head_dim 32, for fp32, for varlen batches, and for tensors
+// whose strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);

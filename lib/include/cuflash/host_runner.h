@@ -12,13 +12,14 @@
 namespace cuflash {
 
 // Host tensors hold raw elements of the problem's dtype (2 or 4 bytes each) densely packed in
-// its layout: bhsd = [batch, heads, seq, head_dim], bshd = [batch, seq, heads, head_dim]. The
+// its layout: bhsd = [batch, heads, seq, head_dim], bshd = [batch, seq, heads, head_dim], thd =
+// [tokens, heads, head_dim] for a varlen problem (Problem::seqlens_q; LSE [heads, total_q]). The
 // kernels take the problem's scale as float (0 means 1/sqrt(head_dim)).
 using HostBytes = std::vector<unsigned char>;
 
 struct HostForwardResult {
   HostBytes out;           // like q
-  std::vector<float> lse;  // [batch, heads, seq_q]
+  std::vector<float> lse;  // [batch, heads, seq_q] ([heads, total_q] varlen)
 };
 
 struct HostBackwardResult {

@@ -33,10 +33,18 @@ struct AttentionShape {
 enum class Layout {
   bhsd,  // [batch, heads, seq, head_dim]
   bshd,  // [batch, seq, heads, head_dim]
+  // [total_tokens, heads, head_dim]: the sequences of a variable-length batch packed along the
+  // token axis (Problem::seqlens_q). Stored like bshd with batch 1.
+  thd,
 };
 
 constexpr std::string_view to_string(Layout layout) {
-  return layout == Layout::bhsd ? "bhsd" : "bshd";
+  switch (layout) {
+    case Layout::bhsd: return "bhsd";
+    case Layout::bshd: return "bshd";
+    case Layout::thd: return "thd";
+  }
+  return "?";
 }
 
 // A sliding window around the diagonal (types.h, diagonal_offset()): query i sees key j when
@@ -123,6 +131,15 @@ struct Problem {
   // entry's length do not exist for it and its causal mask aligns to it. Empty: seq_k for all.
   std::vector<int64_t> cache_seqlens;
   bool deterministic = false;  // fixed-order dQ sums in the GPU backward (BackwardArgs)
+  // A variable-length packed batch (layout thd): the query and key lengths of its sequences,
+  // each >= 1, one pair per sequence. Sequence b is today's attention over its own queries
+  // [sum of seqlens_q before b, + seqlens_q[b]) and keys (likewise in seqlens_k): its masks,
+  // window and ALiBi distances align to (seqlens_q[b], seqlens_k[b]), and [sequences, heads]
+  // ALiBi slopes give it row b. Then `shape` describes the packed tensors: batch 1, seq_q and
+  // seq_k the token totals, so that Q is [1, total_q, heads, head_dim] in memory and LSE
+  // [1, heads, total_q]. Empty: a dense problem.
+  std::vector<int64_t> seqlens_q;
+  std::vector<int64_t> seqlens_k;
 
   double effective_scale() const {
     return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(shape.head_dim)) : scale;
@@ -136,6 +153,33 @@ struct Problem {
   int64_t alibi_batch_stride() const {
     return int64_t(alibi_slopes.size()) == shape.heads ? 0 : shape.heads;
   }
+  bool varlen() const { return !seqlens_q.empty(); }
+  // Batch entries with their own problem: the sequences of a varlen batch, else shape.batch.
+  int64_t sequences() const { return varlen() ? int64_t(seqlens_q.size()) : shape.batch; }
+  // The dense problem of sequence b of a varlen batch: batch 1, its own lengths, layout bhsd,
+  // and its row of [sequences, heads] ALiBi slopes.
+  Problem sequence(int64_t b) const {
+    Problem sub = *this;
+    sub.seqlens_q.clear();
+    sub.seqlens_k.clear();
+    sub.layout = Layout::bhsd;
+    sub.shape.batch = 1;
+    sub.shape.seq_q = seqlens_q[size_t(b)];
+    sub.shape.seq_k = seqlens_k[size_t(b)];
+    if (int64_t(alibi_slopes.size()) != shape.heads && !alibi_slopes.empty()) {
+      const auto first = alibi_slopes.begin() + b * shape.heads;
+      sub.alibi_slopes.assign(first, first + shape.heads);
+    }
+    return sub;
+  }
 };
+
+// Prefix sums of sequence lengths: [0, l0, l0 + l1, ..., total], the cumulative offsets of a
+// varlen batch (ForwardArgs::varlen).
+inline std::vector<int64_t> cumulative_offsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> offsets(lengths.size() + 1, 0);
+  for (size_t i = 0; i < lengths.size(); ++i) offsets[i + 1] = offsets[i] + lengths[i];
+  return offsets;
+}
 
 }  // namespace cuflash

@@ -102,8 +102,16 @@ struct RowMap {
 };
 
 // The row map of an array of `stored_shape` ([batch, heads, seq, head_dim] for bhsd, [batch,
-// seq, heads, head_dim] for bshd).
+// seq, heads, head_dim] for bshd, [tokens, heads, head_dim] for thd: bshd of batch 1).
 RowMap row_map(const std::vector<int64_t>& stored_shape, Layout layout, const char* what) {
+  if (layout == Layout::thd) {
+    if (stored_shape.size() != 3) {
+      throw NpyError(std::string(what) + ": expected a 3-D tensor [tokens, heads, head_dim], "
+                     "got " + std::to_string(stored_shape.size()) + "-D");
+    }
+    const auto at = [&](size_t i) { return static_cast<size_t>(stored_shape[i]); };
+    return RowMap{1, at(1), at(0), at(2), layout};
+  }
   if (stored_shape.size() != 4) {
     throw NpyError(std::string(what) + ": expected a 4-D tensor, got " +
                    std::to_string(stored_shape.size()) + "-D");
@@ -167,6 +175,9 @@ NpyArray from_bhsd_values(const std::vector<double>& values,
                           ElementType type) {
   std::vector<int64_t> stored_shape = bhsd_shape;
   if (layout == Layout::bshd && stored_shape.size() == 4) std::swap(stored_shape[1], stored_shape[2]);
+  if (layout == Layout::thd && stored_shape.size() == 4 && stored_shape[0] == 1) {
+    stored_shape = {bhsd_shape[2], bhsd_shape[1], bhsd_shape[3]};  // [1, H, T, D] -> [T, H, D]
+  }
   NpyArray array = sized_array(values.size(), stored_shape, type, "from_bhsd_values");
   const RowMap rows = row_map(stored_shape, layout, "from_bhsd_values");
   const size_t width = static_cast<size_t>(element_size(type));

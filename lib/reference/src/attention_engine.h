@@ -403,6 +403,11 @@ inline int64_t query_block_count(const Geometry& g) {
   return g.batch * g.heads * ceil_div(g.seq_q, query_block_rows(g.seq_k));
 }
 
+// Number of progress steps of run_backward(): the query blocks, then the key blocks.
+inline int64_t backward_block_count(const Geometry& g) {
+  return query_block_count(g) + g.batch * g.heads_kv * ceil_div(g.seq_k, kKeyBlockColumns);
+}
+
 // Calls work(tile) for every block of query rows of every (batch, head), spread over the cores;
 // each tile spans the keys its rows can see. With a counter, each finished block is counted
 // and, once it says stop, the remaining blocks are skipped.
@@ -443,7 +448,7 @@ void run_backward(const Policy& policy, const Problem& p, const Inputs<Scalar>& 
   const Geometry g(p);
   const int64_t key_blocks = ceil_div(g.seq_k, kKeyBlockColumns);
   const int64_t key_tasks = g.batch * g.heads_kv * key_blocks;
-  BlockCounter counter(progress, query_block_count(g) + key_tasks);
+  BlockCounter counter(progress, backward_block_count(g));
   for_each_query_block(
       g, [&](const Tile& t) { query_gradient_block(policy, g, in, t, dq); }, &counter);
 

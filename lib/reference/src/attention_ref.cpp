@@ -74,10 +74,11 @@ void validate(const Problem& problem) {
                                 ") must be finite and >= 0 (0: off)");
   }
   const auto slopes = int64_t(problem.alibi_slopes.size());
-  if (slopes != 0 && slopes != p.heads && slopes != p.batch * p.heads) {
+  const int64_t entries = problem.sequences();
+  if (slopes != 0 && slopes != p.heads && slopes != entries * p.heads) {
     throw std::invalid_argument("alibi_slopes has " + std::to_string(slopes) +
                                 " values, expected heads (" + std::to_string(p.heads) +
-                                ") or batch * heads (" + std::to_string(p.batch * p.heads) + ")");
+                                ") or batch * heads (" + std::to_string(entries * p.heads) + ")");
   }
   for (const float slope : problem.alibi_slopes) {
     if (!std::isfinite(slope)) throw std::invalid_argument("alibi_slopes must be finite");
@@ -93,6 +94,7 @@ void validate(const Problem& problem) {
   }
   if (overflow) throw std::invalid_argument("shape is too large: element counts overflow int64");
   engine::check_cache_seqlens(problem);
+  engine::check_varlen(problem);
 }
 
 namespace engine {
@@ -124,6 +126,13 @@ void check_backward_inputs(const Problem& p, const std::vector<double>& q,
 
 int64_t scratch_bytes(const Problem& p, bool backward) {
   validate(p);
+  if (p.varlen()) {  // one sequence at a time
+    int64_t most = 0;
+    for (int64_t b = 0; b < p.sequences(); ++b) {
+      most = std::max(most, scratch_bytes(p.sequence(b), backward));
+    }
+    return most;
+  }
   const AttentionShape& s = p.shape;
   // A query block's tile: up to query_block_rows() rows of seq_k scores; a key block's (backward
   // pass 2): up to kMaxTileElements / keys rows of kKeyBlockColumns keys. Forward keeps about two
@@ -149,6 +158,14 @@ int64_t scratch_bytes(const Problem& p, bool backward) {
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                       const std::vector<double>& v, const ProgressCallback& progress) {
   engine::check_forward_inputs(p, q, k, v);
+  if (p.varlen()) {
+    return engine::forward_varlen(
+        p, q, k, v, progress,
+        [](const Problem& sub, const std::vector<double>& sq, const std::vector<double>& sk,
+           const std::vector<double>& sv,
+           const ProgressCallback& sub_progress) { return forward(sub, sq, sk, sv, sub_progress); },
+        [](const Problem& sub) { return engine::query_block_count(engine::Geometry(sub)); });
+  }
   if (!p.cache_seqlens.empty()) {
     return engine::forward_per_sequence(
         p, q, k, v, progress,
@@ -173,6 +190,16 @@ Gradients backward(const Problem& p, const std::vector<double>& q, const std::ve
                    const std::vector<double>& v, const ForwardResult& fwd,
                    const std::vector<double>& dout, const ProgressCallback& progress) {
   engine::check_backward_inputs(p, q, k, v, fwd, dout);
+  if (p.varlen()) {
+    return engine::backward_varlen(
+        p, q, k, v, fwd, dout, progress,
+        [](const Problem& sub, const std::vector<double>& sq, const std::vector<double>& sk,
+           const std::vector<double>& sv, const ForwardResult& sub_fwd,
+           const std::vector<double>& sub_dout, const ProgressCallback& sub_progress) {
+          return backward(sub, sq, sk, sv, sub_fwd, sub_dout, sub_progress);
+        },
+        [](const Problem& sub) { return engine::backward_block_count(engine::Geometry(sub)); });
+  }
   Gradients grads;
   grads.dq.resize(p.shape.q_elements());
   grads.dk.resize(p.shape.kv_elements());

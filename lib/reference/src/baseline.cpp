@@ -22,6 +22,15 @@ std::vector<float> to_low_precision(const engine::LowPrecision& policy,
 ForwardResult forward(const Problem& p, const std::vector<double>& q,
                       const std::vector<double>& k, const std::vector<double>& v) {
   engine::check_forward_inputs(p, q, k, v);
+  if (p.varlen()) {
+    return engine::forward_varlen(
+        p, q, k, v, {},
+        [](const Problem& sub, const std::vector<double>& sq, const std::vector<double>& sk,
+           const std::vector<double>& sv, const ProgressCallback&) {
+          return forward(sub, sq, sk, sv);
+        },
+        [](const Problem&) { return int64_t{1}; });
+  }
   if (!p.cache_seqlens.empty()) {
     return engine::forward_per_sequence(
         p, q, k, v, {},
@@ -51,6 +60,16 @@ Gradients backward(const Problem& p, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
                    const ForwardResult& fwd, const std::vector<double>& dout) {
   engine::check_backward_inputs(p, q, k, v, fwd, dout);
+  if (p.varlen()) {
+    return engine::backward_varlen(
+        p, q, k, v, fwd, dout, {},
+        [](const Problem& sub, const std::vector<double>& sq, const std::vector<double>& sk,
+           const std::vector<double>& sv, const ForwardResult& sub_fwd,
+           const std::vector<double>& sub_dout, const ProgressCallback&) {
+          return baseline::backward(sub, sq, sk, sv, sub_fwd, sub_dout);
+        },
+        [](const Problem&) { return int64_t{1}; });
+  }
   const engine::LowPrecision policy{p.dtype};
   const std::vector<float> q_low = to_low_precision(policy, q);
   const std::vector<float> k_low = to_low_precision(policy, k);

@@ -1,6 +1,8 @@
-// Per-sequence key lengths (Problem::cache_seqlens) for the reference and the baseline: each
-// batch entry is its own problem of batch 1 over its first cache_seqlens[b] keys, so the key
-// mask and the causal diagonal follow its length with no change to the attention engine.
+// Per-sequence problems for the reference and the baseline, with no change to the attention
+// engine: with key lengths (Problem::cache_seqlens) each batch entry is its own problem of batch 1
+// over its first cache_seqlens[b] keys; in a variable-length packed batch (Problem::seqlens_q)
+// each sequence is its own dense problem (Problem::sequence()). Either way the masks, the window
+// and ALiBi's distances follow the entry's own lengths.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +31,160 @@ inline void check_cache_seqlens(const Problem& p) {
                                   "]");
     }
   }
+}
+
+// Throws std::invalid_argument unless a varlen problem is consistent: layout thd, batch 1, one
+// key length per query length, every length >= 1, the totals equal to seq_q and seq_k, and no
+// cache lengths or pages alongside.
+inline void check_varlen(const Problem& p) {
+  if (!p.varlen()) {
+    if (!p.seqlens_k.empty()) {
+      throw std::invalid_argument("seqlens_k needs seqlens_q (a variable-length batch)");
+    }
+    if (p.layout == Layout::thd) {
+      throw std::invalid_argument("layout thd needs sequence lengths (seqlens_q)");
+    }
+    return;
+  }
+  if (p.layout != Layout::thd) {
+    throw std::invalid_argument("sequence lengths (seqlens_q) need layout thd, not " +
+                                std::string(to_string(p.layout)));
+  }
+  if (p.shape.batch != 1) {
+    throw std::invalid_argument("a variable-length batch has shape.batch 1 (the packed tensors), "
+                                "got " + std::to_string(p.shape.batch));
+  }
+  if (p.seqlens_k.size() != p.seqlens_q.size()) {
+    throw std::invalid_argument("seqlens_k has " + std::to_string(p.seqlens_k.size()) +
+                                " lengths, expected one per sequence (" +
+                                std::to_string(p.seqlens_q.size()) + ")");
+  }
+  const auto check = [](const std::vector<int64_t>& lengths, const char* name, int64_t total) {
+    int64_t sum = 0;
+    for (const int64_t length : lengths) {
+      if (length < 1) {
+        throw std::invalid_argument(std::string(name) + ": " + std::to_string(length) +
+                                    " is not a positive length");
+      }
+      sum += length;
+    }
+    if (sum != total) {
+      throw std::invalid_argument(std::string(name) + " sum to " + std::to_string(sum) +
+                                  " tokens, but the packed tensors hold " +
+                                  std::to_string(total));
+    }
+  };
+  check(p.seqlens_q, "seqlens_q", p.shape.seq_q);
+  check(p.seqlens_k, "seqlens_k", p.shape.seq_k);
+  if (!p.cache_seqlens.empty() || p.page_size != 0) {
+    throw std::invalid_argument("a variable-length batch takes neither cache_seqlens nor pages");
+  }
+}
+
+// Rows [begin, begin + count) of every head of a packed [heads, total, width] array, as a dense
+// [heads, count, width] one; scatter_rows() writes such a part back.
+inline std::vector<double> gather_rows(const std::vector<double>& packed, int64_t heads,
+                                       int64_t total, int64_t begin, int64_t count,
+                                       int64_t width) {
+  std::vector<double> part;
+  part.reserve(size_t(heads * count * width));
+  for (int64_t h = 0; h < heads; ++h) {
+    const auto first = packed.begin() + (h * total + begin) * width;
+    part.insert(part.end(), first, first + count * width);
+  }
+  return part;
+}
+
+inline void scatter_rows(std::vector<double>& packed, const std::vector<double>& part,
+                         int64_t heads, int64_t total, int64_t begin, int64_t count,
+                         int64_t width) {
+  for (int64_t h = 0; h < heads; ++h) {
+    std::copy(part.begin() + h * count * width, part.begin() + (h + 1) * count * width,
+              packed.begin() + (h * total + begin) * width);
+  }
+}
+
+// A varlen problem's forward and backward, one sequence at a time: `forward(sub, q, k, v,
+// progress)` and `backward(sub, q, k, v, fwd, dout, progress)` run the dense problem of each
+// sequence (Problem::sequence()) on its rows, and `blocks(sub)` counts one call's progress
+// steps, so that progress counts over the whole batch. The packed values are in
+// [1, heads, total, head_dim] order (the bhsd order of the packed shape), LSE [1, heads, total_q].
+template <class Forward, class Blocks>
+ForwardResult forward_varlen(const Problem& p, const std::vector<double>& q,
+                             const std::vector<double>& k, const std::vector<double>& v,
+                             const ProgressCallback& progress, Forward&& forward,
+                             Blocks&& blocks) {
+  const AttentionShape& s = p.shape;
+  const int64_t n = p.sequences();
+  int64_t total_blocks = 0;
+  for (int64_t b = 0; b < n; ++b) total_blocks += blocks(p.sequence(b));
+  ForwardResult result;
+  result.out.resize(size_t(s.q_elements()));
+  result.lse.resize(size_t(s.lse_elements()));
+  int64_t q_begin = 0, k_begin = 0, done_before = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const Problem sub = p.sequence(b);
+    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k, d = s.head_dim;
+    ProgressCallback sub_progress;
+    if (progress) {
+      sub_progress = [&progress, done_before, total_blocks](int64_t done, int64_t) {
+        return progress(done_before + done, total_blocks);
+      };
+    }
+    const ForwardResult r =
+        forward(sub, gather_rows(q, s.heads, s.seq_q, q_begin, len_q, d),
+                gather_rows(k, s.heads_kv, s.seq_k, k_begin, len_k, d),
+                gather_rows(v, s.heads_kv, s.seq_k, k_begin, len_k, d), sub_progress);
+    scatter_rows(result.out, r.out, s.heads, s.seq_q, q_begin, len_q, d);
+    scatter_rows(result.lse, r.lse, s.heads, s.seq_q, q_begin, len_q, 1);
+    done_before += blocks(sub);
+    q_begin += len_q;
+    k_begin += len_k;
+  }
+  return result;
+}
+
+template <class Backward, class Blocks>
+Gradients backward_varlen(const Problem& p, const std::vector<double>& q,
+                          const std::vector<double>& k, const std::vector<double>& v,
+                          const ForwardResult& fwd, const std::vector<double>& dout,
+                          const ProgressCallback& progress, Backward&& backward,
+                          Blocks&& blocks) {
+  const AttentionShape& s = p.shape;
+  const int64_t n = p.sequences();
+  int64_t total_blocks = 0;
+  for (int64_t b = 0; b < n; ++b) total_blocks += blocks(p.sequence(b));
+  Gradients grads;
+  grads.dq.resize(size_t(s.q_elements()));
+  grads.dk.resize(size_t(s.kv_elements()));
+  grads.dv.resize(size_t(s.kv_elements()));
+  int64_t q_begin = 0, k_begin = 0, done_before = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const Problem sub = p.sequence(b);
+    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k, d = s.head_dim;
+    ProgressCallback sub_progress;
+    if (progress) {
+      sub_progress = [&progress, done_before, total_blocks](int64_t done, int64_t) {
+        return progress(done_before + done, total_blocks);
+      };
+    }
+    const auto rows_q = [&](const std::vector<double>& t, int64_t width) {
+      return gather_rows(t, s.heads, s.seq_q, q_begin, len_q, width);
+    };
+    const auto rows_k = [&](const std::vector<double>& t) {
+      return gather_rows(t, s.heads_kv, s.seq_k, k_begin, len_k, d);
+    };
+    const ForwardResult sub_fwd{rows_q(fwd.out, d), rows_q(fwd.lse, 1)};
+    const Gradients g = backward(sub, rows_q(q, d), rows_k(k), rows_k(v), sub_fwd,
+                                 rows_q(dout, d), sub_progress);
+    scatter_rows(grads.dq, g.dq, s.heads, s.seq_q, q_begin, len_q, d);
+    scatter_rows(grads.dk, g.dk, s.heads_kv, s.seq_k, k_begin, len_k, d);
+    scatter_rows(grads.dv, g.dv, s.heads_kv, s.seq_k, k_begin, len_k, d);
+    done_before += blocks(sub);
+    q_begin += len_q;
+    k_begin += len_k;
+  }
+  return grads;
 }
 
 // forward(sub_problem, q, k, v, progress) for each batch entry b on its Q and its first

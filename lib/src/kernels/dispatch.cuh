@@ -3,12 +3,13 @@
 //     when the call's head_dim is that compiled one: it has no column padding), on a
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
-//   - sm80 (mma.sync, every dtype) otherwise, with its Narrow configuration where the grid would
-//     leave SMs without a CTA and the device has the shared memory for it;
-//   - before both, for fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh) where
-//     split::plan_forward() routes them: short queries (the query heads of a kv head stacked,
-//     at most a Wide block of rows or of queries: 64, 32 above head_dim 128), small grids over
-//     long keys, and forced key splits. The plan lives next to the kernel because
+//   - sm80 (mma.sync, every dtype) otherwise and for every variable-length batch, with its
+//     Narrow configuration where the grid would leave SMs without a CTA and the device has the
+//     shared memory for it;
+//   - before both, for dense fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh)
+//     where split::plan_forward() routes them: short queries (the query heads of a kv head
+//     stacked, at most a Wide block of rows or of queries: 64, 32 above head_dim 128), small
+//     grids over long keys, and forced key splits. The plan lives next to the kernel because
 //     forward_workspace_size() reads it too.
 // Each tiled family has a second instantiation (kVariants) for calls with a softcap, ALiBi or a
 // window bounded on the left (uses_variant_kernels()), so that the default kernels carry none of
@@ -76,13 +77,16 @@ bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
   return false;
 }
 
+// A varlen batch (VarlenBatch) runs on the sm80 family only: the split kernel has no per-sequence
+// offsets, and sm90's TMA tiles would read the next sequence's rows and store over them.
 template <typename Element, int kHeadDim>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
+  const bool varlen = args.varlen.enabled();
   if constexpr (sizeof(Element) == 2) {
-    if (launch_split_forward<Element, kHeadDim>(args, stream)) return;
+    if (!varlen && launch_split_forward<Element, kHeadDim>(args, stream)) return;
   }
   if constexpr (sizeof(Element) == 2 && sm90::kHasForward<kHeadDim>) {
-    if (args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
+    if (!varlen && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
         sm90::launch_forward<Element, kHeadDim>(args, stream)) {
       return;
     }
@@ -99,7 +103,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
 template <typename Element, int kHeadDim>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   if constexpr (sizeof(Element) == 2 && sm90::kHasBackward<kHeadDim>) {
-    if (args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
+    if (!args.varlen.enabled() && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
         sm90::launch_backward<Element, kHeadDim>(args, stream)) {
       return;
     }

@@ -11,6 +11,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/score_mod.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/common/softmax.cuh"
 #include "workspace.h"
 
@@ -244,7 +245,7 @@ template <int kBlockM>
 __device__ __forceinline__ int* dq_semaphore(int* semaphores, const ProblemParams& p,
                                              int64_t batch, int64_t head, int64_t q0) {
   static_assert(kBlockM >= kMinDqBlockRows, "the workspace holds a semaphore per 16 rows");
-  const int64_t blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  const int64_t blocks = (p.max_seq_q + kBlockM - 1) / kBlockM;  // the grid's, in every sequence
   return semaphores + (batch * p.heads + head) * blocks + q0 / kBlockM;
 }
 
@@ -297,30 +298,35 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
 
 // Before the main kernel: zero the fp32 dQ accumulator (and the semaphores of deterministic
 // mode) and compute D_i.
+// A varlen batch's rows are [1, heads, total_q] (packed_rows()); its semaphores stay [batch,
+// heads, query blocks of the longest sequence].
 template <typename Element, int kHeadDim>
 void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
-  const ProblemParams& p = params.problem;
-  const int64_t query_rows = p.batch * p.heads * p.seq_q;
-  check_cuda(cudaMemsetAsync(params.dq_accum, 0,
-                                      size_t(query_rows) * kHeadDim * sizeof(float), stream),
-                      "backward: zeroing the dQ accumulator");
   if (params.dq_semaphores != nullptr) {
+    const ProblemParams& p = params.problem;
     const AttentionShape shape{p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_k, kHeadDim};
     check_cuda(cudaMemsetAsync(params.dq_semaphores, 0, dq_semaphore_bytes(shape), stream),
                "backward: zeroing the dQ semaphores");
   }
+  const BackwardParams<Element> rows = packed_rows(params);
+  const ProblemParams& p = rows.problem;
+  const int64_t query_rows = p.batch * p.heads * p.seq_q;
+  check_cuda(cudaMemsetAsync(rows.dq_accum, 0,
+                                      size_t(query_rows) * kHeadDim * sizeof(float), stream),
+                      "backward: zeroing the dQ accumulator");
   const int64_t row_dot_threads = query_rows * kRowDotThreadsPerRow<kHeadDim>;
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
-                dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, params);
+                dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, rows);
 }
 
 // After it: dQ = scale * accumulator in the output dtype and strides.
 template <typename Element, int kHeadDim>
 void launch_backward_dq_convert(const BackwardParams<Element>& params, cudaStream_t stream) {
-  const ProblemParams& p = params.problem;
+  const BackwardParams<Element> rows = packed_rows(params);
+  const ProblemParams& p = rows.problem;
   const int64_t convert_threads = p.batch * p.heads * p.seq_q * (kHeadDim / 8);
   launch_kernel(&backward_dq_convert_kernel<Element, kHeadDim>,
-                dim3(elementwise_blocks(convert_threads)), kElementwiseThreads, 0, stream, params);
+                dim3(elementwise_blocks(convert_threads)), kElementwiseThreads, 0, stream, rows);
 }
 
 }  // namespace cuflash::detail

@@ -28,6 +28,11 @@ struct GlobalTensor {
   __device__ __forceinline__ Element* slice(int64_t batch, int64_t head) const {
     return data + batch * batch_stride + head * head_stride;
   }
+  // ... from token `first` on: a sequence of a varlen batch (ProblemParams::first_row and
+  // first_key; 0 in a dense batch).
+  __device__ __forceinline__ Element* slice(int64_t batch, int64_t head, int64_t first) const {
+    return data + batch * batch_stride + head * head_stride + first * seq_stride;
+  }
 };
 
 template <typename Element>
@@ -61,6 +66,23 @@ struct ProblemParams {
   float softcap_out;  // softcap * log2(e)
   const float* alibi_slopes;  // null without ALiBi
   int64_t alibi_batch_stride;
+  // A variable-length packed batch (VarlenBatch): null offsets for a dense one. A kernel reads
+  // the sequence lengths only through sequence_params() (sequence.cuh), which narrows seq_q,
+  // seq_k, the band and first_row to its CTA's sequence; the grid's seq_q and seq_k are the
+  // longest lengths.
+  const int32_t* cu_seqlens_q;  // [batch + 1]
+  const int32_t* cu_seqlens_k;  // [batch + 1]
+  int64_t total_q;    // packed query tokens: rows per head of LSE [heads, total_q]
+  int64_t first_row;  // the CTA's sequence's first query token (0 before sequence_params())
+  int64_t first_key;  // ... and its first key token
+  bool top_left;      // causal_top_left: every sequence's diagonal offset is 0
+  int64_t max_seq_q;  // the grid's seq_q (the dQ semaphores' stride): seq_q when dense
+
+  // Where row 0 of (batch, head) sits in the [B, H, Sq] row arrays (LSE, the backward's D_i;
+  // times the compiled head dim in its dQ accumulator): [heads, total_q] rows in a varlen batch.
+  __host__ __device__ __forceinline__ int64_t row_index(int64_t batch, int64_t head) const {
+    return cu_seqlens_q != nullptr ? head * total_q + first_row : (batch * heads + head) * seq_q;
+  }
 };
 
 // Args is ForwardArgs or BackwardArgs (validated; scale already effective).
@@ -86,6 +108,13 @@ ProblemParams problem_params(const Args& args) {
   p.softcap_out = args.softcap * kLog2e;
   p.alibi_slopes = args.alibi.data;
   p.alibi_batch_stride = args.alibi.batch_stride;
+  p.cu_seqlens_q = args.varlen.cu_seqlens_q;
+  p.cu_seqlens_k = args.varlen.cu_seqlens_k;
+  p.total_q = args.varlen.total_q;
+  p.first_row = 0;
+  p.first_key = 0;
+  p.top_left = args.mask == Mask::causal_top_left;
+  p.max_seq_q = shape.seq_q;
   return p;
 }
 
@@ -102,8 +131,8 @@ struct ForwardParams {
   ProblemParams problem;
   GlobalTensor<const Element> q, k, v;
   GlobalTensor<Element> out;
-  float* lse;            // [B, H, Sq]
-  int64_t num_m_blocks;  // query blocks per head
+  float* lse;            // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
+  int64_t num_m_blocks;  // query blocks per head (of the longest sequence when varlen)
   int64_t bh_offset;     // (batch * heads + head) of blockIdx.y == 0, for launches in chunks
 };
 
@@ -111,11 +140,12 @@ template <typename Element>
 struct BackwardParams {
   ProblemParams problem;
   GlobalTensor<const Element> q, k, v, out, dout;
-  const float* lse;       // [B, H, Sq]
+  const float* lse;       // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
   GlobalTensor<Element> dq, dk, dv;
-  float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the compiled head dim)
-  float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i)
-  int* dq_semaphores;     // [B, H, query blocks] in deterministic mode, else null
+  float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the compiled head dim;
+                          // [H, total_q, kHeadDim] in a varlen batch)
+  float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)
+  int* dq_semaphores;     // [B, H, query blocks of max_seq_q] in deterministic mode, else null
   int64_t num_n_blocks;   // key blocks per kv head
   int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
 };

@@ -38,6 +38,7 @@
 #include "kernels/sm80/mma_ops.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -112,7 +113,7 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
 // kernel sits at the register limit.
 template <typename Element, typename Traits, bool kVariants, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads)
-    backward_kernel(const BackwardParams<Element> params) {
+    backward_kernel(const BackwardParams<Element> grid_params) {
   using Ops = MmaOps<Element>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
@@ -129,15 +130,17 @@ __global__ void __launch_bounds__(Traits::kThreads)
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
+  BlockOrder order = block_order(grid_params.problem.causal);
+  const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  BlockOrder order = block_order(p.causal);
   const int part = static_cast<int>(order.block % Traits::kColumnSplit);  // 0 without a split
   order.block /= Traits::kColumnSplit;
   const int col0 = kPartCols * part;  // this CTA's first column of dK, dV and dQ
   const BackwardBlock block = backward_block<kBlockN>(p, params.bh_offset, order);
+  if (block.k0 >= p.seq_k) return;  // past the end of a shorter sequence (varlen)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
@@ -160,17 +163,18 @@ __global__ void __launch_bounds__(Traits::kThreads)
   auto load_query_block = [&](int64_t it, int stage) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
-    load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage), params.q.slice(batch, head),
+    load_tile_async<kBlockM, kHeadDim, kThreads>(q_tile(stage),
+                                                 params.q.slice(batch, head, p.first_row),
                                                  params.q.seq_stride, q0, p.seq_q, thread,
                                                  p.head_dim);
     load_tile_async<kBlockM, kHeadDim, kThreads>(dout_tile(stage),
-                                                 params.dout.slice(batch, head),
+                                                 params.dout.slice(batch, head, p.first_row),
                                                  params.dout.seq_stride, q0, p.seq_q, thread,
                                                  p.head_dim);
     if (thread < kBlockM) {
       const int64_t row = q0 + thread;
       if (row < p.seq_q) {
-        const int64_t index = (batch * p.heads + head) * p.seq_q + row;
+        const int64_t index = p.row_index(batch, head) + row;
         cp_async_4(lse_stage(stage) + thread, params.lse + index);
         cp_async_4(row_dot_stage(stage) + thread, params.row_dot + index);
       } else {  // rows past the end: P = 0 and dS = 0 for them
@@ -180,10 +184,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
   };
 
-  load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile, params.k.slice(batch, kv_head),
+  load_tile_async<kBlockN, kHeadDim, kThreads>(k_tile,
+                                               params.k.slice(batch, kv_head, p.first_key),
                                                params.k.seq_stride, k0, p.seq_k, thread,
                                                p.head_dim);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile, params.v.slice(batch, kv_head),
+  load_tile_async<kBlockN, kHeadDim, kThreads>(v_tile,
+                                               params.v.slice(batch, kv_head, p.first_key),
                                                params.v.seq_stride, k0, p.seq_k, thread,
                                                p.head_dim);
   if (schedule.count > 0) load_query_block(0, 0);
@@ -282,7 +288,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int turn = dq_turn<kBlockN, kVariants>(p, q0, int(k0 / kBlockN));
     add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
-          params.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc, q0 + dq_row0,
+          params.dq_accum + p.row_index(batch, head) * kHeadDim, dq_acc, q0 + dq_row0,
           dq_col0, p.seq_q, lane);
     });
   }
@@ -305,10 +311,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   __syncthreads();
   // Columns [col0, col0 + kPartCols) below head_dim (none when the part is all padding).
   const int stored_cols = p.head_dim - col0;
-  store_tile<kBlockN, kPartCols, kThreads>(params.dk.slice(batch, kv_head) + col0,
+  store_tile<kBlockN, kPartCols, kThreads>(params.dk.slice(batch, kv_head, p.first_key) + col0,
                                            params.dk.seq_stride, k0, p.seq_k, dk_stage, thread,
                                            stored_cols);
-  store_tile<kBlockN, kPartCols, kThreads>(params.dv.slice(batch, kv_head) + col0,
+  store_tile<kBlockN, kPartCols, kThreads>(params.dv.slice(batch, kv_head, p.first_key) + col0,
                                            params.dv.seq_stride, k0, p.seq_k, dv_stage, thread,
                                            stored_cols);
 }

@@ -28,6 +28,7 @@
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/score_mod.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/traits.cuh"
 
@@ -100,7 +101,7 @@ __device__ __forceinline__ void merge_key_parts(float* merge, OnlineSoftmax (&so
 
 template <typename Element, typename Traits, bool kVariants>
 __global__ void __launch_bounds__(Traits::kThreads)
-    forward_kernel(const ForwardParams<Element> params) {
+    forward_kernel(const ForwardParams<Element> grid_params) {
   using Ops = MmaOps<Element>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
@@ -115,18 +116,22 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kOutTiles = kHeadDim / 8;    // n8 tiles of O per m tile
   using Tile = SmemTile<Element, kStride>;
 
+  const BlockOrder order = block_order(grid_params.problem.causal);
+  const ForwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
+  const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // of the CTA's sequence
+  if (order.block >= num_m_blocks) return;  // past the end of a shorter sequence (varlen)
   const int thread = threadIdx.x;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const ForwardBlock block = forward_block<kBlockM, kBlockN, kVariants>(
-      p, params.bh_offset, params.num_m_blocks, block_order(p.causal));
+  const ForwardBlock block =
+      forward_block<kBlockM, kBlockN, kVariants>(p, params.bh_offset, num_m_blocks, order);
   const int64_t q0 = block.q0;
-  const Element* q = params.q.slice(block.batch, block.head);     // [Sq, D]
-  const Element* k = params.k.slice(block.batch, block.kv_head);  // [Sk, D]
-  const Element* v = params.v.slice(block.batch, block.kv_head);  // [Sk, D]
-  Element* out = params.out.slice(block.batch, block.head);        // [Sq, D]
-  float* lse = params.lse + block.bh * p.seq_q;                   // [Sq]
+  const Element* q = params.q.slice(block.batch, block.head, p.first_row);     // [Sq, D]
+  const Element* k = params.k.slice(block.batch, block.kv_head, p.first_key);  // [Sk, D]
+  const Element* v = params.v.slice(block.batch, block.kv_head, p.first_key);  // [Sk, D]
+  Element* out = params.out.slice(block.batch, block.head, p.first_row);        // [Sq, D]
+  float* lse = params.lse + p.row_index(block.batch, block.head);  // [Sq]
   if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, kThreads>(out, params.out.seq_stride, lse, q0, p.seq_q,
                                                    thread, p.head_dim);

@@ -27,11 +27,13 @@ NpyArray from_double(const std::vector<double>& values, std::vector<int64_t> sha
 
 // The values of a 4-D tensor stored in `layout` (shape [batch, heads, seq, head_dim] for bhsd,
 // [batch, seq, heads, head_dim] for bshd) in [batch, heads, seq, head_dim] order, decoded and
-// reordered in one pass: the CPU reference's form of a tensor. Throws NpyError for an array that
-// is not 4-D or whose bytes do not match its shape.
+// reordered in one pass: the CPU reference's form of a tensor. A thd tensor is 3-D [tokens,
+// heads, head_dim] (a varlen batch, Problem::seqlens_q) and comes out as [1, heads, tokens,
+// head_dim]. Throws NpyError for an array of the wrong rank or whose bytes do not match its
+// shape.
 std::vector<double> to_bhsd_values(const NpyArray& array, Layout layout);
 // The inverse: values in [batch, heads, seq, head_dim] order (of `bhsd_shape`) as an array of
-// `type` stored in `layout`, each rounded once.
+// `type` stored in `layout`, each rounded once (thd: bhsd_shape [1, heads, tokens, head_dim]).
 NpyArray from_bhsd_values(const std::vector<double>& values,
                           const std::vector<int64_t>& bhsd_shape, Layout layout,
                           ElementType type);
