@@ -1,21 +1,38 @@
 // Context-parallel attention on the host: the partition plan (chunks, ownership, ring steps,
 // skipped blocks, balance) checked against a visibility rule written out here from the
-// definitions of the masks and the window.
+// definitions of the masks and the window, and the single-process forward over the reference
+// checked against the plain forward, with every mask, GQA, softcap and ALiBi.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuflash/context_parallel/plan.h"
+#include "cuflash/reference/attention_ref.h"
+#include "cuflash/reference/context_parallel.h"
 
 namespace cp = cuflash::context_parallel;
+namespace ref = cuflash::reference;
 using cuflash::Mask;
+using cuflash::Problem;
 using cuflash::Window;
+using Vec = std::vector<double>;
 
 namespace {
+
+Vec random_values(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> normal;
+  Vec v(static_cast<size_t>(n));
+  for (double& x : v) x = normal(gen);
+  return v;
+}
 
 // Whether query i sees key j, from the definitions (types.h, problem.h), not from VisibleBand.
 bool sees(Mask mask, Window window, int64_t seq_q, int64_t seq_k, int64_t i, int64_t j) {
@@ -221,4 +238,142 @@ TEST_CASE("context-parallel plan: invalid arguments name the argument", "[contex
   REQUIRE_THROWS_WITH(cp::make_plan(8, 0, Mask::none, {}, 2), Catch::Contains("seq_k"));
   REQUIRE_THROWS_WITH(cp::make_plan(8, 8, Mask::none, {}, 0), Catch::Contains("ranks"));
   REQUIRE_THROWS_WITH(cp::make_plan(8, 8, Mask::none, {-2, 0}, 2), Catch::Contains("window"));
+}
+
+namespace {
+
+Problem cp_problem(const MaskCase& m, Lengths l) {
+  Problem p;
+  p.shape.batch = 2;
+  p.shape.heads = 4;
+  p.shape.heads_kv = 2;  // grouped-query attention throughout
+  p.shape.seq_q = l.seq_q;
+  p.shape.seq_k = l.seq_k;
+  p.shape.head_dim = 8;
+  p.mask = m.mask;
+  p.window = m.window;
+  return p;
+}
+
+// |a - b| within float64 rounding of the larger magnitude; +inf (rows that see no key) exactly.
+int64_t count_differences(const Vec& a, const Vec& b) {
+  REQUIRE(a.size() == b.size());
+  int64_t differences = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool same = std::isinf(a[i]) || std::isinf(b[i])
+                          ? a[i] == b[i]
+                          : std::abs(a[i] - b[i]) <= 1e-12 * std::max(1.0, std::abs(b[i]));
+    differences += same ? 0 : 1;
+  }
+  return differences;
+}
+
+void check_against_forward(const Problem& p, int ranks) {
+  const Vec q = random_values(p.shape.q_elements(), 1);
+  const Vec k = random_values(p.shape.kv_elements(), 2);
+  const Vec v = random_values(p.shape.kv_elements(), 3);
+  const ref::ForwardResult expected = ref::forward(p, q, k, v);
+  const ref::ForwardResult got = ref::context_parallel_forward(p, ranks, q, k, v);
+  CHECK(count_differences(got.out, expected.out) == 0);
+  CHECK(count_differences(got.lse, expected.lse) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("context-parallel forward equals the plain forward: every mask and GQA and uneven chunks",
+          "[context_parallel][reference]") {
+  for (const MaskCase& m : kMaskCases) {
+    for (const Lengths l : kLengths) {
+      for (const int ranks : {1, 2, 3, 4}) {
+        DYNAMIC_SECTION(describe(m, l, ranks)) { check_against_forward(cp_problem(m, l), ranks); }
+      }
+    }
+  }
+}
+
+TEST_CASE("context-parallel forward equals the plain forward with softcap and ALiBi",
+          "[context_parallel][reference][variants]") {
+  for (const MaskCase& m : kMaskCases) {
+    for (const Lengths l : {Lengths{113, 113}, Lengths{113, 1023}, Lengths{1023, 113}}) {
+      for (const int ranks : {2, 3}) {
+        DYNAMIC_SECTION(describe(m, l, ranks)) {
+          Problem p = cp_problem(m, l);
+          p.softcap = 1.5;
+          // [batch, heads] slopes: each batch entry its own, so a wrong batch stride shows.
+          for (int64_t i = 0; i < p.shape.batch * p.shape.heads; ++i) {
+            p.alibi_slopes.push_back(0.05f * float(i + 1));
+          }
+          check_against_forward(p, ranks);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("context-parallel forward keeps the no-key convention: O = 0 and LSE = +inf",
+          "[context_parallel][reference]") {
+  // Bottom-right causal with more queries than keys: the first seq_q - seq_k rows see nothing.
+  const Problem p = cp_problem(kMaskCases[1], Lengths{1023, 113});
+  const Vec q = random_values(p.shape.q_elements(), 4);
+  const Vec k = random_values(p.shape.kv_elements(), 5);
+  const Vec v = random_values(p.shape.kv_elements(), 6);
+  const ref::ForwardResult got = ref::context_parallel_forward(p, 4, q, k, v);
+  const int64_t empty_rows = p.shape.seq_q - p.shape.seq_k;
+  for (int64_t plane = 0; plane < p.shape.batch * p.shape.heads; ++plane) {
+    for (int64_t row = 0; row < p.shape.seq_q; ++row) {
+      const double lse = got.lse[size_t(plane * p.shape.seq_q + row)];
+      if (row < empty_rows) {
+        REQUIRE(lse == std::numeric_limits<double>::infinity());
+        for (int64_t d = 0; d < p.shape.head_dim; ++d) {
+          REQUIRE(got.out[size_t((plane * p.shape.seq_q + row) * p.shape.head_dim + d)] == 0.0);
+        }
+      } else {
+        REQUIRE(std::isfinite(lse));
+      }
+    }
+  }
+}
+
+TEST_CASE("forward_block at an offset equals rows of the whole forward",
+          "[context_parallel][reference]") {
+  // Rows [40, 90) of a causal, windowed, ALiBi problem against all its keys: with the offset of
+  // their global position the block's result is those rows of the full forward.
+  Problem p = cp_problem({"causal + window", Mask::causal_bottom_right, {25, -1}}, {113, 150});
+  p.alibi_slopes = {0.1f, 0.2f, 0.3f, 0.4f};
+  const Vec q = random_values(p.shape.q_elements(), 7);
+  const Vec k = random_values(p.shape.kv_elements(), 8);
+  const Vec v = random_values(p.shape.kv_elements(), 9);
+  const ref::ForwardResult full = ref::forward(p, q, k, v);
+  const int64_t first = 40, rows = 50, d = p.shape.head_dim, planes = 8;
+  Problem block = p;
+  block.shape.seq_q = rows;
+  Vec block_q, expected_out, expected_lse;
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const auto q_rows = q.begin() + (plane * p.shape.seq_q + first) * d;
+    block_q.insert(block_q.end(), q_rows, q_rows + rows * d);
+    const auto out_rows = full.out.begin() + (plane * p.shape.seq_q + first) * d;
+    expected_out.insert(expected_out.end(), out_rows, out_rows + rows * d);
+    const auto lse_rows = full.lse.begin() + plane * p.shape.seq_q + first;
+    expected_lse.insert(expected_lse.end(), lse_rows, lse_rows + rows);
+  }
+  const int64_t offset = p.band().offset + first;
+  const ref::ForwardResult got = ref::forward_block(block, offset, block_q, k, v);
+  CHECK(count_differences(got.out, expected_out) == 0);
+  CHECK(count_differences(got.lse, expected_lse) == 0);
+  SECTION("the block's own offset would not do") {
+    const ref::ForwardResult wrong =
+        ref::forward_block(block, block.band().offset, block_q, k, v);
+    CHECK(count_differences(wrong.out, expected_out) > 0);
+  }
+}
+
+TEST_CASE("context-parallel forward: invalid arguments", "[context_parallel][reference]") {
+  Problem p = cp_problem(kMaskCases[0], Lengths{7, 7});
+  const Vec q = random_values(p.shape.q_elements(), 1);
+  const Vec kv = random_values(p.shape.kv_elements(), 2);
+  REQUIRE_THROWS_WITH(ref::context_parallel_forward(p, 0, q, kv, kv), Catch::Contains("ranks"));
+  REQUIRE_THROWS_WITH(ref::context_parallel_forward(p, 2, Vec(3), kv, kv), Catch::Contains("q"));
+  p.cache_seqlens = {7, 7};
+  REQUIRE_THROWS_WITH(ref::context_parallel_forward(p, 2, q, kv, kv),
+                      Catch::Contains("cache_seqlens"));
 }

@@ -98,6 +98,11 @@ struct Geometry {
         group(p.shape.heads / p.shape.heads_kv), band(p.band()), scale(p.effective_scale()),
         softcap(p.softcap), alibi_slopes(p.alibi_slopes.empty() ? nullptr : &p.alibi_slopes),
         alibi_batch_stride(p.alibi_batch_stride()) {}
+  // A block of a larger problem (reference::forward_block()): `diagonal_offset` replaces the
+  // block's own, so that the mask, the window and ALiBi's distances are the whole problem's.
+  Geometry(const Problem& p, int64_t diagonal_offset) : Geometry(p) {
+    band.offset = diagonal_offset;
+  }
 
   // Query row `row` sees keys [visible_begin(row), visible_end(row)), a band that moves right
   // (never left) from one row to the next.
@@ -431,13 +436,18 @@ void for_each_query_block(const Geometry& g, Work&& work, BlockCounter* counter 
 // The whole forward; `out` and `lse` are preallocated to the problem's sizes. Throws Cancelled
 // when `progress` asks to stop.
 template <class Policy, class Scalar = typename Policy::Scalar>
-void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* out,
+void run_forward(const Policy& policy, const Geometry& g, const Inputs<Scalar>& in, double* out,
                  double* lse, const ProgressCallback* progress = nullptr) {
-  const Geometry g(p);
   BlockCounter counter(progress, query_block_count(g));
   for_each_query_block(
       g, [&](const Tile& t) { forward_block(policy, g, in, t, out, lse); }, &counter);
   counter.throw_if_stopped();
+}
+
+template <class Policy, class Scalar = typename Policy::Scalar>
+void run_forward(const Policy& policy, const Problem& p, const Inputs<Scalar>& in, double* out,
+                 double* lse, const ProgressCallback* progress = nullptr) {
+  run_forward(policy, Geometry(p), in, out, lse, progress);
 }
 
 // The whole backward; `dq`, `dk`, `dv` are preallocated to the problem's sizes. Throws Cancelled

@@ -186,6 +186,26 @@ ForwardResult forward(const Problem& p, const std::vector<double>& q, const std:
   return result;
 }
 
+ForwardResult forward_block(const Problem& block, int64_t diagonal_offset,
+                            const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v) {
+  engine::check_forward_inputs(block, q, k, v);
+  if (block.varlen() || !block.cache_seqlens.empty()) {
+    throw std::invalid_argument(
+        "forward_block: a block is one dense problem (no seqlens_q, no cache_seqlens)");
+  }
+  ForwardResult result;
+  result.out.resize(block.shape.q_elements());
+  result.lse.resize(block.shape.lse_elements());
+  engine::Inputs<double> inputs;
+  inputs.q = q.data();
+  inputs.k = k.data();
+  inputs.v = v.data();
+  engine::run_forward(engine::Exact{}, engine::Geometry(block, diagonal_offset), inputs,
+                      result.out.data(), result.lse.data());
+  return result;
+}
+
 Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const ForwardResult& fwd,
                    const std::vector<double>& dout, const ProgressCallback& progress) {

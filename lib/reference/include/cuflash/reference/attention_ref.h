@@ -75,6 +75,18 @@ int64_t scratch_bytes(const Problem& p, bool backward);
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                       const std::vector<double>& v, const ProgressCallback& progress = {});
 
+// The forward of one block of a larger problem, whose queries and keys are contiguous ranges
+// of the whole problem's (a chunk of context-parallel attention). `block` gives the block's own
+// sizes (seq_q, seq_k: the ranges' lengths) and the whole problem's mask, window, scale, softcap
+// and ALiBi slopes; `diagonal_offset` replaces diagonal_offset(mask, seq_q, seq_k) (types.h):
+// the whole problem's offset plus the first query's position minus the first key's, so that the
+// causal diagonal, the window and ALiBi's distances are those of the global positions. Rows that
+// see no key of the block get O = 0 and LSE = +inf, as in forward(). Throws like forward(), and
+// std::invalid_argument for a varlen batch or cache_seqlens (a block is one dense problem).
+ForwardResult forward_block(const Problem& block, int64_t diagonal_offset,
+                            const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v);
+
 // Recomputes the probabilities from Q, K and the forward's LSE; `fwd.out` is used for the row
 // sums D_i = dot(dO_i, O_i). Throws std::invalid_argument like forward(), also for `fwd` or
 // `dout` of the wrong length.
