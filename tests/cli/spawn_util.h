@@ -63,6 +63,16 @@ inline Outcome run_shell(const std::string& command, const TempDir& tmp) {
   return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
+#ifdef CUFLASH_TEST_PYTHON
+// Runs a Python script (numpy available) with `args`; returns its outcome.
+inline Outcome python(const TempDir& tmp, const std::string& script,
+                      const std::string& args = "") {
+  const fs::path path = tmp.path / "script.py";
+  std::ofstream(path) << script;
+  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + path.string() + " " + args, tmp);
+}
+#endif
+
 #ifdef CUFLASH_BINARY
 // Runs the built cuflash with `args`, colour off.
 inline Outcome cuflash(const std::string& args, const TempDir& tmp) {

@@ -16,18 +16,12 @@ using spawn_test::count_lines;
 using spawn_test::cuflash;
 using spawn_test::contains;
 using spawn_test::Outcome;
+using spawn_test::python;
 using spawn_test::run_shell;
 using spawn_test::slurp;
 using spawn_test::TempDir;
 
 namespace {
-
-// Runs a Python script (numpy available) with `args`; returns its outcome.
-Outcome python(const TempDir& tmp, const std::string& script, const std::string& args = "") {
-  const fs::path path = tmp.path / "script.py";
-  std::ofstream(path) << script;
-  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + path.string() + " " + args, tmp);
-}
 
 // Writes q.npy (1, 2, 5, 8), k.npy and v.npy (1, 1, 7, 8) as float32, and k16.npy as float16.
 void write_inputs(const TempDir& tmp) {

@@ -13,17 +13,11 @@ namespace fs = std::filesystem;
 using spawn_test::count_lines;
 using spawn_test::cuflash;
 using spawn_test::Outcome;
+using spawn_test::python;
 using spawn_test::run_shell;
 using spawn_test::TempDir;
 
 namespace {
-
-Outcome python(const TempDir& tmp, const std::string& script, const std::string& argument) {
-  std::ofstream(tmp.path / "script.py") << script;
-  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + (tmp.path / "script.py").string() +
-                       " " + argument,
-                   tmp);
-}
 
 void numpy_save(const TempDir& tmp, const fs::path& path, const std::string& expr) {
   const Outcome o = python(tmp, "import numpy as np, sys\nnp.save(sys.argv[1], " + expr + ")\n",

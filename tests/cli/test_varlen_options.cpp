@@ -13,17 +13,11 @@ namespace fs = std::filesystem;
 using spawn_test::count_lines;
 using spawn_test::cuflash;
 using spawn_test::Outcome;
+using spawn_test::python;
 using spawn_test::run_shell;
 using spawn_test::TempDir;
 
 namespace {
-
-Outcome python(const TempDir& tmp, const std::string& script, const std::string& argument) {
-  std::ofstream(tmp.path / "script.py") << script;
-  return run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + (tmp.path / "script.py").string() +
-                       " " + argument,
-                   tmp);
-}
 
 // Exit 2 with a one-line message that names `word`, nothing on stdout, no folder written.
 void check_refused(const std::string& command, const std::string& word) {

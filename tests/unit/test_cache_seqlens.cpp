@@ -13,10 +13,12 @@
 
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/reference/baseline.h"
+#include "unit_test_util.h"
 
 namespace ref = cuflash::reference;
 using cuflash::Mask;
 using cuflash::Problem;
+using cuflash::unit_test::random_values;
 using Vec = std::vector<double>;
 
 namespace {
@@ -32,14 +34,6 @@ Problem lengths_problem(Mask mask, std::vector<int64_t> lengths) {
   p.mask = mask;
   p.cache_seqlens = std::move(lengths);
   return p;
-}
-
-Vec random_values(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  Vec v(static_cast<size_t>(n));
-  for (double& x : v) x = normal(gen);
-  return v;
 }
 
 // Keys [0, end) that row i of batch entry b sees, written from the rule itself.

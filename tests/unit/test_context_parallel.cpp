@@ -16,23 +16,17 @@
 #include "cuflash/context_parallel/plan.h"
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/reference/context_parallel.h"
+#include "unit_test_util.h"
 
 namespace cp = cuflash::context_parallel;
 namespace ref = cuflash::reference;
 using cuflash::Mask;
 using cuflash::Problem;
 using cuflash::Window;
+using cuflash::unit_test::random_values;
 using Vec = std::vector<double>;
 
 namespace {
-
-Vec random_values(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  Vec v(static_cast<size_t>(n));
-  for (double& x : v) x = normal(gen);
-  return v;
-}
 
 // Whether query i sees key j, from the definitions (types.h, problem.h), not from VisibleBand.
 bool sees(Mask mask, Window window, int64_t seq_q, int64_t seq_k, int64_t i, int64_t j) {

@@ -12,22 +12,16 @@
 
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/reference/baseline.h"
+#include "unit_test_util.h"
 
 namespace ref = cuflash::reference;
 using cuflash::Layout;
 using cuflash::Mask;
 using cuflash::Problem;
+using cuflash::unit_test::random_values;
 using Vec = std::vector<double>;
 
 namespace {
-
-Vec random_values(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  Vec v(static_cast<size_t>(n));
-  for (double& x : v) x = normal(gen);
-  return v;
-}
 
 Problem packed_problem(std::vector<int64_t> lengths_q, std::vector<int64_t> lengths_k) {
   Problem p;

@@ -155,6 +155,26 @@ int64_t scratch_bytes(const Problem& p, bool backward) {
   return bytes >= 9.0e18 ? int64_t(9.0e18) : int64_t(bytes);
 }
 
+namespace {
+
+// The exact forward of one dense problem laid out by `g` (its own geometry, or a block's at a
+// global diagonal offset), inputs already checked.
+ForwardResult dense_forward(const engine::Geometry& g, const AttentionShape& shape,
+                            const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v, const ProgressCallback* progress) {
+  ForwardResult result;
+  result.out.resize(shape.q_elements());
+  result.lse.resize(shape.lse_elements());
+  engine::Inputs<double> inputs;
+  inputs.q = q.data();
+  inputs.k = k.data();
+  inputs.v = v.data();
+  engine::run_forward(engine::Exact{}, g, inputs, result.out.data(), result.lse.data(), progress);
+  return result;
+}
+
+}  // namespace
+
 ForwardResult forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                       const std::vector<double>& v, const ProgressCallback& progress) {
   engine::check_forward_inputs(p, q, k, v);
@@ -174,16 +194,7 @@ ForwardResult forward(const Problem& p, const std::vector<double>& q, const std:
            const ProgressCallback& sub_progress) { return forward(sub, sq, sk, sv, sub_progress); },
         [](const Problem& sub) { return engine::query_block_count(engine::Geometry(sub)); });
   }
-  ForwardResult result;
-  result.out.resize(p.shape.q_elements());
-  result.lse.resize(p.shape.lse_elements());
-  engine::Inputs<double> inputs;
-  inputs.q = q.data();
-  inputs.k = k.data();
-  inputs.v = v.data();
-  engine::run_forward(engine::Exact{}, p, inputs, result.out.data(), result.lse.data(),
-                      &progress);
-  return result;
+  return dense_forward(engine::Geometry(p), p.shape, q, k, v, &progress);
 }
 
 ForwardResult forward_block(const Problem& block, int64_t diagonal_offset,
@@ -194,16 +205,7 @@ ForwardResult forward_block(const Problem& block, int64_t diagonal_offset,
     throw std::invalid_argument(
         "forward_block: a block is one dense problem (no seqlens_q, no cache_seqlens)");
   }
-  ForwardResult result;
-  result.out.resize(block.shape.q_elements());
-  result.lse.resize(block.shape.lse_elements());
-  engine::Inputs<double> inputs;
-  inputs.q = q.data();
-  inputs.k = k.data();
-  inputs.v = v.data();
-  engine::run_forward(engine::Exact{}, engine::Geometry(block, diagonal_offset), inputs,
-                      result.out.data(), result.lse.data());
-  return result;
+  return dense_forward(engine::Geometry(block, diagonal_offset), block.shape, q, k, v, nullptr);
 }
 
 Gradients backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,

@@ -104,6 +104,32 @@ inline void scatter_rows(std::vector<double>& packed, const std::vector<double>&
   }
 }
 
+// Calls visit(sub, q_begin, k_begin, sub_progress) for each sequence of a varlen problem:
+// `sub` its dense problem (Problem::sequence()), q_begin / k_begin its first query and key
+// token, and a progress callback that counts over the whole batch (`blocks(sub)` is the number
+// of progress steps of one call on `sub`).
+template <class Blocks, class Visit>
+void for_each_sequence(const Problem& p, const ProgressCallback& progress, Blocks&& blocks,
+                       Visit&& visit) {
+  const int64_t n = p.sequences();
+  int64_t total_blocks = 0;
+  for (int64_t b = 0; b < n; ++b) total_blocks += blocks(p.sequence(b));
+  int64_t q_begin = 0, k_begin = 0, done_before = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const Problem sub = p.sequence(b);
+    ProgressCallback sub_progress;
+    if (progress) {
+      sub_progress = [&progress, done_before, total_blocks](int64_t done, int64_t) {
+        return progress(done_before + done, total_blocks);
+      };
+    }
+    visit(sub, q_begin, k_begin, sub_progress);
+    done_before += blocks(sub);
+    q_begin += sub.shape.seq_q;
+    k_begin += sub.shape.seq_k;
+  }
+}
+
 // A varlen problem's forward and backward, one sequence at a time: `forward(sub, q, k, v,
 // progress)` and `backward(sub, q, k, v, fwd, dout, progress)` run the dense problem of each
 // sequence (Problem::sequence()) on its rows, and `blocks(sub)` counts one call's progress
@@ -115,32 +141,20 @@ ForwardResult forward_varlen(const Problem& p, const std::vector<double>& q,
                              const ProgressCallback& progress, Forward&& forward,
                              Blocks&& blocks) {
   const AttentionShape& s = p.shape;
-  const int64_t n = p.sequences();
-  int64_t total_blocks = 0;
-  for (int64_t b = 0; b < n; ++b) total_blocks += blocks(p.sequence(b));
+  const int64_t d = s.head_dim;
   ForwardResult result;
   result.out.resize(size_t(s.q_elements()));
   result.lse.resize(size_t(s.lse_elements()));
-  int64_t q_begin = 0, k_begin = 0, done_before = 0;
-  for (int64_t b = 0; b < n; ++b) {
-    const Problem sub = p.sequence(b);
-    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k, d = s.head_dim;
-    ProgressCallback sub_progress;
-    if (progress) {
-      sub_progress = [&progress, done_before, total_blocks](int64_t done, int64_t) {
-        return progress(done_before + done, total_blocks);
-      };
-    }
+  for_each_sequence(p, progress, blocks, [&](const Problem& sub, int64_t q_begin, int64_t k_begin,
+                                             const ProgressCallback& sub_progress) {
+    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k;
     const ForwardResult r =
         forward(sub, gather_rows(q, s.heads, s.seq_q, q_begin, len_q, d),
                 gather_rows(k, s.heads_kv, s.seq_k, k_begin, len_k, d),
                 gather_rows(v, s.heads_kv, s.seq_k, k_begin, len_k, d), sub_progress);
     scatter_rows(result.out, r.out, s.heads, s.seq_q, q_begin, len_q, d);
     scatter_rows(result.lse, r.lse, s.heads, s.seq_q, q_begin, len_q, 1);
-    done_before += blocks(sub);
-    q_begin += len_q;
-    k_begin += len_k;
-  }
+  });
   return result;
 }
 
@@ -151,23 +165,14 @@ Gradients backward_varlen(const Problem& p, const std::vector<double>& q,
                           const ProgressCallback& progress, Backward&& backward,
                           Blocks&& blocks) {
   const AttentionShape& s = p.shape;
-  const int64_t n = p.sequences();
-  int64_t total_blocks = 0;
-  for (int64_t b = 0; b < n; ++b) total_blocks += blocks(p.sequence(b));
+  const int64_t d = s.head_dim;
   Gradients grads;
   grads.dq.resize(size_t(s.q_elements()));
   grads.dk.resize(size_t(s.kv_elements()));
   grads.dv.resize(size_t(s.kv_elements()));
-  int64_t q_begin = 0, k_begin = 0, done_before = 0;
-  for (int64_t b = 0; b < n; ++b) {
-    const Problem sub = p.sequence(b);
-    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k, d = s.head_dim;
-    ProgressCallback sub_progress;
-    if (progress) {
-      sub_progress = [&progress, done_before, total_blocks](int64_t done, int64_t) {
-        return progress(done_before + done, total_blocks);
-      };
-    }
+  for_each_sequence(p, progress, blocks, [&](const Problem& sub, int64_t q_begin, int64_t k_begin,
+                                             const ProgressCallback& sub_progress) {
+    const int64_t len_q = sub.shape.seq_q, len_k = sub.shape.seq_k;
     const auto rows_q = [&](const std::vector<double>& t, int64_t width) {
       return gather_rows(t, s.heads, s.seq_q, q_begin, len_q, width);
     };
@@ -180,10 +185,7 @@ Gradients backward_varlen(const Problem& p, const std::vector<double>& q,
     scatter_rows(grads.dq, g.dq, s.heads, s.seq_q, q_begin, len_q, d);
     scatter_rows(grads.dk, g.dk, s.heads_kv, s.seq_k, k_begin, len_k, d);
     scatter_rows(grads.dv, g.dv, s.heads_kv, s.seq_k, k_begin, len_k, d);
-    done_before += blocks(sub);
-    q_begin += len_q;
-    k_begin += len_k;
-  }
+  });
   return grads;
 }
 
