@@ -14,7 +14,8 @@
 # the report after 40, so the whole run ends within about 8 minutes plus the build; a stopped
 # stage keeps the cases it finished and says "interrupted" in its metadata.json. PYTHON picks
 # the interpreter that has PyTorch (default python3); SWEEPS the named sweeps (default
-# "seed fa"; e.g. SWEEPS=decode), PASS the passes timed (all, fwd or bwd; default all).
+# "seed fa"; e.g. SWEEPS=decode), PASS the passes timed (all, fwd or bwd; default all), ROUNDS
+# cuflash's --rounds (default 1; 3 for packages a later `bench --compare` will read).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,6 +25,7 @@ SDPA_STAGE_S=${SDPA_STAGE_S:-100}
 CLI=$ROOT/build/gpu/app/cuflash
 read -ra SWEEP_NAMES <<<"${SWEEPS:-seed fa}"
 PASS=${PASS:-all}
+ROUNDS=${ROUNDS:-1}
 
 usage() { echo "usage: $0 PACKAGE_DIR [--quick] [--no-build]" >&2; exit 2; }
 
@@ -87,7 +89,8 @@ fi
 
 for sweep in "${SWEEP_NAMES[@]}"; do
   stage "cuflash-$sweep" "$CUFLASH_STAGE_S" \
-    "$CLI" bench --sweep "$sweep" --pass "$PASS" "${FILTER[@]}" --out-dir "$PKG/cuflash-$sweep"
+    "$CLI" bench --sweep "$sweep" --pass "$PASS" --rounds "$ROUNDS" "${FILTER[@]}" \
+    --out-dir "$PKG/cuflash-$sweep"
 done
 for sweep in "${SWEEP_NAMES[@]}"; do
   stage "sdpa-$sweep" "$SDPA_STAGE_S" \
