@@ -9,6 +9,7 @@
 // a multiple of 8 a chunk is wholly inside or outside) and never store them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace cuflash::detail {
@@ -27,6 +28,31 @@ constexpr int compiled_head_dim(int64_t head_dim) {
     if (head_dim <= d) return d;
   }
   return 0;
+}
+
+// The head dims of the wgmma (sm90) kernels, forward and backward (sm90/traits.cuh has a
+// configuration for each). wgmma tiles are whole 64-column blocks, so calls of a compiled head
+// dim without wgmma kernels run on the next of these, the columns past their head_dim
+// zero-filled by TMA and never stored: at 96 the 128 kernels take 0.50 of mma.sync's time
+// forward and 0.82-0.86 backward (H200, bf16, B16 H16 S1024). Not at 32: padded to 64, wgmma
+// takes 1.07-1.17 of the time of mma.sync at 32.
+inline constexpr int kWgmmaForwardHeadDims[] = {64, 128, 192, 256};
+inline constexpr int kWgmmaBackwardHeadDims[] = {64, 128};
+
+// The smallest of `dims` at least head_dim; 0 when none is.
+template <size_t N>
+constexpr int smallest_at_least(const int (&dims)[N], int64_t head_dim) {
+  for (int d : dims) {
+    if (head_dim <= d) return d;
+  }
+  return 0;
+}
+
+// The wgmma head dim among `dims` that runs calls of compiled head dim `compiled` (0: none, the
+// mma.sync kernels run them).
+template <size_t N>
+constexpr int wgmma_head_dim(const int (&dims)[N], int compiled) {
+  return compiled < dims[0] ? 0 : smallest_at_least(dims, compiled);
 }
 
 }  // namespace cuflash::detail

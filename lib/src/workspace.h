@@ -1,6 +1,6 @@
 // The backward pass's device scratch, which the caller allocates (backward_workspace_size()):
 // an fp32 dQ accumulator of batch*heads*seq_q*D floats at offset 0 ([B, H, Sq, D], contiguous,
-// D = compiled_head_dim(head_dim): the columns of the kernels that run, whose padding columns
+// D = dq_accum_columns(): the columns of the kernels that run (or more), whose padding columns
 // receive zeros, so that the atomics need no column test), then, at the next 256-byte
 // boundary, the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q floats ([B, H, Sq]), and
 // in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
@@ -12,6 +12,7 @@
 // [batch, heads, query blocks of the longest].
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "cuflash/attention.h"
@@ -37,11 +38,14 @@ struct BackwardWorkspace {
   int* dq_semaphores;  // [B, H, query blocks] in deterministic mode; null otherwise
 };
 
-// Columns of a dQ accumulator row: those of the kernels that run (the head_dim itself for a
-// head_dim no kernel takes, which backward() refuses).
+// Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
+// compiled_head_dim() and the wgmma ones at the next of their head dims, so that one size serves
+// every device and dtype (the head_dim itself for a head_dim no kernel takes, which backward()
+// refuses).
 inline int64_t dq_accum_columns(const AttentionShape& s) {
   const int compiled = compiled_head_dim(s.head_dim);
-  return compiled > 0 ? compiled : s.head_dim;
+  if (compiled == 0) return s.head_dim;
+  return std::max(compiled, wgmma_head_dim(kWgmmaBackwardHeadDims, compiled));
 }
 
 inline size_t dq_accum_bytes(const AttentionShape& s) {

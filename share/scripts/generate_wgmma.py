@@ -5,7 +5,7 @@ multiply (wgmma.mma_async, sm_90a) for the shapes the kernels use.
 An asm statement has to name every accumulator register as its own operand (32 for N = 64, 64
 for N = 128), which is error-prone to write by hand; this script spells them out.
 
-Usage: generate_wgmma.py [--n 32 64 128] [--output FILE] [--check]
+Usage: generate_wgmma.py [--n 32 64 96 128 192 256] [--output FILE] [--check]
 
 The N list is that of the shapes the sm90 kernels instantiate (Wgmma<Element, N> in
 kernels/sm90/). --check writes nothing and exits 1 when the file differs from what this script
@@ -91,7 +91,7 @@ def generate(ns: list[int]) -> str:
 def main() -> None:
     root = pathlib.Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 96, 128, 192, 256])
     parser.add_argument("--output", type=pathlib.Path,
                         default=root / "lib/src/kernels/sm90/wgmma_ops.cuh")
     parser.add_argument("--check", action="store_true",

@@ -255,13 +255,12 @@ std::vector<int> tuned_head_dims();
 // 0 when head_dim is not supported.
 int64_t kernel_head_dim(int64_t head_dim);
 
-// The kernels forward() and backward() run for fp16/bf16 at head_dim exactly 64 and 128 on
-// `device`:
+// The kernels forward() and backward() run for fp16/bf16 at head_dim 40 and above on `device`:
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32, for fp32, for varlen batches, and for tensors
-// whose strides TMA cannot describe).
+// (everywhere else; also always at head_dim 32 and below, for fp32, for varlen batches, for the
+// backward above head_dim 128, and for tensors whose strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);

@@ -1,6 +1,6 @@
 // The one place that chooses a kernel family and its configuration for a launch:
-//   - sm90 (wgmma + TMA), for fp16 / bf16 at the head dims it has a configuration for (and only
-//     when the call's head_dim is that compiled one: it has no column padding), on a
+//   - sm90 (wgmma + TMA), for fp16 / bf16, at the next of its head dims from 64 on (head_dims.h:
+//     head_dim 96 runs on the 128 kernels, TMA filling the columns past 96 with zeros), on a
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise and for every variable-length batch, with its
@@ -17,7 +17,9 @@
 // on the right only, which move the causal bound. In sm80 only for the default configuration,
 // which keeps the number of kernels (and the build time) down.
 // kHeadDim is the compiled head dim; the call's own (args.shape.head_dim) may be smaller
-// (head_dims.h), which the sm80 and split kernels handle with zero columns.
+// (head_dims.h), which every family handles with zero columns. The sm90 kernels of a head dim
+// are compiled in the instantiation files of each compiled head dim they serve (128's in 96's
+// too): simpler than sharing them, for a few more kernels to build.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
@@ -85,9 +87,10 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   if constexpr (sizeof(Element) == 2) {
     if (!varlen && launch_split_forward<Element, kHeadDim>(args, stream)) return;
   }
-  if constexpr (sizeof(Element) == 2 && sm90::kHasForward<kHeadDim>) {
-    if (!varlen && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
-        sm90::launch_forward<Element, kHeadDim>(args, stream)) {
+  constexpr int kWgmmaHeadDim = wgmma_head_dim(kWgmmaForwardHeadDims, kHeadDim);
+  if constexpr (sizeof(Element) == 2 && kWgmmaHeadDim != 0) {
+    if (!varlen && use_sm90_kernels_here() &&
+        sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream)) {
       return;
     }
   }
@@ -102,9 +105,10 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
 
 template <typename Element, int kHeadDim>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
-  if constexpr (sizeof(Element) == 2 && sm90::kHasBackward<kHeadDim>) {
-    if (!args.varlen.enabled() && args.shape.head_dim == kHeadDim && use_sm90_kernels_here() &&
-        sm90::launch_backward<Element, kHeadDim>(args, stream)) {
+  constexpr int kWgmmaHeadDim = wgmma_head_dim(kWgmmaBackwardHeadDims, kHeadDim);
+  if constexpr (sizeof(Element) == 2 && kWgmmaHeadDim != 0) {
+    if (!args.varlen.enabled() && use_sm90_kernels_here() &&
+        sm90::launch_backward<Element, kWgmmaHeadDim>(args, stream)) {
       return;
     }
   }

@@ -358,9 +358,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
   named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
-                                            k0, p.seq_k, dk_stage, thread);
+                                            k0, p.seq_k, dk_stage, thread, p.head_dim);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head), base.dv.seq_stride,
-                                            k0, p.seq_k, dv_stage, thread);
+                                            k0, p.seq_k, dv_stage, thread, p.head_dim);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   float* lse = params.base.lse + block.bh * p.seq_q;
   if (block.key_blocks == 0) {
     store_empty_block<kBlockM, kHeadDim, Traits::kThreads>(out, params.base.out.seq_stride, lse,
-                                                           q0, p.seq_q, thread);
+                                                           q0, p.seq_q, thread, p.head_dim);
     return;
   }
   const int64_t num_key_blocks = block.key_blocks;
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   }
   named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockM, kHeadDim, kConsumers>(out, params.base.out.seq_stride, q0, p.seq_q,
-                                            out_tile, thread);
+                                            out_tile, thread, p.head_dim);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

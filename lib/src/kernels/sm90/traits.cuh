@@ -96,10 +96,7 @@ struct ForwardConfig {
                 "every tile starts on a swizzle boundary");
 };
 
-// Head dims with a wgmma forward (the others use the mma.sync kernel everywhere).
-template <int kHeadDim>
-inline constexpr bool kHasForward = kHeadDim == 64 || kHeadDim == 128;
-
+// One for each of kWgmmaForwardHeadDims (head_dims.h).
 template <int kHeadDim>
 struct ForwardTraits;
 // Chosen by measurement on an H200 (fp16, B=4 H=32 S=4096 and B=1 H=8 S=1024 at D=64; B=4 H=16
@@ -109,6 +106,14 @@ template <>
 struct ForwardTraits<64> : ForwardConfig<64, 2, 128> {};   // 128 x 128 blocks
 template <>
 struct ForwardTraits<128> : ForwardConfig<128, 2, 128> {};  // 128 x 128
+// Above 128 the O accumulator (D / 2 registers a thread) and the K/V slots (two stages of block
+// N x D each, 227 KB of shared memory in all) leave room for narrower key blocks only: at 192,
+// S of 96 keys (48 registers) next to O's 96 and 192 KB of tiles; at 256, S of 64 keys next to
+// O's 128 and 192 KB.
+template <>
+struct ForwardTraits<192> : ForwardConfig<192, 2, 96> {};  // 128 x 96
+template <>
+struct ForwardTraits<256> : ForwardConfig<256, 2, 64> {};  // 128 x 64
 
 // Backward on wgmma and TMA (sm_90a): one CTA per (key block of 128, kv head, batch) of two
 // consumer warpgroups (64 keys each: rows of S^T, dP^T, dK, dV) and one producer warpgroup that
@@ -146,9 +151,7 @@ struct BackwardConfig {
                 "every tile starts on a swizzle boundary");
 };
 
-template <int kHeadDim>
-inline constexpr bool kHasBackward = kHeadDim == 64 || kHeadDim == 128;
-
+// One for each of kWgmmaBackwardHeadDims (head_dims.h).
 template <int kHeadDim>
 struct BackwardTraits;
 template <>
