@@ -239,6 +239,25 @@ TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 ref
   }
 }
 
+// The wgmma forward runs persistent CTAs, each walking several query blocks, when there are more
+// blocks than SMs and the blocks share the work evenly (sm90/forward.cuh): B=2, H=16, 600 query
+// rows give 160 blocks of 128 rows. 600 x 257 under the bottom-right mask leaves the first three
+// blocks of each head without a key; a window bounded on the left takes the variant kernels.
+TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs float64 reference",
+          "[gpu][persistent]") {
+  require_gpu();
+  int seed = 5000;
+  for (const DType dtype : {DType::fp16, DType::bf16}) {
+    for (int64_t head_dim : {64, 128, 96}) {
+      for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
+        Problem c = make_problem(dtype, head_dim, mask, 600, 257, 2, 16, 4, Layout::bhsd);
+        if (head_dim == 96) c.window = {100, mask == Mask::none ? 30 : 0};
+        DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+      }
+    }
+  }
+}
+
 // --- Determinism --------------------------------------------------------------------------------
 
 constexpr int kDeterminismRuns = 20;

@@ -44,7 +44,7 @@ struct ForwardBlock {
 
 // kLeftBound: the band may have a left end (mask.cuh, crosses_band()).
 template <int kBlockM, int kBlockN, bool kLeftBound>
-__device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
+__host__ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
                                                       int64_t num_m_blocks, BlockOrder order) {
   ForwardBlock block;
   block.bh = bh_offset + order.head;

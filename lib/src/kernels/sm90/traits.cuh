@@ -27,14 +27,18 @@ inline constexpr bool kFitsRegisterFile =
     kConsumerRegisters <= 256;
 
 // The shared memory of a forward CTA, in this order: Q, the K and the V slots (16-bit elements,
-// swizzled), then the mbarriers. Tile sizes are multiples of kTileAlignment, so every tile
-// starts on such a boundary (checked in ForwardConfig).
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+// swizzled), O's staging rows (kOutBytes: a CTA that runs several tiles stages O apart from the
+// tiles, which the next tile's loads fill meanwhile; 16 where O is staged over the tiles), then
+// the mbarriers. Tile sizes are multiples of kTileAlignment, so every tile starts on such a
+// boundary (checked in ForwardConfig).
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages, size_t kOutBytes>
 struct ForwardStorage {
   unsigned char q[size_t(kBlockM) * kHeadDim * 2];
   unsigned char k[kStages][size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[kStages][size_t(kBlockN) * kHeadDim * 2];
+  unsigned char out[kOutBytes];
   uint64_t q_full;            // Q landed
+  uint64_t q_empty;           // every consumer is done with Q (the next tile's may come)
   uint64_t k_full[kStages];   // K slot landed
   uint64_t v_full[kStages];   // V slot landed
   uint64_t k_empty[kStages];  // every consumer is done with the K slot
@@ -82,10 +86,23 @@ struct ForwardConfig {
   static constexpr int kConsumerRegisters = 232;
   static constexpr int kProducerRegisters = 40;
   static_assert(kFitsRegisterFile<WarpGroups, kConsumerRegisters, kProducerRegisters>);
-  using Storage = ForwardStorage<kBlockM, BlockN, HeadDim, kStages>;
+  // O staged in padded rows for whole-row stores (kSmemPadElements of 16-bit elements: 8).
+  static constexpr int kOutStride = HeadDim + 8;
+  static constexpr size_t kOutStageBytes = size_t(kBlockM) * kOutStride * 2;
+  // Persistent CTAs (one per SM, each walking a share of the tiles) when O's staging rows fit
+  // next to the tiles (head_dim <= 128): a CTA's epilogue then overlaps the next tile's loads,
+  // which matters where tiles are short (few key blocks: short sequences, windows). Otherwise
+  // one CTA per tile, staging O over the tiles.
+  static constexpr bool kPersistent =
+      kTileAlignment + sizeof(ForwardStorage<kBlockM, BlockN, HeadDim, kStages, kOutStageBytes>) <=
+      kMaxSmemBytes;
+  using Storage =
+      ForwardStorage<kBlockM, BlockN, HeadDim, kStages, kPersistent ? kOutStageBytes : 16>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
-  // Bytes of the tiles alone (the epilogue reuses them to stage O).
-  static constexpr size_t kTileBytes = offsetof(Storage, q_full);
+  // Where O is staged: its own rows, or the tiles' bytes (every tile's: Q and beyond).
+  static constexpr size_t kOutOffset = kPersistent ? offsetof(Storage, out) : 0;
+  static constexpr size_t kOutBytes = kPersistent ? kOutStageBytes : offsetof(Storage, out);
+  static_assert(kOutStageBytes <= kOutBytes, "O's staging rows fit where they go");
 
   static_assert(HeadDim % 64 == 0, "swizzled tiles hold whole 64-column blocks");
   static_assert(BlockN % 16 == 0 && BlockN <= 256, "wgmma N is a multiple of 8 up to 256");
