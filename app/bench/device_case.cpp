@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/io/random_inputs.h"
 
@@ -27,7 +28,8 @@ DeviceBuffer& DeviceCase::allocate(size_t bytes) {
   return buffers_.back();
 }
 
-DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
+DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
+    : passes_(context_parallel::device_passes(p)) {
   const size_t element = static_cast<size_t>(dtype_size(p.dtype));
   const size_t q_bytes = size_t(p.shape.q_elements()) * element;    // Q, O, dO, dQ: [B, H, Sq, D]
   const size_t kv_bytes = size_t(p.shape.kv_elements()) * element;  // K, V, dK, dV: [B, Hkv, Sk, D]
@@ -73,10 +75,9 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
       *pointer = buffer.as<const int32_t>();
     }
   }
-  // The API's shape: that of a varlen batch has the sequences as batch (attention.h).
-  const AttentionShape args_shape = varlen_args_shape(p);
-  // The forward's key splits take a workspace of their own (none without a split).
-  const size_t forward_workspace = forward_workspace_size(args_shape, p.dtype, p.splits);
+  // The forward's key splits (and context parallelism's partials) take a workspace of their
+  // own (none without either).
+  const size_t forward_workspace = passes_.forward_workspace_bytes(p);
   t.workspace = forward_workspace > 0 ? allocate(forward_workspace).data() : nullptr;
   t.workspace_bytes = forward_workspace;
   forward_workspace_bytes_ = int64_t(forward_workspace);
@@ -88,7 +89,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed) {
     return;
   }
 
-  const size_t workspace = backward_workspace_size(args_shape, p.dtype, p.deterministic);
+  const size_t workspace = passes_.backward_workspace_bytes(p);
   DeviceBuffer& dout = allocate(q_bytes);
   t.dout = dout.data();
   t.dq = allocate(q_bytes).data();

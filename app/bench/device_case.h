@@ -1,6 +1,8 @@
 // The device side of one benchmark case: its tensors, filled with fresh inputs (the seeded
-// inputs of io/random_inputs.h, those `cuflash run` and `verify` use), and the
-// forward/backward arguments that point into them. Everything is freed with the object.
+// inputs of io/random_inputs.h, those `cuflash run` and `verify` use), the forward/backward
+// arguments that point into them, and the passes that compute the case (the library's, or those
+// of context parallelism on one GPU for a case with ranks). Everything is freed with the
+// object.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +26,10 @@ class DeviceCase {
 
   const ForwardArgs& forward_args() const { return forward_; }
   const BackwardArgs& backward_args() const { return backward_; }  // needs with_backward
+  const DevicePasses& passes() const { return passes_; }
 
   // Bytes of the buffers each pass uses: forward Q, K, V, O, LSE and its workspace; backward
-  // all of them plus dO, dQ, dK, dV and the backward workspace.
+  // all of them plus dO, dQ, dK, dV and the backward workspace (the passes' sizes).
   int64_t forward_bytes() const { return forward_bytes_; }
   int64_t backward_bytes() const { return backward_bytes_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
@@ -37,6 +40,7 @@ class DeviceCase {
 
   std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
   std::unique_ptr<DeviceForwardExtras> extras_;  // paged K/V, cache lengths
+  DevicePasses passes_;
   ForwardArgs forward_;
   BackwardArgs backward_;
   int64_t forward_bytes_ = 0, backward_bytes_ = 0, workspace_bytes_ = 0;

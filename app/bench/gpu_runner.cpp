@@ -89,8 +89,9 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
   // One untimed run of each pass: O and LSE for the backward pass, errors (unsupported shape)
   // before any timing, and every buffer touched before memory is read.
   const cudaStream_t stream = timer_.stream();
-  forward(fa, stream);
-  if (settings_.backward) backward(device.backward_args(), stream);
+  const DevicePasses& passes = device.passes();
+  passes.forward(fa, stream);
+  if (settings_.backward) passes.backward(device.backward_args(), stream);
   check_cuda(cudaStreamSynchronize(stream), "first run");
   const int64_t memgetinfo_bytes = std::max<int64_t>(0, free_before - free_device_bytes());
 
@@ -102,7 +103,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
                           memgetinfo_bytes};
-    timer_.time([&](cudaStream_t s) { forward(fa, s); }, p, samples);
+    timer_.time([&](cudaStream_t s) { passes.forward(fa, s); }, p, samples);
     record.passes.push_back(std::move(p));
   }
   if (settings_.backward) {
@@ -113,7 +114,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.flops = pass_flops(c, p.pass);
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
-    timer_.time([&](cudaStream_t s) { backward(ba, s); }, p, samples);
+    timer_.time([&](cudaStream_t s) { passes.backward(ba, s); }, p, samples);
     record.passes.push_back(std::move(p));
   }
 }

@@ -10,16 +10,17 @@ namespace cuflash::bench {
 void run_profile_target(const Problem& c, const std::string& pass, uint64_t seed) {
   const bool backward_pass = pass == "bwd";
   const DeviceCase device(c, backward_pass, seed);
+  const DevicePasses& passes = device.passes();
   const cudaStream_t stream = nullptr;  // the legacy default stream: ordered with the uploads
   if (backward_pass) {
-    forward(device.forward_args(), stream);
+    passes.forward(device.forward_args(), stream);
     check_cuda(cudaStreamSynchronize(stream), "forward (before the profiled backward)");
   }
   check_cuda(cudaProfilerStart(), "cudaProfilerStart");
   if (backward_pass) {
-    backward(device.backward_args(), stream);
+    passes.backward(device.backward_args(), stream);
   } else {
-    forward(device.forward_args(), stream);
+    passes.forward(device.forward_args(), stream);
   }
   check_cuda(cudaStreamSynchronize(stream), pass == "bwd" ? "backward" : "forward");
   check_cuda(cudaProfilerStop(), "cudaProfilerStop");

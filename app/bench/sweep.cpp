@@ -31,7 +31,7 @@ constexpr const char* kSweepExtension = ".txt";
 const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
                                      "hkv",    "sq",      "sk",    "seqlens", "seqlens_k",
                                      "window", "softcap", "alibi",  "layout",  "splits",
-                                     "page_size", "deterministic"};
+                                     "page_size", "deterministic", "ranks"};
 const std::vector<std::string> kDtypes{"fp16", "bf16", "fp32"};
 const std::vector<std::string> kMasks{"none", "causal", "causal-top-left"};
 const std::vector<std::string> kLayouts{"bhsd", "bshd", "thd"};
@@ -97,6 +97,15 @@ class LineParser {
     return text == "0" ? 0 : integer(key, text);
   }
 
+  // ranks: 0 (the attention in one piece) or a number of ranks up to cli::kMaxRanks.
+  int ranks(const std::string& text) const {
+    const int64_t value = non_negative("ranks", text);
+    if (value > cli::kMaxRanks) {
+      fail("ranks: '" + text + "' is above " + std::to_string(cli::kMaxRanks));
+    }
+    return static_cast<int>(value);
+  }
+
   Window window(const std::string& text) const {
     try {
       return cli::parse_window(text, "window");
@@ -145,6 +154,7 @@ class LineParser {
     if (key == "window") return (void)window(item);
     if (key == "softcap") return (void)softcap(item);
     if (key == "splits" || key == "page_size") return (void)non_negative(key, item);
+    if (key == "ranks") return (void)ranks(item);
     if (key == "seqlens" || key == "seqlens_k") return (void)lengths(key, item);
     integer(key, item);
   }
@@ -163,8 +173,8 @@ class LineParser {
   std::string where_;
 };
 
-// Forced key splits or a page size that the case cannot take (cli::check_case_size's rules), as
-// line errors.
+// Forced key splits, a page size or context-parallel ranks that the case cannot take
+// (cli::check_case_size's rules), as line errors.
 void check_splits(const Problem& p, const LineParser& parser) {
   try {
     cli::check_case_size(p);
@@ -185,7 +195,8 @@ std::string default_value(const std::string& key, const CaseValues& chosen) {
       {"dtype", "fp16"}, {"d", "64"},          {"mask", "none"},  {"b", "1"},
       {"h", "8"},        {"sq", "1024"},       {"window", "-1:-1"}, {"softcap", "0"},
       {"alibi", "0"},    {"layout", "bhsd"},   {"splits", "0"},   {"page_size", "0"},
-      {"deterministic", "0"}, {"seqlens", kNoSeqlens}, {"seqlens_k", kNoSeqlens}};
+      {"deterministic", "0"}, {"ranks", "0"}, {"seqlens", kNoSeqlens},
+      {"seqlens_k", kNoSeqlens}};
   return kDefaults.at(key);
 }
 
@@ -244,8 +255,9 @@ Problem case_of(const CaseValues& v, const LineParser& parser) {
   } else if (p.layout == Layout::thd) {
     parser.fail("layout thd needs seqlens (the lengths of the packed sequences)");
   }
-  if (p.splits != 0 || p.page_size != 0 || p.varlen()) check_splits(p, parser);
   p.deterministic = v.at("deterministic") == "1";
+  p.ranks = parser.ranks(v.at("ranks"));
+  if (p.splits != 0 || p.page_size != 0 || p.varlen() || p.ranks != 0) check_splits(p, parser);
   return p;
 }
 
@@ -377,6 +389,7 @@ std::string sweep_line(const Problem& p) {
   if (p.splits != 0) line << " splits=" << p.splits;
   if (p.page_size != 0) line << " page_size=" << p.page_size;
   if (p.deterministic) line << " deterministic=1";
+  if (p.ranks != 0) line << " ranks=" << p.ranks;
   const auto lengths = [&line](const char* key, const std::vector<int64_t>& values) {
     line << " " << key << "=";
     for (size_t i = 0; i < values.size(); ++i) line << (i ? "+" : "") << values[i];

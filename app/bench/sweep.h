@@ -9,9 +9,10 @@
 // (the same as the command-line options): b (1), h (8), hkv (= h), sq (1024), sk (= sq),
 // d (64), dtype (fp16), mask (none), window (LEFT:RIGHT, -1:-1 for none), softcap (0: none),
 // alibi (0 or 1: the paper's slopes), layout (bhsd), splits (0: automatic), page_size (0:
-// contiguous K/V), deterministic (0; 1: the deterministic backward). Cases come out in file
-// order; within a line the product runs dtype, d, mask, b, h, hkv, sq, sk, window, softcap,
-// alibi, layout, splits, page_size, deterministic, the last varying fastest.
+// contiguous K/V), deterministic (0; 1: the deterministic backward), ranks (0; N: context
+// parallelism on one GPU with N ranks). Cases come out in file order; within a line the product
+// runs dtype, d, mask, b, h, hkv, sq, sk, window, softcap, alibi, layout, splits, page_size,
+// deterministic, ranks, the last varying fastest.
 #pragma once
 
 #include <string>
@@ -28,9 +29,9 @@ std::vector<Problem> parse_sweep(const std::string& text, const std::string& ori
 
 // One case as a sweep line that parse_sweep() reads back as that case (every key given):
 // "b=1 h=8 hkv=8 sq=1024 sk=1024 d=64 dtype=fp16 mask=causal layout=bhsd", plus window, softcap,
-// alibi=1, splits, page_size and deterministic=1 when set; a varlen batch leaves out b, sq, sk
-// and layout and ends in "seqlens=L0+L1+..." (and seqlens_k when the keys differ). The scale,
-// cache lengths and ALiBi slopes other than the paper's are not part of it.
+// alibi=1, splits, page_size, deterministic=1 and ranks when set; a varlen batch leaves out b,
+// sq, sk and layout and ends in "seqlens=L0+L1+..." (and seqlens_k when the keys differ). The
+// scale, cache lengths and ALiBi slopes other than the paper's are not part of it.
 std::string sweep_line(const Problem& p);
 
 // Where sweep names are looked up, in order: the folder installed next to the binary

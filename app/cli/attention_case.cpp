@@ -185,6 +185,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.layout = layout;
   p.splits = options.splits.front();
   p.deterministic = options.deterministic;
+  p.ranks = static_cast<int>(options.ranks);  // at most kMaxRanks (the option's validator)
   p.page_size = options.page_size.front();
   p.cache_seqlens = options.cache_seqlens;
   apply_varlen_options(options, p);

@@ -7,6 +7,7 @@
 
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/io/convert.h"
@@ -46,20 +47,22 @@ std::vector<int64_t> lse_shape(const Problem& p) {
   return {p.shape.batch, p.shape.heads, p.shape.seq_q};
 }
 
-// The stored inputs go to the device as they are: the kernels read either layout.
+// The stored inputs go to the device as they are: the kernels read either layout. The case's
+// context-parallel ranks, if any, choose the passes.
 AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backward) {
   AttentionResult r;
   const Clock::time_point start = Clock::now();
+  const DevicePasses passes = context_parallel::device_passes(p);
   HostForwardResult fwd;
   if (backward) {
     HostForwardBackwardResult both = run_forward_backward(p, in.q.bytes, in.k.bytes, in.v.bytes,
-                                                          in.dout.bytes);
+                                                          in.dout.bytes, passes);
     fwd = std::move(both.forward);
     r.dq = stored_like(in.q, std::move(both.backward.dq));
     r.dk = stored_like(in.k, std::move(both.backward.dk));
     r.dv = stored_like(in.v, std::move(both.backward.dv));
   } else {
-    fwd = run_forward(p, in.q.bytes, in.k.bytes, in.v.bytes);
+    fwd = run_forward(p, in.q.bytes, in.k.bytes, in.v.bytes, passes);
   }
   r.out = stored_like(in.q, std::move(fwd.out));
   r.lse = float_array(fwd.lse, lse_shape(p));

@@ -13,6 +13,7 @@
 #include "cli/byte_size.h"
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/io/convert.h"
 #include "cuflash/io/npy.h"
 #include "cuflash/reference/attention_ref.h"
@@ -107,11 +108,12 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.host_bytes = stored + 8 * (in_elements + out_elements + rows) + scratch;
   } else {
     need.host_bytes = stored;
-    // The workspaces as the library sizes them: a varlen batch's for its sequences and their
-    // longest lengths (attention.h).
-    const AttentionShape args_shape = varlen_args_shape(p);
+    // The workspaces as the passes that compute the case size them (the library's: a varlen
+    // batch's for its sequences and their longest lengths, attention.h; context parallelism's
+    // on one GPU: its partials and gradient sums).
+    const DevicePasses passes = context_parallel::device_passes(p);
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows +
-                        double(forward_workspace_size(args_shape, p.dtype, p.splits));
+                        double(passes.forward_workspace_bytes(p));
     if (p.page_size != 0) {
       // The page pools (a quarter more pages than used) are built on the host and uploaded
       // beside the contiguous K and V.
@@ -120,8 +122,7 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
       need.device_bytes += pools;
     }
     if (backward) {
-      need.device_bytes += element * (q + q + 2 * kv) +
-                           double(backward_workspace_size(args_shape, p.dtype, p.deterministic));
+      need.device_bytes += element * (q + q + 2 * kv) + double(passes.backward_workspace_bytes(p));
     }
   }
   return need;

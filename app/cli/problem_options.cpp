@@ -44,6 +44,20 @@ const CLI::Validator kPositiveFinite(
     },
     "POSITIVE");
 
+// A number of context-parallel ranks: a whole number from 1 to kMaxRanks.
+const CLI::Validator kRanks(
+    [](std::string& text) -> std::string {
+      try {
+        size_t used = 0;
+        const long long value = std::stoll(text, &used);
+        if (used == text.size() && value >= 1 && value <= kMaxRanks) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a whole number of ranks from 1 to " +
+             std::to_string(kMaxRanks);
+    },
+    "N");
+
 // A whole number >= 0 that fits in 64 bits: CLI11 reads "-1" into a uint64_t as 2^64 - 1.
 const CLI::Validator kNonNegativeInteger(
     [](std::string& text) -> std::string {
@@ -259,6 +273,7 @@ std::string case_label(const Problem& p) {
     out << (i == 0 ? "/cache:" : "+") << p.cache_seqlens[i];
   }
   if (p.deterministic) out << "/deterministic";
+  if (p.ranks != 0) out << "/ranks:" << p.ranks;
   return out.str();
 }
 
@@ -346,6 +361,14 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   command.add_flag("--deterministic", o.deterministic,
                    "GPU backward with dQ summed in a fixed order: dQ, dK, dV the same bits on "
                    "every run, at some speed (default: the faster arrival order)");
+  command.add_option("--ranks", o.ranks,
+                     "Context parallelism on one GPU: compute each case as N ranks of ring "
+                     "attention would (2N zig-zag chunks of the sequences), their blocks one "
+                     "after another on the library's kernels and their partial results merged; "
+                     "the same attention, to check the partitioning and the merges. Dense cases "
+                     "only: not with --seqlens, --page-size, --cache-seqlens or --splits above "
+                     "1; the CPU backend computes the attention in one piece")
+      ->check(kRanks);
   add_list(command, "--page-size", o.page_size,
            "Forward only: K and V in a paged cache of this many keys per page (a power of two "
            ">= 16: 16, 32, 64, 128, 256, ...), the pages in a shuffled order; the results equal "
@@ -415,6 +438,26 @@ void check_paging(const Problem& p) {
   }
 }
 
+// --ranks against the case (check_case_size()): context parallelism splits one dense
+// sequence, each block running unsplit on contiguous K/V.
+void check_ranks(const Problem& p) {
+  if (p.ranks == 0) return;
+  if (p.ranks < 1 || p.ranks > kMaxRanks) {
+    throw UsageError("--ranks " + std::to_string(p.ranks) + ": not a number of ranks from 1 to " +
+                     std::to_string(kMaxRanks));
+  }
+  const char* other = p.varlen()                  ? "--seqlens (layout thd)"
+                      : p.page_size != 0          ? "--page-size"
+                      : !p.cache_seqlens.empty()  ? "--cache-seqlens"
+                      : p.splits > 1              ? "--splits above 1"
+                                                  : nullptr;
+  if (other != nullptr) {
+    throw UsageError("--ranks does not combine with " + std::string(other) +
+                     ": context parallelism on one GPU takes one dense sequence per batch "
+                     "entry, each block unsplit on contiguous K/V");
+  }
+}
+
 }  // namespace
 
 void require_forward_only(const Problem& p, const std::string& what) {
@@ -451,6 +494,7 @@ void check_case_size(const Problem& p) {
     throw UsageError("--splits " + std::to_string(p.splits) +
                      ": fp32 runs unsplit; key splits take fp16 or bf16");
   }
+  check_ranks(p);
   check_paging(p);
 }
 
@@ -519,6 +563,7 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.page_size = page_size;
                     p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
+                    p.ranks = static_cast<int>(o.ranks);  // at most kMaxRanks (kRanks)
                     apply_varlen_options(o, p);
                     p.alibi_slopes = alibi_slopes_of(o, p);
                     // The variants vary fastest.

@@ -31,6 +31,9 @@ struct ProblemOptions {
   std::vector<int64_t> seqlens;
   std::vector<int64_t> seqlens_k;
   bool deterministic = false;      // the GPU backward's fixed-order dQ sums, for every case
+  // Context-parallel ranks run one after another on one GPU (Problem::ranks), for every case;
+  // 0: not given, the attention in one piece.
+  int64_t ranks = 0;
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
   std::vector<std::string> window;  // "LEFT,RIGHT" per occurrence; empty: no window
@@ -47,6 +50,9 @@ struct ProblemOptions {
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
 
+// The most --ranks (and sweep key ranks) taken: the plan holds ranks^2 ring steps.
+inline constexpr int64_t kMaxRanks = 1024;
+
 // The one name of a case in the outputs and messages of `run`, `verify` and `bench` (and of
 // share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,
 // heads, hkv:N only when it differs from heads, sequence lengths, head_dim, the mask as causal:0
@@ -56,8 +62,9 @@ struct ProblemOptions {
 // that layout, "/splits:N" only for forced key splits, "/page:N" only for a paged K/V cache,
 // "/cache:L0+L1+..." only with per-sequence key lengths, "/thd/seqlens:L0+L1+..." (and
 // "/seqlens-k:..." when the keys' differ) for a varlen batch, whose b, sq and sk are those of the
-// packed tensors (1 and the token totals), and "/deterministic" only for the deterministic
-// backward. `bench --filter` matches it.
+// packed tensors (1 and the token totals), "/deterministic" only for the deterministic
+// backward, and "/ranks:N" only for context parallelism on one GPU. `bench --filter` matches
+// it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
@@ -69,9 +76,10 @@ std::vector<Problem> expand_cases(const ProblemOptions& options);
 
 // Throws UsageError when the tensors of the problem would hold more elements than memory can
 // address (products that overflow int64, or above 2^40 elements), when its key splits do not
-// fit it (more than one per 64 keys, or fp32), or its page size or key lengths are not
+// fit it (more than one per 64 keys, or fp32), its page size or key lengths are not
 // supported (a page size other than 0 or a power of two >= 16, lengths of the wrong count or
-// outside [1, seq_k], either with fp32).
+// outside [1, seq_k], either with fp32), or its context-parallel ranks meet what they do not
+// combine with (a varlen batch, a page size, key lengths, key splits above 1).
 void check_case_size(const Problem& p);
 
 // For commands that compute one case: throws UsageError when an option was given more than once

@@ -89,6 +89,10 @@ Selection select_cases(const BenchOptions& o) {
     for (Problem& c : s.cases) {
       c.scale = o.problem.scale.value_or(0.0);
       c.deterministic = c.deterministic || o.problem.deterministic;
+      if (o.problem.ranks != 0) {
+        c.ranks = static_cast<int>(o.problem.ranks);  // at most kMaxRanks (the validator)
+        check_case_size(c);  // --ranks against the line's page size, key lengths and splits
+      }
     }
   }
   if (o.pass != "fwd") {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ using detail::kHeadDims;
 constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 256;
 // Tensor data and every row start at 16-byte boundaries: tiles move in 16-byte vectors.
 constexpr size_t kTensorAlignment = 16;
+// An explicit diagonal offset beyond this lies past every position of both sequences (each
+// below 2^31): the band's ends stay far from int64 overflow, and the kernels' 32-bit casts see
+// only values clamped to a block.
+constexpr int64_t kMaxDiagonalOffset = int64_t{1} << 32;
 
 [[noreturn]] void invalid(const std::string& context, const std::string& message) {
   throw Error(Error::Kind::invalid_argument, context + ": " + message);
@@ -139,6 +144,21 @@ void validate_variants(const std::string& context, const AttentionShape& s, Wind
                            ") must be 0 or at least shape.heads (" + std::to_string(s.heads) +
                            ")");
     }
+  }
+}
+
+// ForwardArgs::diagonal_offset / BackwardArgs::diagonal_offset: in range, and only where the
+// diagonal is the call's own. A varlen batch and cache_seqlens place a diagonal per sequence;
+// paged K/V (forward-only decoding) has no use for one yet and is not tested with it.
+void validate_diagonal_offset(const std::string& context, const std::optional<int64_t>& offset,
+                              bool varlen, bool paged, bool cache_seqlens) {
+  if (!offset) return;
+  if (*offset > kMaxDiagonalOffset || *offset < -kMaxDiagonalOffset) {
+    invalid(context, "diagonal_offset (" + std::to_string(*offset) + ") must lie within +-2^32");
+  }
+  if (varlen || paged || cache_seqlens) {
+    unsupported(context, "diagonal_offset does not combine with a varlen batch, paged K/V or "
+                         "cache_seqlens");
   }
 }
 
@@ -370,6 +390,8 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   ForwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_variants(context, s, args.window, args.softcap, args.alibi);
+  validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(),
+                           args.paged.enabled(), args.cache_seqlens != nullptr);
   if (args.varlen.enabled()) {
     if (args.paged.enabled() || args.cache_seqlens != nullptr || args.splits > 1) {
       unsupported(context, "a varlen batch does not combine with paged K/V, cache_seqlens or "
@@ -496,6 +518,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   BackwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_variants(context, s, args.window, args.softcap, args.alibi);
+  validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
   if (args.varlen.enabled()) {
     validate_varlen(context, s, args.dtype, args.varlen,
                     {{"q", &args.q, true}, {"out", &args.out, true}, {"dout", &args.dout, true},
@@ -542,6 +565,7 @@ BackwardArgs backward_args_for(const ForwardArgs& forward) {
   args.softcap = forward.softcap;
   args.alibi = forward.alibi;
   args.varlen = forward.varlen;
+  args.diagonal_offset = forward.diagonal_offset;
   args.q = forward.q;
   args.k = forward.k;
   args.v = forward.v;

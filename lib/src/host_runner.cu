@@ -296,6 +296,15 @@ void check_cache_seqlens(const Problem& p) {
   }
 }
 
+// Passes of other ranks than the problem's would compute it in another way than it says.
+void check_passes(const Problem& problem, const DevicePasses& passes) {
+  if (passes.ranks == problem.ranks) return;
+  throw Error(Error::Kind::invalid_argument,
+              "problem.ranks is " + std::to_string(problem.ranks) + " but the device passes "
+              "compute " + std::to_string(passes.ranks) + " ranks (context_parallel::"
+              "device_passes(problem) gives the problem's)");
+}
+
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host, cudaStream_t stream) {
   DeviceBuffer buffer(host.size() * sizeof(T));
@@ -304,6 +313,19 @@ DeviceBuffer upload(const std::vector<T>& host, cudaStream_t stream) {
 }
 
 }  // namespace
+
+DevicePasses library_passes() {
+  DevicePasses passes;
+  passes.forward_workspace_bytes = [](const Problem& p) {
+    return forward_workspace_size(varlen_args_shape(p), p.dtype, p.splits);
+  };
+  passes.backward_workspace_bytes = [](const Problem& p) {
+    return backward_workspace_size(varlen_args_shape(p), p.dtype, p.deterministic);
+  };
+  passes.forward = [](const ForwardArgs& args, cudaStream_t stream) { forward(args, stream); };
+  passes.backward = [](const BackwardArgs& args, cudaStream_t stream) { backward(args, stream); };
+  return passes;
+}
 
 HostPagedKV page_kv(const Problem& problem, const HostBytes& k, const HostBytes& v) {
   const AttentionShape& s = problem.shape;
@@ -383,22 +405,22 @@ size_t DeviceForwardExtras::bytes() const {
 }
 
 HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
-                              const HostBytes& v) {
+                              const HostBytes& v, const DevicePasses& passes) {
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
+  check_passes(problem, passes);
   require_device();
 
   Stream stream;
   DeviceInputs inputs(problem, bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
-  const DeviceBuffer workspace(
-      forward_workspace_size(varlen_args_shape(problem), problem.dtype, problem.splits));
+  const DeviceBuffer workspace(passes.forward_workspace_bytes(problem));
   const DeviceForwardExtras extras(problem, k, v, stream.get());
   DenseTensors tensors = forward_tensors(inputs, fwd);
   tensors.workspace = workspace.data();
   tensors.workspace_bytes = workspace.bytes();
   ForwardArgs args = forward_args(problem, tensors);
   extras.apply(args);
-  forward(args, stream.get());
+  passes.forward(args, stream.get());
   HostForwardResult result = download_forward(fwd, bytes, stream.get());
   stream.synchronize();  // the downloads above are asynchronous
   return result;
@@ -406,13 +428,15 @@ HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const 
 
 HostForwardBackwardResult run_forward_backward(const Problem& problem, const HostBytes& q,
                                                const HostBytes& k, const HostBytes& v,
-                                               const HostBytes& dout) {
+                                               const HostBytes& dout,
+                                               const DevicePasses& passes) {
   if (problem.page_size != 0 || !problem.cache_seqlens.empty()) {
     throw Error(Error::Kind::invalid_argument,
                 "page_size and cache_seqlens are forward only: the backward pass takes neither");
   }
   const ProblemBytes bytes = checked_problem_bytes(problem, q, k, v);
   check_host_size("dout", dout, bytes.q, problem.dtype);
+  check_passes(problem, passes);
   require_device();
 
   Stream stream;
@@ -422,14 +446,12 @@ HostForwardBackwardResult run_forward_backward(const Problem& problem, const Hos
   DeviceForwardOutputs fwd(bytes, stream.get());
   DeviceGradients grads(bytes, stream.get());
   // One workspace serves both passes, which run one after the other on the stream.
-  DeviceBuffer workspace(
-      std::max(forward_workspace_size(varlen_args_shape(problem), problem.dtype, problem.splits),
-               backward_workspace_size(varlen_args_shape(problem), problem.dtype,
-                                       problem.deterministic)));
+  DeviceBuffer workspace(std::max(passes.forward_workspace_bytes(problem),
+                                  passes.backward_workspace_bytes(problem)));
   const DenseTensors tensors = backward_tensors(inputs, fwd, device_dout, grads, workspace);
 
-  forward(forward_args(problem, tensors), stream.get());
-  backward(backward_args(problem, tensors), stream.get());
+  passes.forward(forward_args(problem, tensors), stream.get());
+  passes.backward(backward_args(problem, tensors), stream.get());
 
   HostForwardBackwardResult result;
   result.forward = download_forward(fwd, bytes, stream.get());

@@ -45,7 +45,7 @@ FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 
 
 SWEEP_KEYS = (  # outermost first
     "dtype", "d", "mask", "b", "h", "hkv", "sq", "sk", "seqlens", "seqlens_k", "window",
-    "softcap", "alibi", "layout", "splits", "page_size", "deterministic"
+    "softcap", "alibi", "layout", "splits", "page_size", "deterministic", "ranks"
 )
 SWEEP_DEFAULTS = {
     "dtype": "fp16",
@@ -63,6 +63,7 @@ SWEEP_DEFAULTS = {
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
     "deterministic": "0",  # cuflash's deterministic backward: SDPA times its own default backward
+    "ranks": "0",  # cuflash's context parallelism on one GPU: part of the name, SDPA runs one call
     "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): named, skipped
     "seqlens_k": "none",
 }  # hkv = h and sk = sq by default
@@ -110,7 +111,7 @@ def check_item(key, item, where):
     elif key in ("seqlens", "seqlens_k"):
         if item != "none" and not all(x.isdigit() and int(x) > 0 for x in item.split("+")):
             raise SweepError(f"{where}: {key}: '{item}' is not L0+L1+... of positive integers")
-    elif key in ("splits", "page_size"):
+    elif key in ("splits", "page_size", "ranks"):
         if not item.isdigit():
             raise SweepError(f"{where}: {key}: '{item}' is not a non-negative integer")
     elif key == "window":
@@ -150,7 +151,7 @@ def expand_rule(rule, where):
             c["layout"] = "thd"
         elif c["seqlens_k"] or c["layout"] == "thd":
             raise SweepError(f"{where}: seqlens_k and layout thd need seqlens")
-        for key in ("d", "b", "h", "hkv", "sq", "sk", "splits", "page_size"):
+        for key in ("d", "b", "h", "hkv", "sq", "sk", "splits", "page_size", "ranks"):
             c[key] = int(c[key])
         c["window"] = tuple(int(b) for b in c["window"].replace(",", ":").split(":"))
         c["softcap"] = float(c["softcap"])
@@ -210,7 +211,8 @@ def case_name(c):
     name += f"/splits:{c['splits']}" if c.get("splits") else ""
     name += f"/page:{c['page_size']}" if c.get("page_size") else ""
     name += "/cache:" + "+".join(map(str, c["cache"])) if c.get("cache") else ""
-    return name + ("/deterministic" if c.get("deterministic") == "1" else "")
+    name += "/deterministic" if c.get("deterministic") == "1" else ""
+    return name + (f"/ranks:{c['ranks']}" if c.get("ranks") else "")
 
 
 def select_cases(args):

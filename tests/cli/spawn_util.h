@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include <catch2/catch.hpp>
+
 namespace spawn_test {
 
 namespace fs = std::filesystem;
@@ -73,10 +75,23 @@ inline Outcome python(const TempDir& tmp, const std::string& script,
 }
 #endif
 
+inline int count_lines(const std::string& text);
+
 #ifdef CUFLASH_BINARY
 // Runs the built cuflash with `args`, colour off.
 inline Outcome cuflash(const std::string& args, const TempDir& tmp) {
   return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
+}
+
+// A usage error: exit 2, one line on stderr that holds `words`, nothing on stdout.
+inline void require_usage_error(const std::string& args, const std::string& words) {
+  TempDir tmp;
+  const Outcome o = cuflash(args, tmp);
+  INFO("cuflash " << args << "\nstderr: " << o.err);
+  CHECK(o.exit_code == 2);
+  CHECK(count_lines(o.err) == 1);
+  CHECK(o.err.find(words) != std::string::npos);
+  CHECK(o.out.empty());
 }
 #endif
 

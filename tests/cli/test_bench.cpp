@@ -23,6 +23,7 @@
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/error.h"
 #include "cuflash/io/npy.h"
 #include "cuflash/io/random_inputs.h"
@@ -267,6 +268,52 @@ TEST_CASE("sweep: page_size and cache lengths in names, and the sweep key", "[be
                     Catch::Contains("fp16 and bf16"));
 }
 
+TEST_CASE("sweep: ranks in names, the sweep key and its sweep line", "[bench]") {
+  Problem c = make_case(1, 8, 1023, 1023, 64, DType::bf16, Mask::causal_bottom_right);
+  c.ranks = 3;
+  CHECK(case_label(c) == "bf16/b:1/h:8/sq:1023/sk:1023/d:64/causal:1/ranks:3");
+  const auto cases = parse_sweep("sq=113 ranks=0,1,4", "t");
+  REQUIRE(cases.size() == 3);
+  CHECK(cases[0].ranks == 0);
+  CHECK(cases[1].ranks == 1);
+  CHECK(cases[2].ranks == 4);
+  const auto again = parse_sweep(sweep_line(cases[2]), "line");
+  REQUIRE(again.size() == 1);
+  CHECK(case_label(again[0]) == case_label(cases[2]));
+  CHECK_THROWS_WITH(parse_sweep("ranks=1025", "bad.txt"),
+                    Catch::Contains("bad.txt:1") && Catch::Contains("ranks"));
+  CHECK_THROWS_WITH(parse_sweep("ranks=-2", "bad.txt"), Catch::Contains("ranks"));
+  CHECK_THROWS_WITH(parse_sweep("sq=1 sk=100 splits=2 ranks=2 dtype=bf16", "bad.txt"),
+                    Catch::Contains("--ranks does not combine with --splits above 1"));
+}
+
+// What bench reports as the workspaces of context parallelism on one GPU (no GPU needed).
+TEST_CASE("workspace: context parallelism on one GPU sizes its sections from the largest chunk",
+          "[bench]") {
+  const AttentionShape s{1, 2, 1, 100, 60, 64};
+  // 2 ranks: chunks of at most ceil(100 / 4) = 25 queries and 15 keys. Forward: a block's O
+  // (1 x 2 x 25 x 64 fp16: 6400 bytes), three fp32 partial O (38400) and LSE (600 -> 768).
+  CHECK(context_parallel::single_gpu_forward_workspace_size(s, DType::fp16, 2) ==
+        6400 + 38400 + 768);
+  // Backward: fp32 sums of dQ (51200), dK and dV (15360 each), two chunks' LSE (200 -> 256
+  // each), a block's dQ (6400), dK and dV (1920 -> 2048 each), backward()'s own workspace.
+  const AttentionShape block{1, 2, 1, 25, 15, 64};
+  CHECK(context_parallel::single_gpu_backward_workspace_size(s, DType::fp16, 2) ==
+        51200 + 2 * 15360 + 2 * 256 + 6400 + 2 * 2048 +
+            backward_workspace_size(block, DType::fp16));
+  CHECK(context_parallel::single_gpu_backward_workspace_size(s, DType::fp16, 2, true) >
+        context_parallel::single_gpu_backward_workspace_size(s, DType::fp16, 2));
+  CHECK_THROWS_AS(context_parallel::single_gpu_forward_workspace_size(s, DType::fp16, 0), Error);
+  Problem p;
+  p.shape = s;
+  CHECK(context_parallel::device_passes(p).ranks == 0);
+  p.ranks = 2;
+  const DevicePasses passes = context_parallel::device_passes(p);
+  CHECK(passes.ranks == 2);
+  CHECK(passes.forward_workspace_bytes(p) ==
+        context_parallel::single_gpu_forward_workspace_size(s, p.dtype, 2));
+}
+
 TEST_CASE("sweep: a line expands to the product of its lists, in a fixed order", "[bench]") {
   const auto cases = parse_sweep(
       "# comment\n\n  b=2 h=4,8 sq=16 sk=32,64 d=64 dtype=bf16 mask=none,causal # tail\n"
@@ -295,7 +342,7 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
   CHECK(message("sq=8\nfoo=1\n") ==
         "--sweep bad.txt:2: unknown key 'foo' (expected one of dtype, d, mask, b, h, hkv, sq, sk, "
         "seqlens, seqlens_k, window, softcap, alibi, layout, splits, page_size, "
-        "deterministic)");
+        "deterministic, ranks)");
   CHECK(message("deterministic=yes") ==
         "--sweep bad.txt:1: deterministic: unknown value 'yes' (expected 0, 1)");
   CHECK(message("sq=8 sq=9") == "--sweep bad.txt:1: key 'sq' given twice");

@@ -12,22 +12,8 @@ namespace fs = std::filesystem;
 using spawn_test::count_lines;
 using spawn_test::cuflash;
 using spawn_test::Outcome;
+using spawn_test::require_usage_error;
 using spawn_test::TempDir;
-
-namespace {
-
-// A usage error: exit 2, one line on stderr that holds `words`, nothing on stdout.
-void require_usage_error(const std::string& args, const std::string& words) {
-  TempDir tmp;
-  const Outcome o = cuflash(args, tmp);
-  INFO("cuflash " << args << "\nstderr: " << o.err);
-  CHECK(o.exit_code == 2);
-  CHECK(count_lines(o.err) == 1);
-  CHECK(o.err.find(words) != std::string::npos);
-  CHECK(o.out.empty());
-}
-
-}  // namespace
 
 TEST_CASE("paged options: bad page sizes and cache lengths are one-line usage errors",
           "[cli][paged]") {

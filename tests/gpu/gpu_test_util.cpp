@@ -170,6 +170,10 @@ DeviceProblem::DeviceProblem(const Problem& p)
       out_(zeroed(q_side_bytes(p))), lse_(zeroed(lse_bytes(p))), dout_(zeroed(q_side_bytes(p))),
       dq_(zeroed(q_side_bytes(p))), dk_(zeroed(kv_side_bytes(p))), dv_(zeroed(kv_side_bytes(p))),
       workspace_(zeroed(workspace_bytes(p))) {
+  if (!p.alibi_slopes.empty()) {
+    alibi_slopes_ = DeviceBuffer(p.alibi_slopes.size() * sizeof(float));
+    alibi_slopes_.copy_from_host(p.alibi_slopes.data());
+  }
   if (p.varlen()) {
     for (const auto& [lengths, buffer] : {std::pair{&p.seqlens_q, &cu_seqlens_q_},
                                           std::pair{&p.seqlens_k, &cu_seqlens_k_}}) {
@@ -181,6 +185,41 @@ DeviceProblem::DeviceProblem(const Problem& p)
     }
   }
   check_cuda(cudaDeviceSynchronize(), "zero-filling the test tensors");
+}
+
+void DeviceProblem::upload(const CaseInputs& in) {
+  q_.copy_from_host(in.q_bytes.data());
+  k_.copy_from_host(in.k_bytes.data());
+  v_.copy_from_host(in.v_bytes.data());
+  dout_.copy_from_host(in.dout_bytes.data());
+  check_cuda(cudaDeviceSynchronize(), "uploading the inputs");
+}
+
+namespace {
+
+HostBytes download(const DeviceBuffer& buffer) {
+  HostBytes host(buffer.bytes());
+  buffer.copy_to_host(host.data());
+  return host;
+}
+
+}  // namespace
+
+HostForwardResult DeviceProblem::forward_result() const {
+  check_cuda(cudaDeviceSynchronize(), "the forward pass");
+  HostForwardResult result;
+  result.out = download(out_);
+  result.lse.resize(lse_.bytes() / sizeof(float));
+  lse_.copy_to_host(result.lse.data());
+  check_cuda(cudaDeviceSynchronize(), "downloading O and LSE");
+  return result;
+}
+
+HostBackwardResult DeviceProblem::backward_result() const {
+  check_cuda(cudaDeviceSynchronize(), "the backward pass");
+  HostBackwardResult result{download(dq_), download(dk_), download(dv_)};
+  check_cuda(cudaDeviceSynchronize(), "downloading dQ, dK and dV");
+  return result;
 }
 
 DenseTensors DeviceProblem::tensors() const {
@@ -196,6 +235,7 @@ DenseTensors DeviceProblem::tensors() const {
   t.dv = dv_.data();
   t.workspace = workspace_.data();
   t.workspace_bytes = workspace_.bytes();
+  t.alibi_slopes = alibi_slopes_.as<const float>();
   t.cu_seqlens_q = cu_seqlens_q_.as<const int32_t>();
   t.cu_seqlens_k = cu_seqlens_k_.as<const int32_t>();
   return t;
@@ -351,23 +391,33 @@ std::vector<TensorCheck> run_and_check(const Problem& c, uint64_t seed) {
   return run_and_check(c, make_inputs(c, seed));
 }
 
+ExpectedResults expected_results(const Problem& c, const CaseInputs& in) {
+  ExpectedResults e;
+  e.ref_fwd = reference::forward(c, in.q, in.k, in.v);
+  e.ref_grad = reference::backward(c, in.q, in.k, in.v, e.ref_fwd, in.dout);
+  e.base_fwd = reference::baseline::forward(c, in.q, in.k, in.v);
+  e.base_grad = reference::baseline::backward(c, in.q, in.k, in.v, e.base_fwd, in.dout);
+  return e;
+}
+
+std::vector<TensorCheck> check_results(const Problem& c, const HostForwardBackwardResult& gpu,
+                                       const ExpectedResults& e) {
+  return {
+      check_tensor("O", c.dtype, q_side_values(c, gpu.forward.out), e.base_fwd.out, e.ref_fwd.out),
+      check_lse(c.dtype, gpu.forward.lse, e.ref_fwd.lse),
+      check_tensor("dQ", c.dtype, q_side_values(c, gpu.backward.dq), e.base_grad.dq,
+                   e.ref_grad.dq),
+      check_tensor("dK", c.dtype, kv_side_values(c, gpu.backward.dk), e.base_grad.dk,
+                   e.ref_grad.dk),
+      check_tensor("dV", c.dtype, kv_side_values(c, gpu.backward.dv), e.base_grad.dv,
+                   e.ref_grad.dv),
+  };
+}
+
 std::vector<TensorCheck> run_and_check(const Problem& c, const CaseInputs& in) {
   const HostForwardBackwardResult gpu =
       run_forward_backward(c, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
-
-  const reference::ForwardResult ref_fwd = reference::forward(c, in.q, in.k, in.v);
-  const reference::Gradients ref_grad = reference::backward(c, in.q, in.k, in.v, ref_fwd, in.dout);
-  const reference::ForwardResult base_fwd = reference::baseline::forward(c, in.q, in.k, in.v);
-  const reference::Gradients base_grad =
-      reference::baseline::backward(c, in.q, in.k, in.v, base_fwd, in.dout);
-
-  return {
-      check_tensor("O", c.dtype, q_side_values(c, gpu.forward.out), base_fwd.out, ref_fwd.out),
-      check_lse(c.dtype, gpu.forward.lse, ref_fwd.lse),
-      check_tensor("dQ", c.dtype, q_side_values(c, gpu.backward.dq), base_grad.dq, ref_grad.dq),
-      check_tensor("dK", c.dtype, kv_side_values(c, gpu.backward.dk), base_grad.dk, ref_grad.dk),
-      check_tensor("dV", c.dtype, kv_side_values(c, gpu.backward.dv), base_grad.dv, ref_grad.dv),
-  };
+  return check_results(c, gpu, expected_results(c, in));
 }
 
 std::vector<TensorCheck> run_and_check_forward(const Problem& c, uint64_t seed) {
@@ -377,6 +427,36 @@ std::vector<TensorCheck> run_and_check_forward(const Problem& c, uint64_t seed) 
   const reference::ForwardResult base = reference::baseline::forward(c, in.q, in.k, in.v);
   return {check_tensor("O", c.dtype, q_side_values(c, gpu.out), base.out, ref.out),
           check_lse(c.dtype, gpu.lse, ref.lse)};
+}
+
+// --- Errors -------------------------------------------------------------------------------------
+
+namespace {
+
+const char* kind_name(Error::Kind kind) {
+  switch (kind) {
+    case Error::Kind::invalid_argument: return "invalid_argument";
+    case Error::Kind::unsupported: return "unsupported";
+    case Error::Kind::cuda: return "cuda";
+    case Error::Kind::out_of_memory: return "out_of_memory";
+    case Error::Kind::no_device: return "no_device";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void require_error(const std::function<void()>& call, Error::Kind kind, const std::string& word) {
+  try {
+    call();
+  } catch (const Error& error) {
+    INFO("message: " << error.what());
+    CHECK(std::string(kind_name(error.kind())) == kind_name(kind));
+    CHECK_THAT(error.what(), Catch::Contains(word));
+    return;
+  }
+  FAIL("expected a cuflash::Error (" << kind_name(kind) << ") naming '" << word
+                                      << "'; nothing was thrown");
 }
 
 }  // namespace cuflash::gpu_test

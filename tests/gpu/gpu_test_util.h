@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cuflash/attention.h"
 #include "cuflash/device_buffer.h"
+#include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/reference/attention_ref.h"
 #include "cuflash/types.h"
@@ -53,20 +55,27 @@ std::vector<double> kv_side_values(const Problem& p, const HostBytes& bytes);  /
 
 // --- Device buffers for direct API calls -----------------------------------------------------
 
-// Every tensor of a problem on the device (contents zero), so that an argument test can break
-// exactly one thing of otherwise valid ForwardArgs / BackwardArgs. A CUDA failure throws
+// Every tensor of a problem on the device (contents zero, the problem's ALiBi slopes uploaded),
+// so that an argument test can break exactly one thing of otherwise valid ForwardArgs /
+// BackwardArgs, and a test can call the API on pieces of the tensors. A CUDA failure throws
 // cuflash::Error, which fails the test.
 class DeviceProblem {
  public:
   explicit DeviceProblem(const Problem& p);
+  // Copies the case's Q, K, V and dO to the device (and waits for the copies).
+  void upload(const CaseInputs& in);
   ForwardArgs forward_args() const;
   BackwardArgs backward_args() const;
+  // O and LSE, or dQ, dK and dV, as the device holds them once its work is done.
+  HostForwardResult forward_result() const;
+  HostBackwardResult backward_result() const;
 
  private:
   DenseTensors tensors() const;
 
   Problem problem_;
   DeviceBuffer q_, k_, v_, out_, lse_, dout_, dq_, dk_, dv_, workspace_;
+  DeviceBuffer alibi_slopes_;  // empty without ALiBi
   DeviceBuffer cu_seqlens_q_, cu_seqlens_k_;  // a varlen problem's offsets, else empty
 };
 
@@ -100,6 +109,18 @@ TensorCheck check_tensor(const std::string& name, DType dtype, const std::vector
 TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
                       const std::vector<double>& reference);
 
+// The float64 reference and the low-precision baseline of a case, forward and backward, on the
+// same (dtype-rounded) inputs as the GPU.
+struct ExpectedResults {
+  reference::ForwardResult ref_fwd, base_fwd;
+  reference::Gradients ref_grad, base_grad;
+};
+ExpectedResults expected_results(const Problem& p, const CaseInputs& in);
+
+// The checks of O, LSE, dQ, dK and dV of GPU results against `expected`.
+std::vector<TensorCheck> check_results(const Problem& p, const HostForwardBackwardResult& gpu,
+                                       const ExpectedResults& expected);
+
 // Runs forward + backward of `c` on the GPU, the float64 reference and the low-precision
 // baseline on the same (dtype-rounded) inputs, and returns the check of O, LSE, dQ, dK and dV.
 std::vector<TensorCheck> run_and_check(const Problem& p, uint64_t seed);
@@ -108,5 +129,10 @@ std::vector<TensorCheck> run_and_check(const Problem& p, const CaseInputs& in);
 // The same for the forward alone (O and LSE): the cases only the forward serves (key splits,
 // paged K/V, per-sequence key lengths, which the reference and baseline follow too).
 std::vector<TensorCheck> run_and_check_forward(const Problem& p, uint64_t seed);
+
+// --- Errors -------------------------------------------------------------------------------------
+
+// `call` must throw cuflash::Error of `kind` whose message names `word`.
+void require_error(const std::function<void()>& call, Error::Kind kind, const std::string& word);
 
 }  // namespace cuflash::gpu_test

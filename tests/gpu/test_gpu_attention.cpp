@@ -10,7 +10,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -285,31 +284,6 @@ TEST_CASE("forward is bitwise identical over 20 runs", "[gpu][determinism]") {
 }
 
 // --- Argument checks ----------------------------------------------------------------------------
-
-const char* kind_name(Error::Kind kind) {
-  switch (kind) {
-    case Error::Kind::invalid_argument: return "invalid_argument";
-    case Error::Kind::unsupported: return "unsupported";
-    case Error::Kind::cuda: return "cuda";
-    case Error::Kind::out_of_memory: return "out_of_memory";
-    case Error::Kind::no_device: return "no_device";
-  }
-  return "?";
-}
-
-// `call` must throw cuflash::Error of `kind` whose message names `word`.
-void require_error(const std::function<void()>& call, Error::Kind kind, const std::string& word) {
-  try {
-    call();
-  } catch (const Error& error) {
-    INFO("message: " << error.what());
-    CHECK(std::string(kind_name(error.kind())) == kind_name(kind));
-    CHECK_THAT(error.what(), Catch::Contains(word));
-    return;
-  }
-  FAIL("expected a cuflash::Error (" << kind_name(kind) << ") naming '" << word
-                                      << "'; nothing was thrown");
-}
 
 Problem small_case() {
   return make_problem(DType::fp16, 64, Mask::none, 64, 64, 1, 4, 2, Layout::bhsd);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -127,6 +128,16 @@ struct ForwardArgs {
   // the wgmma or split ones); it combines with every variant but not with paged K/V,
   // cache_seqlens or splits > 1.
   VarlenBatch varlen;
+  // Optional: the diagonal's offset (types.h, diagonal_offset()) in place of the one the mask
+  // gives (seq_k - seq_q, or 0 under causal_top_left), for a block of a larger problem whose
+  // queries and keys start elsewhere: the larger problem's offset plus the block's first query
+  // position minus its first key position (context-parallel attention, whose blocks are chunks
+  // of both sequences). Query i then sees key j when j <= i + offset under either causal mask,
+  // and the window and ALiBi's distances |i + offset - j| follow it too, so that the block is
+  // computed at its global positions; rows that see no key get O = 0 and LSE = +inf as usual.
+  // Within +-2^32. Dense batches only: refused with varlen, paged K/V and cache_seqlens, whose
+  // sequences place their own diagonals.
+  std::optional<int64_t> diagonal_offset;
 };
 
 struct BackwardArgs {
@@ -149,10 +160,17 @@ struct BackwardArgs {
   void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
   size_t workspace_bytes = 0;
   VarlenBatch varlen;  // the forward call's (VarlenBatch); LSE then [heads, total_q]
+  // The forward call's (ForwardArgs::diagonal_offset). Given with the forward's O and LSE of a
+  // larger problem (the rows of this block's queries), the backward of a block yields exactly
+  // its part of that problem's gradients: P = exp(S - LSE) and D_i = rowsum(dO_i * O_i) are the
+  // larger problem's, so dQ, dK and dV are the block's terms of the sums over all keys and
+  // queries.
+  std::optional<int64_t> diagonal_offset;
 };
 
 // The backward arguments that restate the forward call's: shape, dtype, mask, scale, window,
-// softcap, alibi, varlen, q, k, v, out and lse. The caller adds dout, dq, dk, dv and the workspace.
+// softcap, alibi, varlen, diagonal_offset, q, k, v, out and lse. The caller adds dout, dq, dk,
+// dv and the workspace.
 BackwardArgs backward_args_for(const ForwardArgs& forward);
 
 // Device pointers of densely packed tensors in a Problem's layout: Q, O, dO, dQ with `heads`

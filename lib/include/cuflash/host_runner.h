@@ -3,7 +3,9 @@
 // frees everything. Used by the CLI, the GPU tests and the examples; not for hot paths.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cuflash/attention.h"
@@ -53,10 +55,25 @@ class DeviceForwardExtras {
   PagedKV paged_;
 };
 
-// Throws cuflash::Error (invalid_argument when a buffer's size does not match the problem).
-// A problem with page_size or cache_seqlens runs through DeviceForwardExtras.
+// How a problem is computed on the device, for the host runner below and the benchmark:
+// library_passes() are forward() and backward() with their workspaces; another computation of the
+// same attention on the same arguments brings its own (the single-GPU mode of context
+// parallelism: cuflash/context_parallel/single_gpu.h, device_passes()).
+struct DevicePasses {
+  int ranks = 0;  // the Problem::ranks these passes compute (0: the attention in one piece)
+  // Bytes of the workspace each pass takes for a problem (ForwardArgs / BackwardArgs::workspace).
+  std::function<size_t(const Problem&)> forward_workspace_bytes;
+  std::function<size_t(const Problem&)> backward_workspace_bytes;
+  std::function<void(const ForwardArgs&, cudaStream_t)> forward;
+  std::function<void(const BackwardArgs&, cudaStream_t)> backward;
+};
+DevicePasses library_passes();
+
+// Throws cuflash::Error (invalid_argument when a buffer's size does not match the problem, or
+// when `passes` compute other ranks than problem.ranks). A problem with page_size or
+// cache_seqlens runs through DeviceForwardExtras.
 HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const HostBytes& k,
-                              const HostBytes& v);
+                              const HostBytes& v, const DevicePasses& passes = library_passes());
 
 // Runs forward (for O and LSE) and then backward. Refuses (invalid_argument) a problem with
 // page_size or cache_seqlens: those are forward only.
@@ -66,6 +83,7 @@ struct HostForwardBackwardResult {
 };
 HostForwardBackwardResult run_forward_backward(const Problem& problem, const HostBytes& q,
                                                const HostBytes& k, const HostBytes& v,
-                                               const HostBytes& dout);
+                                               const HostBytes& dout,
+                                               const DevicePasses& passes = library_passes());
 
 }  // namespace cuflash

@@ -131,6 +131,11 @@ struct Problem {
   // entry's length do not exist for it and its causal mask aligns to it. Empty: seq_k for all.
   std::vector<int64_t> cache_seqlens;
   bool deterministic = false;  // fixed-order dQ sums in the GPU backward (BackwardArgs)
+  // The GPU's context-parallel ranks (cuflash/context_parallel/single_gpu.h): N >= 1 computes
+  // the attention as N ranks of context parallelism would, their blocks one after another on
+  // one GPU; 0 computes it in one piece. The same attention either way: the CPU reference
+  // computes it in one piece. Dense problems only (no seqlens_q, page_size, cache_seqlens).
+  int ranks = 0;
   // A variable-length packed batch (layout thd): the query and key lengths of its sequences,
   // each >= 1, one pair per sequence. Sequence b is today's attention over its own queries
   // [sum of seqlens_q before b, + seqlens_q[b]) and keys (likewise in seqlens_k): its masks,

@@ -85,6 +85,22 @@ struct ProblemParams {
   }
 };
 
+// The band of the call: the mask's and window's (visible_band()), on the diagonal the call gives
+// (ForwardArgs::diagonal_offset) when it gives one. Every kernel reads the diagonal through the
+// band_first, band_last and offset of problem_params() alone: the sm80 and sm90 forward and
+// backward (schedule.cuh: the key blocks a query block visits and the query blocks a key block
+// meets; mask.cuh; score_mod.cuh's ALiBi distances) and the split-KV forward (band_last is its
+// causal bound; it serves no window and no ALiBi, and without a causal mask every key is
+// visible whatever the offset). Only the per-sequence diagonals of a varlen batch
+// (sequence.cuh) and of cache_seqlens (split/forward.cuh) are placed otherwise, and forward()
+// and backward() refuse an explicit offset with those.
+template <typename Args>
+VisibleBand call_band(const Args& args) {
+  VisibleBand band = visible_band(args.shape, args.mask, args.window);
+  if (args.diagonal_offset) band.offset = *args.diagonal_offset;
+  return band;
+}
+
 // Args is ForwardArgs or BackwardArgs (validated; scale already effective).
 template <typename Args>
 ProblemParams problem_params(const Args& args) {
@@ -100,7 +116,7 @@ ProblemParams problem_params(const Args& args) {
   p.scale = args.scale;
   p.scale_log2 = args.scale * kLog2e;
   p.causal = args.mask != Mask::none;
-  const VisibleBand band = visible_band(shape, args.mask, args.window);
+  const VisibleBand band = call_band(args);
   p.band_first = band.offset - band.left;
   p.band_last = band.offset + band.right;
   p.offset = band.offset;
