@@ -6,7 +6,8 @@
 // Every multiple of 8 from 8 to the last entry runs: on the kernels of the smallest compiled
 // head dim at least as large (compiled_head_dim()), which get the head_dim of the call, load the
 // columns past it as zeros (16-byte chunks of 8 fp16/bf16 or 4 fp32 elements: since head_dim is
-// a multiple of 8 a chunk is wholly inside or outside) and never store them.
+// a multiple of 8 a chunk is wholly inside or outside) and never store them; the wgmma kernels
+// at the next of their own head dims (below), their TMA loads filling those columns with zeros.
 #pragma once
 
 #include <cstddef>

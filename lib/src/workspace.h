@@ -33,7 +33,7 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
 }
 
 struct BackwardWorkspace {
-  float* dq_accum;     // [B, H, Sq, compiled D] fp32, contiguous
+  float* dq_accum;     // [B, H, Sq, D] fp32, contiguous, D the launched kernel's kHeadDim
   float* row_dot;      // [B, H, Sq] fp32: D_i = rowsum(dO_i * O_i)
   int* dq_semaphores;  // [B, H, query blocks] in deterministic mode; null otherwise
 };

@@ -239,9 +239,10 @@ TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 ref
 }
 
 // The wgmma forward runs persistent CTAs, each walking several query blocks, when there are more
-// blocks than SMs and the blocks share the work evenly (sm90/forward.cuh): B=2, H=16, 600 query
-// rows give 160 blocks of 128 rows. 600 x 257 under the bottom-right mask leaves the first three
-// blocks of each head without a key; a window bounded on the left takes the variant kernels.
+// blocks than SMs and the walk finishes sooner (sm90/forward.cuh): B=2, H=16, 600 query rows
+// give 160 blocks of 128 rows. 600 x 257 under the bottom-right mask leaves the first two blocks
+// of each head without a key; a window bounded on the left takes the variant kernels (one CTA
+// per block).
 TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs float64 reference",
           "[gpu][persistent]") {
   require_gpu();

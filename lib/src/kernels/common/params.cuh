@@ -158,8 +158,8 @@ struct BackwardParams {
   GlobalTensor<const Element> q, k, v, out, dout;
   const float* lse;       // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
   GlobalTensor<Element> dq, dk, dv;
-  float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the compiled head dim;
-                          // [H, total_q, kHeadDim] in a varlen batch)
+  float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the launched kernel's head
+                          // dim; [H, total_q, kHeadDim] in a varlen batch)
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)
   int* dq_semaphores;     // [B, H, query blocks of max_seq_q] in deterministic mode, else null
   int64_t num_n_blocks;   // key blocks per kv head

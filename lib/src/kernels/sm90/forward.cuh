@@ -18,9 +18,13 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <queue>
 #include <vector>
 
@@ -113,7 +117,7 @@ struct TileWalk {
 // shares drift apart (B=1, H=8, 16k causal, D=128: the largest share 1.78x the mean, 0.80 ->
 // 1.40 ms), which the hardware's order avoids.
 template <typename Traits, bool kLeftBound>
-bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
+bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   // A tile's key blocks depend on its query block only (dense problems: every head alike).
   std::vector<int64_t> blocks(size_t(walk.num_m_blocks));
   for (int64_t block = 0; block < walk.num_m_blocks; ++block) {
@@ -143,6 +147,24 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
     per_tile = std::max(per_tile, end);
   }
   return persistent <= per_tile;
+}
+
+// The same, remembered per shape: the estimate walks every tile (about a millisecond of host
+// time at 30k tiles), and training calls the same shapes again and again. A tile's key blocks
+// follow from the rows, the keys and the band alone.
+template <typename Traits, bool kLeftBound>
+bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
+  if (walk.ctas >= walk.tiles) return true;  // one tile a CTA either way
+  using Key = std::array<int64_t, 6>;
+  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_first, p.band_last};
+  static std::mutex mutex;
+  static std::map<Key, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  constexpr size_t kMaxRemembered = 4096;  // a bound for programs that sweep shapes
+  if (known.size() >= kMaxRemembered) known.clear();
+  return known[key] = estimate_persistent_walk_is_faster<Traits, kLeftBound>(p, walk);
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -443,6 +465,9 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
   base.bh_offset = 0;
   params.tiles = base.num_m_blocks * shape.batch * shape.heads;
+  // One CTA per tile needs the tiles to fit a 1-D grid (2^31 - 1); beyond, the mma.sync kernels
+  // (grids in chunks) run the call.
+  if (params.tiles > std::numeric_limits<int32_t>::max()) return false;
   const bool variants = uses_variant_kernels(args);
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};

@@ -63,8 +63,9 @@ struct BackwardStorage {
   uint64_t dq_added;         // deterministic mode: every consumer has added its dQ part
 };
 
-// Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): one CTA per (query block, head,
-// batch) of kWarpGroups consumer warpgroups and one producer warpgroup. Each consumer warpgroup
+// Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): CTAs of kWarpGroups consumer
+// warpgroups and one producer warpgroup, each running one (query block, head, batch) tile or,
+// persistent (kPersistent), a share of them (sm90/forward.cuh). Each consumer warpgroup
 // (128 threads) owns 64 query rows, so kBlockM = 64 * kWarpGroups; one thread of the producer
 // warpgroup issues the TMA loads of Q and of the K and V tiles (kStages slots each), and the
 // warpgroup hands its registers to the consumers (a whole warpgroup, because registers move
