@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cuflash/context_parallel/plan.h"
 #include "cuflash/problem.h"
 
 namespace cuflash::cli {
@@ -50,8 +51,8 @@ struct ProblemOptions {
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
 };
 
-// The most --ranks (and sweep key ranks) taken: the plan holds ranks^2 ring steps.
-inline constexpr int64_t kMaxRanks = 1024;
+// The most --ranks (and sweep key ranks) taken: the library's (context_parallel::kMaxRanks).
+inline constexpr int64_t kMaxRanks = context_parallel::kMaxRanks;
 
 // The one name of a case in the outputs and messages of `run`, `verify` and `bench` (and of
 // share/tools/sdpa_bench.py), e.g. "bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1": dtype, batch,

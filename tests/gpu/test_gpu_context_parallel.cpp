@@ -10,6 +10,7 @@
 //     the plain call on the whole problem, for lengths 1, 113, 1023, 113 x 1023 and 1023 x 113,
 //     no mask and both causal masks, every dtype, both layouts, grouped-query attention, windows,
 //     softcap and ALiBi; a NaN reaching O; the argument checks.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -140,8 +141,12 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   backward(keys);
   const HostBackwardResult key_grads = device.backward_result();
 
-  // Forward, queries [q_begin, q_end): their O rows in place, their LSE packed.
+  // Forward, queries [q_begin, q_end): their O rows in place, their LSE packed. O is NaN
+  // before (all bits set: NaN in every dtype), so that rows the block does not write, or writes
+  // elsewhere, fail the checks below.
   ForwardArgs rows = block_of(device.forward_args(), p, q_begin, q_end, 0, s.seq_k);
+  check_cuda(cudaMemset(rows.out.data, 0xFF, size_t(s.q_elements()) * dtype_size(p.dtype)),
+             "filling O with NaN");
   rows.out = context_parallel::tensor_rows(rows.out, q_begin, p.dtype);
   const DeviceBuffer rows_lse(size_t(q_planes * (q_end - q_begin)) * sizeof(float));
   rows.lse = rows_lse.as<float>();
@@ -152,8 +157,14 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   rows_lse.copy_to_host(lse.data());
   check_cuda(cudaDeviceSynchronize(), "downloading the block's LSE");
 
+  // Every O value outside the block's rows is still NaN.
+  const std::vector<double> out_rows = q_rows(out, s.head_dim);
+  const auto count_nan = [](const std::vector<double>& values) {
+    return std::count_if(values.begin(), values.end(), [](double x) { return x != x; });
+  };
+  CHECK(count_nan(out) - count_nan(out_rows) == int64_t(out.size() - out_rows.size()));
   check_all("block", {
-      check_tensor("O rows", p.dtype, q_rows(out, s.head_dim), q_rows(e.base_fwd.out, s.head_dim),
+      check_tensor("O rows", p.dtype, out_rows, q_rows(e.base_fwd.out, s.head_dim),
                    q_rows(e.ref_fwd.out, s.head_dim)),
       check_lse(p.dtype, lse, q_rows(e.ref_fwd.lse, 1)),
       check_tensor("dQ rows", p.dtype, q_rows(dq, s.head_dim), q_rows(e.base_grad.dq, s.head_dim),
@@ -225,11 +236,12 @@ HostForwardBackwardResult run_with_ranks(const Problem& p, const CaseInputs& in,
 
 // Forward and backward of `p` with 1 to kMaxRanks ranks, each against the plain call (the
 // single-GPU kernels on the whole problem) and against the float64 reference.
-// Against the reference, fp16 / bf16 gradients are checked with one rank only: with more, each
-// block's dQ, dK and dV reach the fp32 sums rounded to the dtype, one rounding per block a row
-// meets where the plain call rounds once, and the rule made for one rounding can be exceeded
-// (bf16, MQA, 113 x 1023, a right-bounded window, 3 ranks: dV max_abs 0.0613 against 0.0595,
-// rel_l2 0.003). Sums in fp32 inside the library's backward would remove those roundings.
+// Against the reference, fp16 / bf16 gradients are checked with one rank only: each block's
+// dQ, dK and dV reach the fp32 sums rounded to the dtype, one rounding per block a row meets
+// where the plain call rounds once (two with one rank, whose sequence is two chunks; up to 2N
+// with N), and with more ranks the rule made for one rounding can be exceeded (bf16, MQA,
+// 113 x 1023, a right-bounded window, 3 ranks: dV max_abs 0.0613 against 0.0595, rel_l2
+// 0.003). Sums in fp32 inside the library's backward would remove those roundings.
 void check_rank_counts(const Problem& p, uint64_t seed) {
   const CaseInputs in = make_inputs(p, seed);
   const ExpectedResults expected = expected_results(p, in);

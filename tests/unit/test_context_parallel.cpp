@@ -231,6 +231,9 @@ TEST_CASE("context-parallel plan: invalid arguments name the argument", "[contex
   REQUIRE_THROWS_WITH(cp::make_plan(0, 8, Mask::none, {}, 2), Catch::Contains("seq_q"));
   REQUIRE_THROWS_WITH(cp::make_plan(8, 0, Mask::none, {}, 2), Catch::Contains("seq_k"));
   REQUIRE_THROWS_WITH(cp::make_plan(8, 8, Mask::none, {}, 0), Catch::Contains("ranks"));
+  REQUIRE_THROWS_WITH(cp::make_plan(8, 8, Mask::none, {}, cp::kMaxRanks + 1),
+                      Catch::Contains("ranks"));
+  REQUIRE_NOTHROW(cp::make_plan(8, 8, Mask::none, {}, cp::kMaxRanks));
   REQUIRE_THROWS_WITH(cp::make_plan(8, 8, Mask::none, {-2, 0}, 2), Catch::Contains("window"));
 }
 

@@ -11,7 +11,10 @@ namespace {
 void check_arguments(int64_t seq_q, int64_t seq_k, Window window, int ranks) {
   if (seq_q < 1) throw std::invalid_argument("seq_q (" + std::to_string(seq_q) + ") must be >= 1");
   if (seq_k < 1) throw std::invalid_argument("seq_k (" + std::to_string(seq_k) + ") must be >= 1");
-  if (ranks < 1) throw std::invalid_argument("ranks (" + std::to_string(ranks) + ") must be >= 1");
+  if (ranks < 1 || ranks > kMaxRanks) {
+    throw std::invalid_argument("ranks (" + std::to_string(ranks) + ") must be from 1 to " +
+                                std::to_string(kMaxRanks));
+  }
   if (window.left < -1 || window.right < -1) {
     throw std::invalid_argument("window bounds (" + std::to_string(window.left) + "," +
                                 std::to_string(window.right) + ") must be >= -1 (-1: unbounded)");

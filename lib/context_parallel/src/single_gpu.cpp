@@ -138,9 +138,10 @@ BackwardScratch backward_scratch(Sections& sections, const AttentionShape& s, DT
 }
 
 void check_ranks(const std::string& context, int ranks) {
-  if (ranks < 1) {
+  if (ranks < 1 || ranks > kMaxRanks) {
     refuse(Error::Kind::invalid_argument, context,
-           "ranks must be >= 1, got " + std::to_string(ranks));
+           "ranks must be from 1 to " + std::to_string(kMaxRanks) + ", got " +
+               std::to_string(ranks));
   }
 }
 
@@ -203,6 +204,10 @@ void check_forward(const ForwardArgs& args, int ranks) {
   if (args.paged.enabled() || args.cache_seqlens != nullptr) {
     refuse(Error::Kind::unsupported, context,
            "paged K/V and cache_seqlens are not supported (dense K/V only)");
+  }
+  if (args.splits < 0) {
+    refuse(Error::Kind::invalid_argument, context,
+           "splits must be >= 0, got " + std::to_string(args.splits));
   }
   if (args.splits > 1) {
     refuse(Error::Kind::unsupported, context,

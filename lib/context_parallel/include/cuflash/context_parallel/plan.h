@@ -19,6 +19,10 @@
 
 namespace cuflash::context_parallel {
 
+// The most ranks a plan takes: it holds ranks^2 ring steps (256: 65536), and one process runs
+// every block of them in the single-GPU mode.
+inline constexpr int kMaxRanks = 256;
+
 // Positions [begin, end) of one sequence.
 struct Chunk {
   int64_t begin = 0;
@@ -76,6 +80,8 @@ int64_t count_visible_pairs(const VisibleBand& band, int64_t seq_k, const Chunk&
 
 // Throws std::invalid_argument (naming the argument) for sequences shorter than 1, ranks below
 // 1, or window bounds below -1.
+// Throws std::invalid_argument for lengths below 1, ranks outside 1..kMaxRanks, window bounds
+// below -1.
 Plan make_plan(int64_t seq_q, int64_t seq_k, Mask mask, Window window, int ranks);
 
 }  // namespace cuflash::context_parallel
