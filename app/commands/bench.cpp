@@ -91,7 +91,11 @@ Selection select_cases(const BenchOptions& o) {
       c.deterministic = c.deterministic || o.problem.deterministic;
       if (o.problem.ranks != 0) {
         c.ranks = static_cast<int>(o.problem.ranks);  // at most kMaxRanks (the validator)
-        check_case_size(c);  // --ranks against the line's page size, key lengths and splits
+        try {
+          check_case_size(c);  // --ranks against the line's page size, key lengths and splits
+        } catch (const UsageError& e) {
+          throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
+        }
       }
     }
   }

@@ -77,6 +77,7 @@ TEST_CASE("ranks: a varlen batch, pages, key lengths and key splits are refused,
   std::ofstream(paged) << "sq=1 sk=100 dtype=bf16 page_size=16\n";
   std::ofstream(ranked) << "sq=1 sk=100 dtype=bf16 page_size=16 ranks=2\n";
   require_usage_error("bench --sweep " + paged.string() + " --ranks 2 --list", "--page-size");
+  require_usage_error("bench --sweep " + paged.string() + " --ranks 2 --list", "paged.txt: case ");
   require_usage_error("bench --sweep " + ranked.string() + " --list", "ranked.txt:1");
   require_usage_error("bench --sweep " + ranked.string() + " --list", "--page-size");
 }
