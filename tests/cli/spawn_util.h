@@ -93,6 +93,15 @@ inline void require_usage_error(const std::string& args, const std::string& word
   CHECK(o.err.find(words) != std::string::npos);
   CHECK(o.out.empty());
 }
+
+// The same for a command given `--out-dir`: the folder is never written.
+inline void require_usage_error_writing_nothing(const std::string& command,
+                                                const std::string& words) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "never";
+  require_usage_error(command + " --out-dir " + dir.string(), words);
+  CHECK_FALSE(fs::exists(dir));
+}
 #endif
 
 // Starts `command` in a shell (which execs it, so the pid is the command's) with stdout and

@@ -15,6 +15,7 @@ using spawn_test::count_lines;
 using spawn_test::cuflash;
 using spawn_test::Outcome;
 using spawn_test::require_usage_error;
+using spawn_test::require_usage_error_writing_nothing;
 using spawn_test::TempDir;
 
 namespace {
@@ -58,15 +59,7 @@ TEST_CASE("ranks: a varlen batch, pages, key lengths and key splits are refused,
       {"run " + decode + "--splits 2", "--splits above 1"},
   };
   for (const auto& [command, words] : refused) {
-    TempDir tmp;
-    const fs::path dir = tmp.path / "never";
-    const Outcome o = cuflash(command + " --out-dir " + dir.string(), tmp);
-    INFO(command << "\n" << o.err);
-    CHECK(o.exit_code == 2);
-    CHECK(count_lines(o.err) == 1);
-    CHECK(o.err.find("--ranks does not combine with " + words) != std::string::npos);
-    CHECK(o.out.empty());
-    CHECK_FALSE(fs::exists(dir));
+    require_usage_error_writing_nothing(command, "--ranks does not combine with " + words);
   }
   require_usage_error("verify -b 2 -s 1 --seq-k 100 --splits 0,2 --ranks 2", "--splits above 1");
   require_usage_error("bench --layout thd --seqlens 5,9 --ranks 3 --list", "--seqlens");

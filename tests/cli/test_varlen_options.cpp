@@ -15,22 +15,10 @@ using spawn_test::cuflash;
 using spawn_test::Outcome;
 using spawn_test::python;
 using spawn_test::run_shell;
+using spawn_test::require_usage_error_writing_nothing;
 using spawn_test::TempDir;
 
 namespace {
-
-// Exit 2 with a one-line message that names `word`, nothing on stdout, no folder written.
-void check_refused(const std::string& command, const std::string& word) {
-  TempDir tmp;
-  const fs::path dir = tmp.path / "never";
-  const Outcome o = cuflash(command + " --out-dir " + dir.string(), tmp);
-  INFO(command << "\n" << o.err);
-  CHECK(o.exit_code == 2);
-  CHECK(count_lines(o.err) == 1);
-  CHECK(o.err.find(word) != std::string::npos);
-  CHECK(o.out.empty());
-  CHECK_FALSE(fs::exists(dir));
-}
 
 // numpy attention of each sequence on its own, checked against the packed outputs in argv[1]:
 // O [T, H, D], LSE [H, T], dQ, dK, dV. argv[2], argv[3]: the query and key lengths; argv[4]:
@@ -145,18 +133,18 @@ TEST_CASE("varlen: case names and sweep lines", "[cli][varlen]") {
 
 TEST_CASE("varlen: bad lengths and combinations are one-line usage errors", "[cli][varlen]") {
   const std::string run = "run --backend cpu --heads 2 -d 8 ";
-  check_refused(run + "--seqlens 3,5", "--layout thd");
-  check_refused(run + "--layout bshd --seqlens 3,5", "--layout thd");
-  check_refused(run + "--layout thd", "needs --seqlens");
-  check_refused(run + "--layout thd --seqlens 3,0", "--seqlens");
-  check_refused(run + "--layout thd --seqlens 3,-2", "--seqlens");
-  check_refused(run + "--layout thd --seqlens 3,5 -b 2", "--batch");
-  check_refused(run + "--layout thd --seqlens 3,5 -s 8", "--seq");
-  check_refused(run + "--layout thd --seqlens 3,5 --seqlens-k 4", "--seqlens-k");
-  check_refused(run + "--layout thd --seqlens 3,5 --seqlens-k 4,0", "--seqlens-k");
-  check_refused(run + "--layout thd --seqlens 3,5 --cache-seqlens 3,5", "--seqlens");
-  check_refused(run + "--layout thd --seqlens 3,5 --page-size 16", "--seqlens");
-  check_refused("bench --sweep fa --seqlens 3,5", "--seqlens");
+  require_usage_error_writing_nothing(run + "--seqlens 3,5", "--layout thd");
+  require_usage_error_writing_nothing(run + "--layout bshd --seqlens 3,5", "--layout thd");
+  require_usage_error_writing_nothing(run + "--layout thd", "needs --seqlens");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,0", "--seqlens");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,-2", "--seqlens");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 -b 2", "--batch");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 -s 8", "--seq");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --seqlens-k 4", "--seqlens-k");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --seqlens-k 4,0", "--seqlens-k");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --cache-seqlens 3,5", "--seqlens");
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --page-size 16", "--seqlens");
+  require_usage_error_writing_nothing("bench --sweep fa --seqlens 3,5", "--seqlens");
 
   TempDir tmp;
   std::ofstream(tmp.path / "b.txt") << "b=2 h=2 seqlens=5+9\n";
@@ -202,10 +190,10 @@ print(np.load(f"{d}/o.npy").shape, np.load(f"{d}/lse.npy").shape)
 )PY", dir.string());
   CHECK(shapes.out == "(10, 4, 8) (4, 10)\n");
 
-  check_refused("run --backend cpu --layout thd --seqlens 3,5" + files, "sums to 8 tokens");
-  check_refused("run --backend cpu --layout thd --seqlens 3,7 --seqlens-k 3,8" + files,
+  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,5" + files, "sums to 8 tokens");
+  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,7 --seqlens-k 3,8" + files,
                 "--seqlens-k");
-  check_refused("run --backend cpu --layout thd --seqlens 3,7 --q " +
+  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,7 --q " +
                     (tmp.path / "q4.npy").string() + " --k " + (tmp.path / "k.npy").string() +
                     " --v " + (tmp.path / "v.npy").string(),
                 "3-D");
