@@ -116,12 +116,13 @@ struct TileWalk {
 // each head, and where the number of CTAs and the blocks per head do not fit together the static
 // shares drift apart (B=1, H=8, 16k causal, D=128: the largest share 1.78x the mean, 0.80 ->
 // 1.40 ms), which the hardware's order avoids.
-template <typename Traits, bool kLeftBound>
+// For the default kernels (the variant ones never walk): no left bound of the band.
+template <typename Traits>
 bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   // A tile's key blocks depend on its query block only (dense problems: every head alike).
   std::vector<int64_t> blocks(size_t(walk.num_m_blocks));
   for (int64_t block = 0; block < walk.num_m_blocks; ++block) {
-    blocks[size_t(block)] = forward_block<Traits::kBlockM, Traits::kBlockN, kLeftBound>(
+    blocks[size_t(block)] = forward_block<Traits::kBlockM, Traits::kBlockN, false>(
                                 p, 0, walk.num_m_blocks, BlockOrder{block, 0})
                                 .key_blocks;
   }
@@ -149,14 +150,14 @@ bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& 
   return persistent <= per_tile;
 }
 
-// The same, remembered per shape: the estimate walks every tile (about a millisecond of host
-// time at 30k tiles), and training calls the same shapes again and again. A tile's key blocks
-// follow from the rows, the keys and the band alone.
-template <typename Traits, bool kLeftBound>
+// The same, remembered per shape: the estimate walks every tile (host time in proportion to
+// the tiles), and training calls the same shapes again and again. A tile's key blocks follow
+// from the rows, the keys and the band's right end alone.
+template <typename Traits>
 bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   if (walk.ctas >= walk.tiles) return true;  // one tile a CTA either way
-  using Key = std::array<int64_t, 6>;
-  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_first, p.band_last};
+  using Key = std::array<int64_t, 5>;
+  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_last};
   static std::mutex mutex;
   static std::map<Key, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
@@ -164,7 +165,7 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   if (found != known.end()) return found->second;
   constexpr size_t kMaxRemembered = 4096;  // a bound for programs that sweep shapes
   if (known.size() >= kMaxRemembered) known.clear();
-  return known[key] = estimate_persistent_walk_is_faster<Traits, kLeftBound>(p, walk);
+  return known[key] = estimate_persistent_walk_is_faster<Traits>(p, walk);
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -472,7 +473,7 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
   const bool persistent = Traits::kPersistent && !variants &&
-                          persistent_walk_is_faster<Traits, false>(base.problem, walk);
+                          persistent_walk_is_faster<Traits>(base.problem, walk);
   const int64_t ctas = persistent ? walk.ctas : params.tiles;
 
   auto* kernel = variants ? &forward_kernel<Element, kHeadDim, true>
