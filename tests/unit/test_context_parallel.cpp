@@ -22,7 +22,9 @@ namespace cp = cuflash::context_parallel;
 namespace ref = cuflash::reference;
 using cuflash::Mask;
 using cuflash::Problem;
+using cuflash::VisibleBand;
 using cuflash::Window;
+using cuflash::kUnboundedBand;
 using cuflash::unit_test::random_values;
 using Vec = std::vector<double>;
 
@@ -225,6 +227,42 @@ TEST_CASE("context-parallel plan: causal work is balanced over the ranks", "[con
     const int64_t second_half = plan.total_visible_pairs() - first_half;
     REQUIRE(double(second_half) / double(first_half) > 2.5);
   }
+}
+
+TEST_CASE("context-parallel plan: visible pairs counted in closed form equal a row-by-row count",
+          "[context_parallel]") {
+  // Row r sees keys [max(band.begin(r), keys.begin), min(band.end(r), keys.end)).
+  const auto by_rows = [](const VisibleBand& band, int64_t seq_k, const cp::Chunk& queries,
+                          const cp::Chunk& keys) {
+    int64_t pairs = 0;
+    for (int64_t row = queries.begin; row < queries.end; ++row) {
+      const int64_t first = std::max(band.begin(row), keys.begin);
+      const int64_t end = std::min(band.end(row, seq_k), keys.end);
+      pairs += std::max<int64_t>(end - first, 0);
+    }
+    return pairs;
+  };
+  std::mt19937_64 random(7);
+  const auto pick = [&](int64_t low, int64_t high) {
+    return std::uniform_int_distribution<int64_t>(low, high)(random);
+  };
+  int checked_nonzero = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int64_t seq_q = pick(1, 300), seq_k = pick(1, 300);
+    VisibleBand band;
+    band.offset = pick(-seq_q, seq_k);
+    band.left = pick(0, 4) == 0 ? kUnboundedBand : pick(0, 200);
+    band.right = pick(0, 4) == 0 ? kUnboundedBand : pick(0, 200);
+    const int64_t qb = pick(0, seq_q), kb = pick(0, seq_k);
+    const cp::Chunk queries{qb, pick(qb, seq_q)}, keys{kb, pick(kb, seq_k)};
+    const int64_t expected = by_rows(band, seq_k, queries, keys);
+    INFO("offset " << band.offset << " left " << band.left << " right " << band.right
+                   << " queries " << queries.begin << ".." << queries.end << " keys "
+                   << keys.begin << ".." << keys.end << " seq_k " << seq_k);
+    REQUIRE(cp::count_visible_pairs(band, seq_k, queries, keys) == expected);
+    checked_nonzero += expected > 0;
+  }
+  CHECK(checked_nonzero > 5000);  // the trials reach visible blocks, not only empty ones
 }
 
 TEST_CASE("context-parallel plan: invalid arguments name the argument", "[context_parallel]") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cuflash::context_parallel {
 
@@ -63,13 +64,51 @@ bool block_visible(const VisibleBand& band, const Chunk& queries, const Chunk& k
   return lowest <= band.offset + band.right && highest >= band.offset - band.left;
 }
 
+namespace {
+
+// The sum of max(0, c + slope * r) over the integers r of [a, b), slope -1, 0 or 1.
+int64_t sum_of_positive_part(int64_t c, int slope, int64_t a, int64_t b) {
+  if (slope == 0) return c > 0 && b > a ? (b - a) * c : 0;
+  // Where c + slope * r > 0: r >= 1 - c (slope 1) or r <= c - 1 (slope -1).
+  const int64_t first = slope > 0 ? std::max(a, 1 - c) : a;
+  const int64_t end = slope > 0 ? b : std::min(b, c);
+  if (end <= first) return 0;
+  // An arithmetic series from f(first) to f(end - 1).
+  const int64_t at_first = c + slope * first;
+  const int64_t at_last = c + slope * (end - 1);
+  return (at_first + at_last) * (end - first) / 2;
+}
+
+}  // namespace
+
+// Row r of the block sees the keys [lo(r), hi(r)): lo(r) = max(r + offset - left, keys.begin,
+// 0) and hi(r) = min(r + offset + right + 1, keys.end, seq_k), each a constant on one side of
+// its corner and r plus a constant on the other. Between the corners the count hi - lo is linear
+// in r, so each of the (at most three) pieces sums in closed form: no walk over the rows, which
+// a plan of long sequences would otherwise make on every call.
 int64_t count_visible_pairs(const VisibleBand& band, int64_t seq_k, const Chunk& queries,
                             const Chunk& keys) {
+  const int64_t low_shift = band.offset - band.left;        // lo(r) = r + low_shift, or
+  const int64_t low_floor = std::max<int64_t>(keys.begin, 0);  // this, whichever is larger
+  const int64_t high_shift = band.offset + band.right + 1;  // hi(r) = r + high_shift, or
+  const int64_t high_ceiling = std::min(keys.end, seq_k);   // this, whichever is smaller
+  const int64_t corners[] = {low_floor - low_shift, high_ceiling - high_shift};
+  std::vector<int64_t> cuts{queries.begin, queries.end};
+  for (int64_t corner : corners) {
+    if (corner > queries.begin && corner < queries.end) cuts.push_back(corner);
+  }
+  std::sort(cuts.begin(), cuts.end());
   int64_t pairs = 0;
-  for (int64_t row = queries.begin; row < queries.end; ++row) {
-    const int64_t first = std::max(band.begin(row), keys.begin);
-    const int64_t end = std::min(band.end(row, seq_k), keys.end);
-    pairs += std::max<int64_t>(end - first, 0);
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const int64_t a = cuts[i], b = cuts[i + 1];
+    // On [a, b) each bound keeps one form (the two agree at a corner): lo follows r from its
+    // corner on, hi up to its corner.
+    const bool low_follows = a + low_shift >= low_floor;
+    const bool high_follows = a + high_shift < high_ceiling;
+    const int64_t c = (high_follows ? high_shift : high_ceiling) -
+                      (low_follows ? low_shift : low_floor);
+    const int slope = int(high_follows) - int(low_follows);
+    pairs += sum_of_positive_part(c, slope, a, b);
   }
   return pairs;
 }
