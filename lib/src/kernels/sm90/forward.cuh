@@ -282,8 +282,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   for (int64_t round = 0, tile = walk.tile(0, cta); tile < walk.tiles;
        tile = walk.tile(++round, cta)) {
     const ForwardBlock block = tile_block(tile);
-    // The output rows of the tile, computed where they are written (fewer registers live
-    // through the loop: the variant kernels spill otherwise).
+    // The output rows of the tile, computed where they are written rather than kept through
+    // the key loop.
     auto out_rows = [&] { return params.base.out.slice(block.batch, block.head); };
     auto lse_rows = [&] { return params.base.lse + block.bh * p.seq_q; };
     const int64_t q0 = block.q0;
