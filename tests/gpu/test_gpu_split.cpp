@@ -121,6 +121,31 @@ TEST_CASE("split-KV: short queries x long keys x GQA groups vs the float64 refer
   }
 }
 
+// 17 to 32 packed rows run on the Medium configuration (two row groups of two warps): one
+// decoded token of 32 query heads on one kv head, 20 heads (rows past the group's end in the
+// block) and 2 tokens of 12 heads; the head dims whose Wide block has 64 rows.
+TEST_CASE("split-KV: 17 to 32 packed rows per kv head vs the float64 reference",
+          "[gpu][split]") {
+  require_gpu();
+  struct Rows {
+    int64_t heads, seq_q;
+  };
+  uint64_t seed = 7300;
+  int index = 0;
+  for (const Rows r : {Rows{32, 1}, Rows{20, 1}, Rows{12, 2}}) {
+    for (int64_t head_dim : {64, 128, 96}) {
+      for (int64_t splits : {0, 3}) {
+        const Problem c = decode_case(index % 2 ? DType::bf16 : DType::fp16, head_dim,
+                                      Mask::causal_bottom_right, r.seq_q, 2049, 2, r.heads, 1,
+                                      index % 3 ? Layout::bhsd : Layout::bshd, splits);
+        DYNAMIC_SECTION(describe(c) << " splits=" << c.splits) { check_forward(c, seed); }
+        ++index;
+        ++seed;
+      }
+    }
+  }
+}
+
 TEST_CASE("split-KV: a small grid over long keys (B=1, H=8, 300 x 16384) splits and is right",
           "[gpu][split]") {
   require_gpu();

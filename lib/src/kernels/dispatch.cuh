@@ -72,6 +72,9 @@ bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
     case split::ForwardKernel::split_narrow:
       split::launch_split_forward<Element, typename Traits::Narrow>(args, plan.splits, stream);
       return true;
+    case split::ForwardKernel::split_medium:
+      split::launch_split_forward<Element, typename Traits::Medium>(args, plan.splits, stream);
+      return true;
     case split::ForwardKernel::split_wide:
       split::launch_split_forward<Element, typename Traits::Wide>(args, plan.splits, stream);
       return true;

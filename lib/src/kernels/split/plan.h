@@ -20,7 +20,8 @@ namespace cuflash::detail::split {
 enum class ForwardKernel {
   tiled,         // the sm90 / sm80 kernels of one CTA per query block
   split_narrow,  // SplitTraits::Narrow: <= 16 packed rows per kv head
-  split_wide,    // SplitTraits::Wide: 64 packed rows per CTA
+  split_medium,  // SplitTraits::Medium: <= 32 packed rows per kv head (where Wide has more)
+  split_wide,    // SplitTraits::Wide: 64 packed rows per CTA (32 above head_dim 128)
 };
 
 struct ForwardPlan {
@@ -107,6 +108,38 @@ int64_t ctas_per_sm(const DeviceLimits& limits) {
   return std::clamp<int64_t>(int64_t(by_smem), 1, Config::kMinCtasPerSm);
 }
 
+// The split configuration for `rows` packed rows per kv head: the smallest that holds them in
+// one CTA (the products cost every row of a configuration), Wide for more.
+template <typename Traits>
+ForwardKernel split_kernel_for_rows(int64_t rows) {
+  if (rows <= Traits::Narrow::kBlockM) return ForwardKernel::split_narrow;
+  if (rows <= Traits::Medium::kBlockM && Traits::Medium::kBlockM < Traits::Wide::kBlockM) {
+    return ForwardKernel::split_medium;
+  }
+  return ForwardKernel::split_wide;
+}
+
+// What the plan needs of a split configuration.
+struct SplitShape {
+  int64_t block_rows;
+  size_t smem_bytes;
+  int64_t slots_per_sm;
+};
+
+template <typename Config>
+SplitShape config_shape(const DeviceLimits& limits) {
+  return {Config::kBlockM, Config::kSmemBytes, ctas_per_sm<Config>(limits)};
+}
+
+template <typename Traits>
+SplitShape split_shape(ForwardKernel kernel, const DeviceLimits& limits) {
+  switch (kernel) {
+    case ForwardKernel::split_narrow: return config_shape<typename Traits::Narrow>(limits);
+    case ForwardKernel::split_medium: return config_shape<typename Traits::Medium>(limits);
+    default: return config_shape<typename Traits::Wide>(limits);
+  }
+}
+
 // Whether the tiled kernels' grid (about 128 query rows per CTA) would leave most SMs idle on a
 // key sequence long enough for splitting to pay: B=1, H=8, 1k x 128k gets 64 CTAs.
 inline bool tiled_grid_is_small(const AttentionShape& s, const DeviceLimits& limits) {
@@ -140,14 +173,11 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   const AttentionShape& s = args.shape;
   if (args.dtype == DType::fp32 || has_score_variants(args)) return {};
   const int64_t rows = packed_rows(s);
-  const bool narrow = rows <= Traits::Narrow::kBlockM;
-  const size_t smem = narrow ? Traits::Narrow::kSmemBytes : Traits::Wide::kSmemBytes;
-  if (smem > limits.max_dynamic_smem) return {};  // e.g. D=128 on sm_86 / sm_89
-  const int64_t block_rows = narrow ? Traits::Narrow::kBlockM : Traits::Wide::kBlockM;
-  const int64_t ctas = s.batch * s.heads_kv * ceil_div(rows, block_rows);
-  const int64_t per_sm = narrow ? ctas_per_sm<typename Traits::Narrow>(limits)
-                                : ctas_per_sm<typename Traits::Wide>(limits);
-  const int64_t slots = int64_t(limits.multiprocessors) * per_sm;
+  const ForwardKernel kernel = split_kernel_for_rows<Traits>(rows);
+  const SplitShape shape = split_shape<Traits>(kernel, limits);
+  if (shape.smem_bytes > limits.max_dynamic_smem) return {};  // e.g. D=128 on sm_86 / sm_89
+  const int64_t ctas = s.batch * s.heads_kv * ceil_div(rows, shape.block_rows);
+  const int64_t slots = int64_t(limits.multiprocessors) * shape.slots_per_sm;
   int64_t splits = args.splits;
   if (splits == 0) {
     splits = auto_splits(ctas, key_blocks(s.seq_k), slots, s.batch * s.heads * s.seq_q);
@@ -161,7 +191,7 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
   if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }
-  return {narrow ? ForwardKernel::split_narrow : ForwardKernel::split_wide, splits};
+  return {kernel, splits};
 }
 
 // The same for a head_dim known at run time (validated; planned at compiled_head_dim()).

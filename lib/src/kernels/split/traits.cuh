@@ -4,8 +4,11 @@
 // A CTA owns kBlockM packed rows (the query heads that share one kv head, stacked: see
 // split/forward.cuh) and walks 64-key blocks of one kv head through kStages cp.async buffers.
 // Four warps: Narrow (<= 16 rows, e.g. one decoded token of 8 grouped heads) gives each warp a
-// quarter of every key block and merges the four softmax states at the end; Wide (<= 64 rows
-// per block) gives each warp 16 rows and all of every key block. Q stays in registers, so the
+// quarter of every key block and merges the four softmax states at the end; Medium (<= 32 rows,
+// e.g. one token of 32 heads on one kv head) two row groups of two warps, each with half of
+// every key block; Wide (<= 64 rows per block) gives each warp 16 rows and all of every key
+// block. The products cost as many rows as the configuration has, valid or not: 32 rows on
+// Wide's 64 made MQA decoding wait on the tensor cores (3.4 TB/s) rather than on memory. Q stays in registers, so the
 // shared memory is the K/V stages alone; stage counts let two (D=128) or three (D=32, 64) CTAs
 // share an SM of sm_90 with 70-100 KB of loads in flight per SM, which HBM latency asks for.
 #pragma once
@@ -51,16 +54,19 @@ struct SplitTraits;
 template <>
 struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
   using Narrow = SplitConfig<32, 1, 6>;
+  using Medium = SplitConfig<32, 2, 6>;
   using Wide = SplitConfig<32, 4, 6>;
 };
 template <>
 struct SplitTraits<64> {  // 18 KB stages: 74 KB, three CTAs per SM
   using Narrow = SplitConfig<64, 1, 4>;
+  using Medium = SplitConfig<64, 2, 4>;
   using Wide = SplitConfig<64, 4, 4>;
 };
 template <>
 struct SplitTraits<128> {  // 35 KB stages: 104 KB, two CTAs per SM
   using Narrow = SplitConfig<128, 1, 3>;
+  using Medium = SplitConfig<128, 2, 3>;
   using Wide = SplitConfig<128, 4, 3>;
 };
 // 96, 192, 256: not measured yet. Q (D / 4 registers) and O (D / 2) stay in registers as for
@@ -71,17 +77,20 @@ struct SplitTraits<128> {  // 35 KB stages: 104 KB, two CTAs per SM
 template <>
 struct SplitTraits<96> {  // 26 KB stages: 78 KB, two CTAs per SM
   using Narrow = SplitConfig<96, 1, 3>;
+  using Medium = SplitConfig<96, 2, 3>;
   using Wide = SplitConfig<96, 4, 3>;
 };
 template <>
 struct SplitTraits<192> {  // 50 KB stages: 100 KB, two CTAs per SM (sm_90)
   using Narrow = SplitConfig<192, 1, 2>;
   using Wide = SplitConfig<192, 2, 2>;
+  using Medium = Wide;  // Wide already has 32 rows
 };
 template <>
 struct SplitTraits<256> {  // 66 KB stages: 132 KB, one CTA per SM
   using Narrow = SplitConfig<256, 1, 2>;
   using Wide = SplitConfig<256, 2, 2>;
+  using Medium = Wide;  // Wide already has 32 rows
 };
 
 }  // namespace cuflash::detail::split
