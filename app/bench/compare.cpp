@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -97,7 +98,20 @@ const char* to_string(Verdict verdict) {
   return "?";
 }
 
-Baseline load_baseline(const std::string& path) {
+// The results file a --compare argument names: the file itself, or a result package's folder
+// (`--out-dir` of an earlier run), whose results.json it then means.
+std::string baseline_file(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path, error)) return path;
+  const std::string results = (std::filesystem::path(path) / "results.json").string();
+  if (!std::filesystem::is_regular_file(results, error)) {
+    bad_baseline(path, "a folder without results.json (give a result package or its results.json)");
+  }
+  return results;
+}
+
+Baseline load_baseline(const std::string& argument) {
+  const std::string path = baseline_file(argument);
   std::ifstream file(path);
   if (!file) bad_baseline(path, "cannot be read");
   Json document;

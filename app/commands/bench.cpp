@@ -297,7 +297,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->needs(out_dir);
   CLI::Option* compare = cmd.add_option(
       "--compare", o.compare,
-      "Compare with an earlier run: a results.json of a package, or Google Benchmark JSON with "
+      "Compare with an earlier run: a result package (its folder or its results.json), or Google "
+      "Benchmark JSON with "
       "repetitions. Per case: the change of the median, the noise of both runs and a verdict "
       "(faster / slower / within noise) from a Mann-Whitney U test on the samples (Welch's t "
       "test when the baseline holds aggregates only), p < 0.05");

@@ -245,6 +245,28 @@ TEST_CASE("bench --compare with a file that is no baseline: exit 2 naming it, be
   CHECK(o.err.find(bad.string()) != std::string::npos);
 }
 
+TEST_CASE("bench --compare with a folder: a package's results.json, or exit 2 naming the folder",
+          "[bench][compare]") {
+  TempDir tmp;
+  const fs::path empty = tmp.path / "not-a-package";
+  fs::create_directory(empty);
+  const Outcome refused = run_shell(
+      std::string(CUFLASH_BINARY) + " bench -s 64 -d 64 --compare " + empty.string(), tmp);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find(empty.string()) != std::string::npos);
+  CHECK(refused.err.find("results.json") != std::string::npos);
+
+  // A package folder is read through its results.json: its error names that file.
+  const fs::path package = tmp.path / "package";
+  fs::create_directory(package);
+  std::ofstream(package / "results.json") << "{}";
+  const Outcome read = run_shell(
+      std::string(CUFLASH_BINARY) + " bench -s 64 -d 64 --compare " + package.string(), tmp);
+  CHECK(read.exit_code == 2);
+  CHECK(read.err.find((package / "results.json").string()) != std::string::npos);
+  CHECK(read.err.find("not a results document") != std::string::npos);
+}
+
 TEST_CASE("bench session with --compare: the comparison in the output and in the package",
           "[bench][compare]") {
   TempDir tmp;
@@ -265,7 +287,7 @@ TEST_CASE("bench session with --compare: the comparison in the output and in the
   second.samples = false;
   second.output = (tmp.path / "second.json").string();
   second.format = Format::json;
-  second.compare = (tmp.path / "first" / "results.json").string();
+  second.compare = (tmp.path / "first").string();  // the package's folder: its results.json
   REQUIRE(run_session(second, runner) == 0);
 
   const Json output = Json::parse(spawn_test::slurp(second.output));
