@@ -371,7 +371,7 @@ TEST_CASE("the build installs the manual page and the bash completion", "[cli]")
   CHECK(slurp(completion) == cuflash("completion bash", tmp).out);
 }
 
-TEST_CASE("test presets: release, debug and ci leave the gpu label out; *-gpu run it", "[cli]") {
+TEST_CASE("test presets: release, debug and ci leave the gpu label out, *-gpu run it", "[cli]") {
   // The project's CMakePresets.json over stand-in build folders, each with a test that passes and
   // a test labelled gpu that fails, as the GPU tests do on a machine without a GPU.
   TempDir tmp;

@@ -502,7 +502,7 @@ TEST_CASE("profile: a session puts the profiler's metadata and each case's profi
 
 // --- The command line ----------------------------------------------------------------------------
 
-TEST_CASE("cli: --profile needs --out-dir; without a GPU it fails fast", "[bench][profile]") {
+TEST_CASE("cli: --profile needs --out-dir, and without a GPU it fails fast", "[bench][profile]") {
   TempDir tmp;
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY;
   const Outcome alone = run_shell(cuflash + " bench -s 64 --profile", tmp);
