@@ -23,6 +23,13 @@ __device__ __forceinline__ void cp_async_16(void* destination, const void* sourc
                : "memory");
 }
 
+// The same for 16 bytes that are always read (no source-size operand to compute).
+__device__ __forceinline__ void cp_async_16(void* destination, const void* source) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(destination)),
+               "l"(source)
+               : "memory");
+}
+
 // Copies one 4-byte word global -> shared asynchronously.
 __device__ __forceinline__ void cp_async_4(void* destination, const void* source) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address(destination)),

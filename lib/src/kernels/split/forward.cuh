@@ -143,6 +143,42 @@ __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> ti
   });
 }
 
+// One thread's share of a (kBlockN, kHeadDim) K or V tile, as for_each_chunk (copy.cuh) deals
+// it: the 16-byte chunks at column `col` of rows row + i * kRowStep (i < kCount). A block wholly
+// inside the keys, with every column in memory and contiguous rows, is loaded by advancing one
+// pointer kRowStep rows per chunk: no bounds checks, no address rebuilt per chunk (the checked
+// load spent most of the split kernel's instructions: performance log, decode v3).
+// Head dims whose rows the threads do not divide evenly (96, 192: 12 and 24 chunks a row) keep
+// the checked load (kWholeRows false).
+template <typename Config, typename Element>
+struct ThreadChunks {
+  static constexpr int kChunksPerRow = Config::kHeadDim * int(sizeof(Element)) / 16;
+  static constexpr bool kWholeRows = Config::kThreads % kChunksPerRow == 0;
+  static constexpr int kRowStep = kWholeRows ? Config::kThreads / kChunksPerRow : 1;
+  static constexpr int kCount = Config::kBlockN / kRowStep;
+  static_assert(!kWholeRows || Config::kBlockN % kRowStep == 0, "whole steps per block");
+  int row;
+  int col;
+  __device__ explicit ThreadChunks(int thread)
+      : row(thread / kChunksPerRow), col((thread % kChunksPerRow) * (16 / int(sizeof(Element)))) {}
+  // Offset of the thread's first chunk from a row-major slice's first element.
+  __device__ int64_t offset(int64_t seq_stride) const { return row * seq_stride + col; }
+};
+
+// Starts loading a whole block: `rows` points at the thread's first chunk (its row and column
+// of the block's first key), rows `seq_stride` elements apart.
+template <typename Chunks, typename Element, int kStride>
+__device__ __forceinline__ void load_full_block_async(SmemTile<Element, kStride> tile,
+                                                      const Element* rows, int64_t seq_stride,
+                                                      const Chunks& chunks) {
+  Element* destination = tile.at(chunks.row, chunks.col);
+  const int64_t step = int64_t(Chunks::kRowStep) * seq_stride;
+#pragma unroll
+  for (int i = 0; i < Chunks::kCount; ++i) {
+    cp_async_16(destination + i * Chunks::kRowStep * kStride, rows + i * step);
+  }
+}
+
 // Q (16 rows of this warp, D) as A fragments, loaded from global memory: 32-bit pairs at
 // columns 2 * quad (+8) of the thread's two rows; rows past the packed rows and columns at or
 // past head_dim (whole groups of 8) are zeros.
@@ -255,10 +291,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   const SequenceKeys keys = sequence_keys(params, batch);
   const FragmentRows rows = fragment_rows(p, keys, kv_head, row0 + 16 * row_group + lane / 4);
 
-  // This split's run [first, last) of the key blocks the row block sees.
+  // This split's run [first, last) of the key blocks the row block sees (fewer than 2^31 / 64:
+  // sequence lengths stay below 2^31).
   const int64_t blocks = ceil_div(block_key_end(p, keys, row0, Config::kBlockM), kBlockN);
-  const int64_t first = split * blocks / params.splits;
-  const int64_t last = (split + 1) * blocks / params.splits;
+  const int first = static_cast<int>(split * blocks / params.splits);
+  const int last = static_cast<int>((split + 1) * blocks / params.splits);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -271,25 +308,36 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   const int32_t* pages = params.block_table == nullptr
                              ? nullptr
                              : params.block_table + batch * params.block_table_stride;
-  auto stage_of = [&](int64_t block) { return static_cast<int>((block - first) % kStages); };
-  auto load_block = [&](int64_t block) {
-    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage_of(block)), k,
-                                                    params.k.seq_stride, pages, params.page_shift,
-                                                    block * kBlockN, keys.length, thread,
-                                                    head_dim);
-    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage_of(block)), v,
-                                                    params.v.seq_stride, pages, params.page_shift,
-                                                    block * kBlockN, keys.length, thread,
-                                                    head_dim);
+  using Chunks = ThreadChunks<Config, Element>;
+  const Chunks chunks(thread);
+  const bool contiguous = Chunks::kWholeRows && pages == nullptr && !kPadded;
+  auto load_block = [&](int block, int stage) {
+    const int64_t key0 = int64_t(block) * kBlockN;
+    if constexpr (Chunks::kWholeRows) {
+      if (contiguous && key0 + kBlockN <= keys.length) {
+        const int64_t k_stride = params.k.seq_stride;
+        const int64_t v_stride = params.v.seq_stride;
+        load_full_block_async(k_tile(stage), k + key0 * k_stride + chunks.offset(k_stride),
+                              k_stride, chunks);
+        load_full_block_async(v_tile(stage), v + key0 * v_stride + chunks.offset(v_stride),
+                              v_stride, chunks);
+        return;
+      }
+    }
+    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(k_tile(stage), k, params.k.seq_stride,
+                                                    pages, params.page_shift, key0, keys.length,
+                                                    thread, head_dim);
+    load_kv_tile_async<kBlockN, kHeadDim, kThreads>(v_tile(stage), v, params.v.seq_stride,
+                                                    pages, params.page_shift, key0, keys.length,
+                                                    thread, head_dim);
   };
   // One commit group per block, empty past the run, so that waiting for "all but the
   // kStages - 1 newest" always means "the current block landed". Every stage is refilled as
-  // soon as the warps are done with it, so kStages blocks are in flight while the CTA waits:
-  // at one or two CTAs per SM that is what hides HBM's latency (with the refill deferred to the
-  // next block's wait, kStages - 1 of them: 3.7-4.1 TB/s against cuDNN's 4.2-4.6).
+  // soon as the warps are done with it, so kStages blocks are in flight while the CTA waits.
+  // Block first + i lives in stage i % kStages.
 #pragma unroll
   for (int i = 0; i < kStages; ++i) {
-    if (first + i < last) load_block(first + i);
+    if (first + i < last) load_block(first + i, i);
     cp_async_commit();
   }
 
@@ -300,10 +348,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   OnlineSoftmax softmax[1];
   zero(o_acc[0]);
 
-  for (int64_t block = first; block < last; ++block) {
+  int stage = 0;
+  for (int block = first; block < last; ++block) {
     cp_async_wait<kStages - 1>();
     __syncthreads();  // the block landed for every thread
-    const int stage = stage_of(block);
 
     // S = Q K^T: (16, kWarpKeys)
     float s[kScoreTiles][4];
@@ -317,17 +365,22 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
         Ops::mma_pair(s[2 * pair], s[2 * pair + 1], q_fragments[kk], b);
       }
     }
-    const int64_t k0 = block * kBlockN + warp_key0;
+    const int64_t k0 = int64_t(block) * kBlockN + warp_key0;
     if (k0 + kWarpKeys > visible_min) mask_keys(s, k0, rows, lane);
-    softmax[0].update(s, o_acc[0], p.scale_log2);  // s now holds P
+    float rescale[2];
+    softmax[0].exponentiate(s, p.scale_log2, rescale);  // s now holds P
+    // After the first blocks the running maximum rarely grows: multiplying O by exactly 1 is
+    // skipped (the same bits; a NaN factor is applied).
+    if (rescale[0] != 1.f || rescale[1] != 1.f) OnlineSoftmax::rescale_rows(o_acc[0], rescale);
 
     // O += P V: (16, D)
     const Tile v_part{v_tile(stage).at(warp_key0, 0)};
     sm80::add_product_of_accumulators<kOutTiles / 2>(o_acc[0], s, v_part, lane);
 
     __syncthreads();  // every warp is done with the stage: refill it
-    if (block + kStages < last) load_block(block + kStages);
+    if (block + kStages < last) load_block(block + kStages, stage);
     cp_async_commit();
+    stage = stage + 1 == kStages ? 0 : stage + 1;
   }
   cp_async_wait<0>();
 
