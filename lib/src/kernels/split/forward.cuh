@@ -118,6 +118,12 @@ __device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, const S
 // keys at or past `length` and columns at or past `cols` become zeros. `pages` is the batch
 // entry's block table row (paged K/V: `slice` then addresses page rows) or null (contiguous:
 // `slice` addresses keys).
+// The page row of key `key` of a batch entry whose block table row is `pages`.
+__device__ __forceinline__ int64_t page_row(const int32_t* pages, int page_shift, int64_t key) {
+  const int64_t slot_mask = (int64_t{1} << page_shift) - 1;
+  return (int64_t(__ldg(pages + (key >> page_shift))) << page_shift) | (key & slot_mask);
+}
+
 template <int kRows, int kCols, int kThreads, typename Element, int kStride>
 __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> tile,
                                                    const Element* slice, int64_t seq_stride,
@@ -130,15 +136,12 @@ __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> ti
   }
   static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,
                 "every thread copies the same number of chunks");
-  const int64_t slot_mask = (int64_t{1} << page_shift) - 1;
   for_each_chunk<kRows, kCols, kThreads, Element>(thread, [&](int row, int col) {
     const int64_t key = key0 + row;
     const bool valid = key < length;  // the table holds no page for keys past the length
-    const int64_t page_row =
-        valid ? (int64_t(__ldg(pages + (key >> page_shift))) << page_shift) | (key & slot_mask)
-              : 0;
+    const int64_t source_row = valid ? page_row(pages, page_shift, key) : 0;
     const bool in_row = col < cols;
-    cp_async_16(tile.at(row, col), slice + page_row * seq_stride + (in_row ? col : 0),
+    cp_async_16(tile.at(row, col), slice + source_row * seq_stride + (in_row ? col : 0),
                 valid && in_row);
   });
 }
@@ -310,16 +313,20 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
                              : params.block_table + batch * params.block_table_stride;
   using Chunks = ThreadChunks<Config, Element>;
   const Chunks chunks(thread);
-  const bool contiguous = Chunks::kWholeRows && pages == nullptr && !kPadded;
+  // Whole blocks also take the fast load from a paged cache whose pages hold whole blocks
+  // (page size >= 64: a block's keys are consecutive rows of one page).
+  const bool whole_rows = Chunks::kWholeRows && !kPadded &&
+                          (pages == nullptr || params.page_shift >= kLog2BlockKeys);
   auto load_block = [&](int block, int stage) {
     const int64_t key0 = int64_t(block) * kBlockN;
     if constexpr (Chunks::kWholeRows) {
-      if (contiguous && key0 + kBlockN <= keys.length) {
+      if (whole_rows && key0 + kBlockN <= keys.length) {
+        const int64_t row0 = pages == nullptr ? key0 : page_row(pages, params.page_shift, key0);
         const int64_t k_stride = params.k.seq_stride;
         const int64_t v_stride = params.v.seq_stride;
-        load_full_block_async(k_tile(stage), k + key0 * k_stride + chunks.offset(k_stride),
+        load_full_block_async(k_tile(stage), k + row0 * k_stride + chunks.offset(k_stride),
                               k_stride, chunks);
-        load_full_block_async(v_tile(stage), v + key0 * v_stride + chunks.offset(v_stride),
+        load_full_block_async(v_tile(stage), v + row0 * v_stride + chunks.offset(v_stride),
                               v_stride, chunks);
         return;
       }

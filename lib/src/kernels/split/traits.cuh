@@ -21,6 +21,8 @@ namespace cuflash::detail::split {
 
 // Keys per block; a split is a contiguous run of key blocks (max_forward_splits() counts them).
 inline constexpr int kBlockKeys = 64;
+inline constexpr int kLog2BlockKeys = 6;
+static_assert(1 << kLog2BlockKeys == kBlockKeys);
 
 template <int HeadDim, int RowGroups, int Stages>
 struct SplitConfig {
