@@ -114,15 +114,16 @@ __device__ __forceinline__ int64_t block_key_end(const ProblemParams& p, const S
                   : keys.length;
 }
 
-// Starts loading keys key0..key0+kRows-1 of one (batch, kv head) into a K or V tile (kRows, D);
-// keys at or past `length` and columns at or past `cols` become zeros. `pages` is the batch
-// entry's block table row (paged K/V: `slice` then addresses page rows) or null (contiguous:
-// `slice` addresses keys).
 // The page row of key `key` of a batch entry whose block table row is `pages`.
 __device__ __forceinline__ int64_t page_row(const int32_t* pages, int page_shift, int64_t key) {
   const int64_t slot_mask = (int64_t{1} << page_shift) - 1;
   return (int64_t(__ldg(pages + (key >> page_shift))) << page_shift) | (key & slot_mask);
 }
+
+// Starts loading keys key0..key0+kRows-1 of one (batch, kv head) into a K or V tile (kRows, D);
+// keys at or past `length` and columns at or past `cols` become zeros. `pages` is the batch
+// entry's block table row (paged K/V: `slice` then addresses page rows) or null (contiguous:
+// `slice` addresses keys).
 
 template <int kRows, int kCols, int kThreads, typename Element, int kStride>
 __device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> tile,
@@ -321,12 +322,13 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
     const int64_t key0 = int64_t(block) * kBlockN;
     if constexpr (Chunks::kWholeRows) {
       if (whole_rows && key0 + kBlockN <= keys.length) {
-        const int64_t row0 = pages == nullptr ? key0 : page_row(pages, params.page_shift, key0);
+        const int64_t first_row =
+            pages == nullptr ? key0 : page_row(pages, params.page_shift, key0);
         const int64_t k_stride = params.k.seq_stride;
         const int64_t v_stride = params.v.seq_stride;
-        load_full_block_async(k_tile(stage), k + row0 * k_stride + chunks.offset(k_stride),
+        load_full_block_async(k_tile(stage), k + first_row * k_stride + chunks.offset(k_stride),
                               k_stride, chunks);
-        load_full_block_async(v_tile(stage), v + row0 * v_stride + chunks.offset(v_stride),
+        load_full_block_async(v_tile(stage), v + first_row * v_stride + chunks.offset(v_stride),
                               v_stride, chunks);
         return;
       }
