@@ -158,6 +158,8 @@ struct BackwardParams {
   GlobalTensor<const Element> q, k, v, out, dout;
   const float* lse;       // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
   GlobalTensor<Element> dq, dk, dv;
+  // BackwardArgs::sums: the gradients are added to these in fp32 instead (null data: off).
+  GlobalTensor<float> dq_sum, dk_sum, dv_sum;
   float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the launched kernel's head
                           // dim; [H, total_q, kHeadDim] in a varlen batch)
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)

@@ -300,6 +300,18 @@ __global__ void __launch_bounds__(Traits::kThreads)
     sum_query_parts<Traits>(reinterpret_cast<float*>(stages), dk_acc, dv_acc, key_group,
                             query_part, lane);
   }
+  if (params.dk_sum.data != nullptr) {  // BackwardArgs::sums: fp32, from the registers
+    if (query_part == 0) {
+      const int cols = p.head_dim - col0;
+      add_accumulators_to_sum(params.dk_sum.slice(batch, kv_head) + col0,
+                              params.dk_sum.seq_stride, k0 + warp_key0, p.seq_k, cols, dk_acc,
+                              p.scale, lane);
+      add_accumulators_to_sum(params.dv_sum.slice(batch, kv_head) + col0,
+                              params.dv_sum.seq_stride, k0 + warp_key0, p.seq_k, cols, dv_acc,
+                              1.f, lane);
+    }
+    return;
+  }
   const Tile dk_stage{k_tile.at(0, col0)};  // (kBlockN, kPartCols)
   const Tile dv_stage{v_tile.at(0, col0)};
   if (query_part == 0) {

@@ -345,6 +345,14 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     if constexpr (kDeterministic) mbarrier_arrive(smem.dq_added());
   }
 
+  if (base.dk_sum.data != nullptr) {  // BackwardArgs::sums: fp32, from the registers
+    add_accumulators_to_sum(base.dk_sum.slice(batch, kv_head), base.dk_sum.seq_stride,
+                            k0 + warp_key0, p.seq_k, p.head_dim, dk_acc, p.scale, lane);
+    add_accumulators_to_sum(base.dv_sum.slice(batch, kv_head), base.dv_sum.seq_stride,
+                            k0 + warp_key0, p.seq_k, p.head_dim, dv_acc, 1.f, lane);
+    return;
+  }
+
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
   // reading them; the producer has nothing in flight), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
