@@ -285,17 +285,31 @@ std::vector<float> download_floats(const DeviceBuffer& buffer) {
   return values;
 }
 
+// Elements (of `element_bytes` each) in which two byte arrays of one size differ: a count, not
+// Catch's print of both arrays.
+size_t differing_elements(const HostBytes& a, const HostBytes& b, size_t element_bytes) {
+  REQUIRE(a.size() == b.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < a.size(); i += element_bytes) {
+    differing += std::memcmp(a.data() + i, b.data() + i, element_bytes) != 0;
+  }
+  return differing;
+}
+
 // backward() with sums adds exactly the fp32 values it would otherwise round and store: zeroed
 // sums rounded to the dtype equal the plain call's dQ, dK and dV bit for bit, and a second call
 // doubles them exactly. Every family: wgmma (fp16 / bf16 at 64, 96 padded, 128), mma.sync
-// (fp32, and 192 with its column split), with and without the causal mask.
+// (fp32, and 192 with its column split), with and without the causal mask. Deterministic mode,
+// because the default one adds each dQ with atomics in a varying order: two calls' fp32 dQ
+// differ in their last bits (measured: 9.8 % of the elements at fp16 D=64), sums or not.
 TEST_CASE("backward into fp32 sums: the plain call's gradients, added", "[gpu][sums]") {
   require_gpu();
   uint64_t seed = 6000;
   for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
     for (int64_t head_dim : {64, 96, 128, 192}) {
       for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
-        const Problem c = make_problem(dtype, head_dim, mask, 300, 257, 2, 4, 2, Layout::bhsd);
+        Problem c = make_problem(dtype, head_dim, mask, 300, 257, 2, 4, 2, Layout::bhsd);
+        c.deterministic = true;
         DYNAMIC_SECTION(describe(c)) {
           const CaseInputs in = make_inputs(c, ++seed);
           DeviceProblem device(c);
@@ -322,9 +336,10 @@ TEST_CASE("backward into fp32 sums: the plain call's gradients, added", "[gpu][s
           backward(args);
           const std::vector<float> once[] = {download_floats(dq_sum), download_floats(dk_sum),
                                              download_floats(dv_sum)};
-          CHECK(rounded_bytes(once[0], dtype) == plain.dq);
-          CHECK(rounded_bytes(once[1], dtype) == plain.dk);
-          CHECK(rounded_bytes(once[2], dtype) == plain.dv);
+          const size_t element = dtype_size(dtype);
+          CHECK(differing_elements(rounded_bytes(once[0], dtype), plain.dq, element) == 0);
+          CHECK(differing_elements(rounded_bytes(once[1], dtype), plain.dk, element) == 0);
+          CHECK(differing_elements(rounded_bytes(once[2], dtype), plain.dv, element) == 0);
           backward(args);
           const std::vector<float> twice[] = {download_floats(dq_sum), download_floats(dk_sum),
                                               download_floats(dv_sum)};
