@@ -511,6 +511,36 @@ size_t backward_workspace_size(const AttentionShape& shape, DType dtype, bool de
   return detail::workspace_bytes(shape, deterministic);
 }
 
+namespace {
+
+// The dense tensors of a backward call: inputs in the dtype, and the gradients either in the
+// dtype (dq, dk, dv) or, with BackwardArgs::sums, as fp32 sums (dq, dk, dv then unused).
+void validate_backward_tensors(const std::string& context, const BackwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  const auto query_shaped = [&](const char* name, const TensorRef& ref, DType dtype) {
+    validate_tensor(context, name, ref, s.batch, s.heads, s.seq_q, s.head_dim, dtype);
+  };
+  const auto key_shaped = [&](const char* name, const TensorRef& ref, DType dtype) {
+    validate_tensor(context, name, ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, dtype);
+  };
+  query_shaped("q", args.q, args.dtype);
+  query_shaped("out", args.out, args.dtype);
+  query_shaped("dout", args.dout, args.dtype);
+  key_shaped("k", args.k, args.dtype);
+  key_shaped("v", args.v, args.dtype);
+  if (args.sums.enabled()) {
+    query_shaped("sums.dq", args.sums.dq, DType::fp32);
+    key_shaped("sums.dk", args.sums.dk, DType::fp32);
+    key_shaped("sums.dv", args.sums.dv, DType::fp32);
+  } else {
+    query_shaped("dq", args.dq, args.dtype);
+    key_shaped("dk", args.dk, args.dtype);
+    key_shaped("dv", args.dv, args.dtype);
+  }
+}
+
+}  // namespace
+
 void backward(const BackwardArgs& args, cudaStream_t stream) {
   const std::string context = "backward";
   const AttentionShape& s = args.shape;
@@ -519,22 +549,16 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
   validate_variants(context, s, args.window, args.softcap, args.alibi);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
+  if (args.sums.enabled() && args.varlen.enabled()) {
+    invalid(context, "sums (fp32 gradient sums) do not combine with a varlen batch");
+  }
   if (args.varlen.enabled()) {
     validate_varlen(context, s, args.dtype, args.varlen,
                     {{"q", &args.q, true}, {"out", &args.out, true}, {"dout", &args.dout, true},
                      {"dq", &args.dq, true}, {"k", &args.k, false}, {"v", &args.v, false},
                      {"dk", &args.dk, false}, {"dv", &args.dv, false}});
   } else {
-    const std::pair<const char*, const TensorRef*> query_shaped[] = {
-        {"q", &args.q}, {"out", &args.out}, {"dout", &args.dout}, {"dq", &args.dq}};
-    for (const auto& [name, ref] : query_shaped) {
-      validate_tensor(context, name, *ref, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
-    }
-    const std::pair<const char*, const TensorRef*> key_shaped[] = {
-        {"k", &args.k}, {"v", &args.v}, {"dk", &args.dk}, {"dv", &args.dv}};
-    for (const auto& [name, ref] : key_shaped) {
-      validate_tensor(context, name, *ref, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
-    }
+    validate_backward_tensors(context, args);
   }
   validate_lse(context, args.lse);
   validate_workspace(context, args.workspace, args.workspace_bytes,

@@ -19,9 +19,11 @@
 #include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
+#include "cuflash/cuda_error.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
+#include "cuflash/numeric.h"
 #include "cuflash/version.h"
 #include "gpu_test_util.h"
 
@@ -256,6 +258,115 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
       }
     }
   }
+}
+
+// --- Gradients into fp32 sums (BackwardArgs::sums) ----------------------------------------------
+
+// The bytes of `sums` (fp32) rounded to `dtype` as the kernels store it (to nearest even).
+HostBytes rounded_bytes(const std::vector<float>& sums, DType dtype) {
+  HostBytes bytes(sums.size() * dtype_size(dtype));
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (dtype == DType::fp32) {
+      std::memcpy(bytes.data() + 4 * i, &sums[i], 4);
+      continue;
+    }
+    const uint16_t bits =
+        dtype == DType::bf16 ? numeric::float_to_bf16_bits(sums[i])
+                             : numeric::float_to_half_bits(sums[i]);
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  return bytes;
+}
+
+std::vector<float> download_floats(const DeviceBuffer& buffer) {
+  std::vector<float> values(buffer.bytes() / sizeof(float));
+  buffer.copy_to_host(values.data());
+  check_cuda(cudaDeviceSynchronize(), "downloading sums");
+  return values;
+}
+
+// Elements (of `element_bytes` each) in which two byte arrays of one size differ: a count, not
+// Catch's print of both arrays.
+size_t differing_elements(const HostBytes& a, const HostBytes& b, size_t element_bytes) {
+  REQUIRE(a.size() == b.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < a.size(); i += element_bytes) {
+    differing += std::memcmp(a.data() + i, b.data() + i, element_bytes) != 0;
+  }
+  return differing;
+}
+
+// backward() with sums adds exactly the fp32 values it would otherwise round and store: zeroed
+// sums rounded to the dtype equal the plain call's dQ, dK and dV bit for bit, and a second call
+// doubles them exactly. Every family: wgmma (fp16 / bf16 at 64, 96 padded, 128), mma.sync
+// (fp32, and 192 with its column split), with and without the causal mask. Deterministic mode,
+// because the default one adds each dQ with atomics in a varying order: two calls' fp32 dQ
+// differ in their last bits (measured: 9.8 % of the elements at fp16 D=64), sums or not. Sums
+// run on the variant kernels (uses_variant_kernels()); a window bounded on the left past every
+// key puts the plain call there too, so that both sum dQ in the same order.
+TEST_CASE("backward into fp32 sums: the plain call's gradients, added", "[gpu][sums]") {
+  require_gpu();
+  uint64_t seed = 6000;
+  for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+    for (int64_t head_dim : {64, 96, 128, 192}) {
+      for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+        Problem c = make_problem(dtype, head_dim, mask, 300, 257, 2, 4, 2, Layout::bhsd);
+        c.deterministic = true;
+        c.window = {1 << 20, mask == Mask::none ? -1 : 0};  // hides nothing
+        DYNAMIC_SECTION(describe(c)) {
+          const CaseInputs in = make_inputs(c, ++seed);
+          DeviceProblem device(c);
+          device.upload(in);
+          forward(device.forward_args());
+          backward(device.backward_args());
+          const HostBackwardResult plain = device.backward_result();
+
+          const AttentionShape& s = c.shape;
+          const DeviceBuffer dq_sum(size_t(s.q_elements()) * sizeof(float));
+          const DeviceBuffer dk_sum(size_t(s.kv_elements()) * sizeof(float));
+          const DeviceBuffer dv_sum(size_t(s.kv_elements()) * sizeof(float));
+          for (const DeviceBuffer* sum : {&dq_sum, &dk_sum, &dv_sum}) {
+            check_cuda(cudaMemset(sum->data(), 0, sum->bytes()), "zeroing sums");
+          }
+          BackwardArgs args = device.backward_args();
+          args.dq = args.dk = args.dv = TensorRef{};  // unused with sums
+          args.sums.dq = make_tensor_ref(dq_sum.data(), Layout::bhsd, s.batch, s.heads,
+                                         s.seq_q, s.head_dim);
+          args.sums.dk = make_tensor_ref(dk_sum.data(), Layout::bhsd, s.batch, s.heads_kv,
+                                         s.seq_k, s.head_dim);
+          args.sums.dv = make_tensor_ref(dv_sum.data(), Layout::bhsd, s.batch, s.heads_kv,
+                                         s.seq_k, s.head_dim);
+          backward(args);
+          const std::vector<float> once[] = {download_floats(dq_sum), download_floats(dk_sum),
+                                             download_floats(dv_sum)};
+          const size_t element = dtype_size(dtype);
+          CHECK(differing_elements(rounded_bytes(once[0], dtype), plain.dq, element) == 0);
+          CHECK(differing_elements(rounded_bytes(once[1], dtype), plain.dk, element) == 0);
+          CHECK(differing_elements(rounded_bytes(once[2], dtype), plain.dv, element) == 0);
+          backward(args);
+          const std::vector<float> twice[] = {download_floats(dq_sum), download_floats(dk_sum),
+                                              download_floats(dv_sum)};
+          for (int g = 0; g < 3; ++g) {
+            size_t doubled = 0;
+            for (size_t i = 0; i < once[g].size(); ++i) doubled += twice[g][i] == 2 * once[g][i];
+            CHECK(doubled == once[g].size());
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("backward into fp32 sums: a varlen batch is refused, naming sums", "[gpu][arguments]") {
+  require_gpu();
+  const Problem c = make_varlen_problem(DType::bf16, 64, Mask::none, {5, 9}, {5, 9}, 2, 2);
+  DeviceProblem device(c);
+  device.upload(make_inputs(c, 6100));
+  BackwardArgs args = device.backward_args();
+  args.sums.dq = args.dq;
+  args.sums.dk = args.dk;
+  args.sums.dv = args.dv;
+  REQUIRE_THROWS_WITH(backward(args), Catch::Contains("sums"));
 }
 
 // --- Determinism --------------------------------------------------------------------------------

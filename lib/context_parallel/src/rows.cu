@@ -47,18 +47,6 @@ __global__ void widen_kernel(const Element* in, float* out, int64_t count) {
   for_each_index(count, [&](int64_t i) { out[i] = to_float(in[i]); });
 }
 
-// Element i of the block is (plane, row, column) of [planes, rows, width].
-template <typename Element>
-__global__ void add_rows_kernel(float* sums, int64_t seq, int64_t first_row,
-                                const Element* block, int64_t rows, int64_t width,
-                                int64_t count) {
-  for_each_index(count, [&](int64_t i) {
-    const int64_t plane = i / (rows * width);
-    const int64_t row = i / width % rows;
-    sums[(plane * seq + first_row + row) * width + i % width] += to_float(block[i]);
-  });
-}
-
 // Element i of the sums is (batch * heads + head, row, column) of [batch * heads, seq, width].
 template <typename Element>
 __global__ void store_sums_kernel(const float* sums, Element* out, int64_t batch_stride,
@@ -95,17 +83,6 @@ void widen_to_fp32(const void* in, DType dtype, float* out, int64_t count, cudaS
                                                              count);
   });
   check_cuda(cudaGetLastError(), "single-GPU context parallelism: widening a block's O");
-}
-
-void add_rows(float* sums, int64_t seq, int64_t first_row, const void* block, DType dtype,
-              int64_t planes, int64_t rows, int64_t width, cudaStream_t stream) {
-  const int64_t count = planes * rows * width;
-  with_element(dtype, [&](auto element) {
-    using Element = decltype(element);
-    add_rows_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
-        sums, seq, first_row, static_cast<const Element*>(block), rows, width, count);
-  });
-  check_cuda(cudaGetLastError(), "single-GPU context parallelism: adding a block's gradients");
 }
 
 void store_sums(const float* sums, const TensorRef& out, DType dtype, int64_t batch,

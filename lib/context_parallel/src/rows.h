@@ -1,6 +1,6 @@
 // Element-wise work of the single-GPU mode on dense row blocks: a block's result (in the dtype,
-// [planes, rows, width], planes = batch * heads) widened to fp32, added into fp32 sums over the
-// whole sequence ([planes, seq, width]), and the sums stored in the dtype into a strided tensor.
+// [planes, rows, width], planes = batch * heads) widened to fp32, and fp32 sums over the whole
+// sequence ([planes, seq, width]) stored in the dtype into a strided tensor.
 // Asynchronous on `stream`; launch failures throw cuflash::Error.
 #pragma once
 
@@ -15,11 +15,6 @@ namespace cuflash::context_parallel::detail {
 
 // out[i] = in[i] as fp32, for `count` elements of `dtype`.
 void widen_to_fp32(const void* in, DType dtype, float* out, int64_t count, cudaStream_t stream);
-
-// Rows [first_row, first_row + rows) of every [seq, width] plane of `sums` += the block's
-// [planes, rows, width] elements of `dtype`.
-void add_rows(float* sums, int64_t seq, int64_t first_row, const void* block, DType dtype,
-              int64_t planes, int64_t rows, int64_t width, cudaStream_t stream);
 
 // `out`, a [batch, heads, seq, width] tensor of `dtype` with its own strides (as forward()
 // takes them), = the fp32 sums [batch * heads, seq, width].

@@ -93,16 +93,13 @@ ChunkSlots chunk_slots(const ForwardScratch& scratch, const AttentionShape& s, i
   return {scratch.partial_out, scratch.partial_lse, lse_floats * s.head_dim, lse_floats};
 }
 
-// --- Backward scratch: fp32 sums of the gradients, a block's gradients and LSE rows ---------
+// --- Backward scratch: fp32 sums of the gradients and LSE rows -------------------------------
 
 struct BackwardScratch {
-  float* dq_sum;  // [B, H, Sq, D]
+  float* dq_sum;  // [B, H, Sq, D]: every block's backward() adds its terms (BackwardArgs::sums)
   float* dk_sum;  // [B, Hkv, Sk, D]
   float* dv_sum;
   float* chunk_lse[2];  // LSE rows of the rank's two query chunks: [B, H, chunk]
-  void* block_dq;  // a block's gradients in the dtype: [B, H, largest query chunk, D]
-  void* block_dk;  // [B, Hkv, largest key chunk, D]
-  void* block_dv;
   void* block_workspace;  // backward()'s own, for the largest block
   size_t block_workspace_bytes;
 };
@@ -123,9 +120,6 @@ BackwardScratch backward_scratch(Sections& sections, const AttentionShape& s, DT
   scratch.dk_sum = sections.take_floats(s.kv_elements());
   scratch.dv_sum = sections.take_floats(s.kv_elements());
   for (float*& lse : scratch.chunk_lse) lse = sections.take_floats(block.lse_elements());
-  scratch.block_dq = sections.take_bytes(element_bytes(block.q_elements(), dtype));
-  scratch.block_dk = sections.take_bytes(element_bytes(block.kv_elements(), dtype));
-  scratch.block_dv = sections.take_bytes(element_bytes(block.kv_elements(), dtype));
   scratch.block_workspace_bytes = backward_workspace_size(block, dtype, deterministic);
   scratch.block_workspace = sections.take_bytes(scratch.block_workspace_bytes);
   return scratch;
@@ -238,6 +232,15 @@ TensorRef dense_block(void* data, const AttentionShape& s, int64_t heads, int64_
   return make_tensor_ref(data, Layout::bhsd, s.batch, heads, rows, s.head_dim);
 }
 
+// Rows [first_row, ...) of an fp32 sum over the whole sequence ([B, heads, seq, D], dense), as
+// the tensor a block's backward() adds to.
+TensorRef sum_rows(float* sums, const AttentionShape& s, int64_t heads, int64_t seq,
+                   int64_t first_row) {
+  TensorRef rows = make_tensor_ref(sums, Layout::bhsd, s.batch, heads, seq, s.head_dim);
+  rows.data = sums + first_row * rows.seq_stride;
+  return rows;
+}
+
 // The block's diagonal: the whole problem's, moved to the block's first query and key, so that
 // its local positions i, j see each other as the global ones i + queries.begin, j + keys.begin.
 int64_t block_diagonal(const Plan& plan, const Chunk& queries, const Chunk& keys) {
@@ -348,33 +351,25 @@ void forward_query_chunk(const ForwardArgs& whole, const Plan& plan, const RankP
 // --- Backward -----------------------------------------------------------------------------
 
 // One block's terms of dQ, dK and dV, from the whole problem's O, dO and LSE rows of its
-// queries, added into the fp32 sums.
+// queries, added by its backward() in fp32 to the rows of its chunks in the sums: one rounding
+// to the dtype at the end, as one call on the whole problem.
 void backward_block(const BackwardArgs& whole, const Plan& plan, const Block& block,
                     const float* chunk_lse, const BackwardScratch& scratch,
                     cudaStream_t stream) {
   const Chunk& queries = plan.query_chunks[size_t(block.query_chunk)];
   const Chunk& keys = plan.key_chunks[size_t(block.key_chunk)];
   BackwardArgs args = block_args(whole, plan, block);
-  const AttentionShape& s = args.shape;
   args.out = tensor_rows(whole.out, queries.begin, whole.dtype);
   args.dout = tensor_rows(whole.dout, queries.begin, whole.dtype);
   args.lse = chunk_lse;
-  args.dq = dense_block(scratch.block_dq, s, s.heads, s.seq_q);
-  args.dk = dense_block(scratch.block_dk, s, s.heads_kv, s.seq_k);
-  args.dv = dense_block(scratch.block_dv, s, s.heads_kv, s.seq_k);
+  const AttentionShape& w = whole.shape;
+  args.dq = args.dk = args.dv = TensorRef{};
+  args.sums.dq = sum_rows(scratch.dq_sum, w, w.heads, w.seq_q, queries.begin);
+  args.sums.dk = sum_rows(scratch.dk_sum, w, w.heads_kv, w.seq_k, keys.begin);
+  args.sums.dv = sum_rows(scratch.dv_sum, w, w.heads_kv, w.seq_k, keys.begin);
   args.workspace = scratch.block_workspace;
   args.workspace_bytes = scratch.block_workspace_bytes;
   backward(args, stream);
-
-  const AttentionShape& w = whole.shape;
-  const int64_t q_planes = w.batch * w.heads;
-  const int64_t kv_planes = w.batch * w.heads_kv;
-  detail::add_rows(scratch.dq_sum, w.seq_q, queries.begin, scratch.block_dq, whole.dtype,
-                   q_planes, queries.size(), w.head_dim, stream);
-  detail::add_rows(scratch.dk_sum, w.seq_k, keys.begin, scratch.block_dk, whole.dtype,
-                   kv_planes, keys.size(), w.head_dim, stream);
-  detail::add_rows(scratch.dv_sum, w.seq_k, keys.begin, scratch.block_dv, whole.dtype,
-                   kv_planes, keys.size(), w.head_dim, stream);
 }
 
 // The blocks of one rank, in ring order; each reads the LSE rows of its query chunk, copied

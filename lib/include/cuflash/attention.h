@@ -140,6 +140,17 @@ struct ForwardArgs {
   std::optional<int64_t> diagonal_offset;
 };
 
+// fp32 arrays that backward() adds its gradients to, instead of writing them in the dtype to
+// dq, dk and dv: dQ shaped like q, dK and dV like k and v, fp32 elements with the strides of
+// each TensorRef (head_dim contiguous). For gradients summed over several calls, each a block of
+// one larger problem (context parallelism), rounded to the dtype once at the end: the sums hold
+// exactly the fp32 values the kernels would round. Each element is read, added to and written by
+// one thread of one call, in stream order: calls that add to the same arrays must not overlap.
+struct GradientSums {
+  TensorRef dq, dk, dv;
+  bool enabled() const { return dq.data != nullptr; }
+};
+
 struct BackwardArgs {
   AttentionShape shape;
   DType dtype = DType::fp16;
@@ -166,6 +177,9 @@ struct BackwardArgs {
   // larger problem's, so dQ, dK and dV are the block's terms of the sums over all keys and
   // queries.
   std::optional<int64_t> diagonal_offset;
+  // Optional (GradientSums): add dQ, dK and dV in fp32 to these arrays; dq, dk and dv are then
+  // neither read nor written (they may be null). Not with a varlen batch.
+  GradientSums sums;
 };
 
 // The backward arguments that restate the forward call's: shape, dtype, mask, scale, window,

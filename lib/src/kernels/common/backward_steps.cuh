@@ -86,7 +86,13 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     load8(params.dq_accum + row * kHeadDim + col, values);
 #pragma unroll
     for (int i = 0; i < 8; ++i) values[i] *= p.scale;
-    store8(row_pointer(params.dq, p, row) + col, values);
+    if (params.dq_sum.data != nullptr) {  // BackwardArgs::sums
+      float* sum = row_pointer(params.dq_sum, p, row) + col;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum[i] += values[i];
+    } else {
+      store8(row_pointer(params.dq, p, row) + col, values);
+    }
   }
 }
 
@@ -290,6 +296,9 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   params.dq = global_tensor<Element>(args.dq);
   params.dk = global_tensor<Element>(args.dk);
   params.dv = global_tensor<Element>(args.dv);
+  params.dq_sum = global_tensor<float>(args.sums.dq);
+  params.dk_sum = global_tensor<float>(args.sums.dk);
+  params.dv_sum = global_tensor<float>(args.sums.dv);
   params.dq_accum = workspace.dq_accum;
   params.row_dot = workspace.row_dot;
   params.dq_semaphores = workspace.dq_semaphores;

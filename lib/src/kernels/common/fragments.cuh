@@ -138,6 +138,30 @@ __device__ __forceinline__ void store_accumulators(SmemTile<Element, kStride> ti
   }
 }
 
+// Adds a warp's 16 x (8 * kTiles) fp32 accumulators, times `factor`, to rows row0..row0+15 (those
+// below seq_len) and columns 0..(those below cols) of a row-major fp32 slice in global memory
+// (BackwardArgs::sums). Every element has one owner thread in a call, so plain loads and stores
+// add; 8-column tiles lie wholly below or above cols (a multiple of 8).
+template <int kTiles>
+__device__ __forceinline__ void add_accumulators_to_sum(float* slice, int64_t seq_stride,
+                                                        int64_t row0, int64_t seq_len, int cols,
+                                                        const float (&acc)[kTiles][4],
+                                                        float factor, int lane) {
+  const int col = 2 * (lane % 4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + lane / 4 + 8 * half;
+    if (row >= seq_len) continue;
+    float* sum_row = slice + row * seq_stride;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      if (8 * t + col >= cols) continue;
+      sum_row[8 * t + col] += acc[t][2 * half] * factor;
+      sum_row[8 * t + col + 1] += acc[t][2 * half + 1] * factor;
+    }
+  }
+}
+
 template <int kTiles>
 __device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
 #pragma unroll

@@ -2,6 +2,8 @@
 // validated public arguments.
 #pragma once
 
+#include <type_traits>
+
 #include <cstdint>
 
 #include "cuflash/attention.h"
@@ -135,11 +137,16 @@ ProblemParams problem_params(const Args& args) {
 }
 
 // Whether the kernels compiled for the variants (kVariants) must run: a softcap, ALiBi or a
-// window's left bound. The default kernels serve none, causal masks and windows bounded on the
-// right only (the causal bound, moved), with the registers and instructions they always had.
+// window's left bound, and in the backward fp32 gradient sums (BackwardArgs::sums), whose
+// epilogue only the variant kernels carry. The default kernels serve none, causal masks and
+// windows bounded on the right only (the causal bound, moved), with the registers and
+// instructions they always had (the sums' epilogue in them cost the sm90 backward 3-4 % at
+// head_dim 128: performance log).
 template <typename Args>
 bool uses_variant_kernels(const Args& args) {
-  return args.softcap > 0.f || args.alibi.data != nullptr || args.window.left >= 0;
+  bool variants = args.softcap > 0.f || args.alibi.data != nullptr || args.window.left >= 0;
+  if constexpr (std::is_same_v<Args, BackwardArgs>) variants = variants || args.sums.enabled();
+  return variants;
 }
 
 template <typename Element>
@@ -158,6 +165,8 @@ struct BackwardParams {
   GlobalTensor<const Element> q, k, v, out, dout;
   const float* lse;       // [B, H, Sq] ([H, total_q] varlen: ProblemParams::row_index())
   GlobalTensor<Element> dq, dk, dv;
+  // BackwardArgs::sums: the gradients are added to these in fp32 instead (null data: off).
+  GlobalTensor<float> dq_sum, dk_sum, dv_sum;
   float* dq_accum;        // [B, H, Sq, kHeadDim] fp32, contiguous (the launched kernel's head
                           // dim; [H, total_q, kHeadDim] in a varlen batch)
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)

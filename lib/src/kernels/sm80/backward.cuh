@@ -109,9 +109,11 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
 }
 
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
-// (params.dq_semaphores set). Template flags rather than runtime ones, because the default
-// kernel sits at the register limit.
-template <typename Element, typename Traits, bool kVariants, bool kDeterministic>
+// (params.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled
+// with kVariants only). Template flags rather than runtime ones, because the kernels sit at the
+// register limit.
+template <typename Element, typename Traits, bool kVariants, bool kDeterministic,
+          bool kSums = false>
 __global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> grid_params) {
   using Ops = MmaOps<Element>;
@@ -300,6 +302,18 @@ __global__ void __launch_bounds__(Traits::kThreads)
     sum_query_parts<Traits>(reinterpret_cast<float*>(stages), dk_acc, dv_acc, key_group,
                             query_part, lane);
   }
+  if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
+    if (query_part == 0) {
+      const int cols = p.head_dim - col0;
+      add_accumulators_to_sum(params.dk_sum.slice(batch, kv_head) + col0,
+                              params.dk_sum.seq_stride, k0 + warp_key0, p.seq_k, cols, dk_acc,
+                              p.scale, lane);
+      add_accumulators_to_sum(params.dv_sum.slice(batch, kv_head) + col0,
+                              params.dv_sum.seq_stride, k0 + warp_key0, p.seq_k, cols, dv_acc,
+                              1.f, lane);
+    }
+    return;
+  }
   const Tile dk_stage{k_tile.at(0, col0)};  // (kBlockN, kPartCols)
   const Tile dv_stage{v_tile.at(0, col0)};
   if (query_part == 0) {
@@ -334,6 +348,13 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   auto* kernel = params.dq_semaphores != nullptr
                      ? &backward_kernel<Element, Traits, kVariants, true>
                      : &backward_kernel<Element, Traits, kVariants, false>;
+  if constexpr (kVariants) {  // sums take the variant kernels (uses_variant_kernels())
+    if (args.sums.enabled()) {
+      kernel = params.dq_semaphores != nullptr
+                   ? &backward_kernel<Element, Traits, true, true, true>
+                   : &backward_kernel<Element, Traits, true, false, true>;
+    }
+  }
   const size_t smem_bytes = Traits::smem_bytes(sizeof(Element));
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {

@@ -162,9 +162,10 @@ __device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& bas
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
-// (base.dq_semaphores set). Template flags rather than runtime ones, because the default kernel
-// sits at the register limit.
-template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic>
+// (base.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled with
+// kVariants only). Template flags rather than runtime ones, because the kernels sit at the
+// register limit (the sums' epilogue as a runtime branch: 3-4 % slower at head_dim 128).
+template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -345,6 +346,14 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     if constexpr (kDeterministic) mbarrier_arrive(smem.dq_added());
   }
 
+  if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
+    add_accumulators_to_sum(base.dk_sum.slice(batch, kv_head), base.dk_sum.seq_stride,
+                            k0 + warp_key0, p.seq_k, p.head_dim, dk_acc, p.scale, lane);
+    add_accumulators_to_sum(base.dv_sum.slice(batch, kv_head), base.dv_sum.seq_stride,
+                            k0 + warp_key0, p.seq_k, p.head_dim, dv_acc, 1.f, lane);
+    return;
+  }
+
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
   // reading them; the producer has nothing in flight), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
@@ -388,12 +397,16 @@ bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  const bool variants = uses_variant_kernels(args);
+  const bool variants = uses_variant_kernels(args);  // true with sums
   const bool deterministic = params.base.dq_semaphores != nullptr;
   auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                            : &backward_kernel<Element, kHeadDim, true, false>)
                           : (deterministic ? &backward_kernel<Element, kHeadDim, false, true>
                                            : &backward_kernel<Element, kHeadDim, false, false>);
+  if (args.sums.enabled()) {
+    kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
+                           : &backward_kernel<Element, kHeadDim, true, false, true>;
+  }
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
