@@ -488,7 +488,8 @@ void check_ranks(const Problem& p) {
 // computation itself fails, exit 3).
 void check_gpus(const Problem& p) {
   if (p.gpus == 0) return;
-  const char* other = p.varlen()                  ? "--seqlens (layout thd)"
+  const char* other = p.ranks != 0                ? "--ranks (or the sweep key ranks)"
+                      : p.varlen()                ? "--seqlens (layout thd)"
                       : p.page_size != 0          ? "--page-size"
                       : !p.cache_seqlens.empty()  ? "--cache-seqlens"
                       : p.splits > 1              ? "--splits above 1"

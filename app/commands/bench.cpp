@@ -90,7 +90,9 @@ Selection select_cases(const BenchOptions& o) {
       c.scale = o.problem.scale.value_or(0.0);
       c.deterministic = c.deterministic || o.problem.deterministic;
       if (o.problem.ranks != 0 || o.problem.gpus != 0) {
-        c.ranks = static_cast<int>(o.problem.ranks);  // at most kMaxRanks (the validators)
+        // At most kMaxRanks (the validators); a sweep's own ranks stay, so that --gpus refuses
+        // them.
+        if (o.problem.ranks != 0) c.ranks = static_cast<int>(o.problem.ranks);
         c.gpus = static_cast<int>(o.problem.gpus);
         try {
           check_case_size(c);  // --ranks / --gpus against the line's paging, lengths, splits

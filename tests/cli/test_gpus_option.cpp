@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "spawn_util.h"
@@ -23,6 +24,13 @@ namespace {
 int gpus_present() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+// Whether this build has NCCL (`info` says so in multi_gpu).
+bool built_with_nccl() {
+  TempDir tmp;
+  return cuflash("info --format json", tmp).out.find("\"multi_gpu\": \"--gpus through NCCL") !=
+         std::string::npos;
 }
 
 }  // namespace
@@ -49,12 +57,22 @@ TEST_CASE("gpus: a varlen batch, pages, key lengths and key splits are refused, 
   for (const auto& [command, words] : refused) {
     require_usage_error_writing_nothing(command, "--gpus does not combine with " + words);
   }
+  // A sweep's own ranks against --gpus.
+  TempDir tmp;
+  const fs::path ranked = tmp.path / "ranked.txt";
+  std::ofstream(ranked) << "sq=64 dtype=bf16 ranks=2\n";
+  require_usage_error("bench --sweep " + ranked.string() + " --gpus 1 --list",
+                      "--gpus does not combine with --ranks");
 }
 
 TEST_CASE("gpus: more GPUs than the machine has is a usage error, and no GPU at all exit 3",
           "[cli][context_parallel]") {
   TempDir tmp;
   const int present = gpus_present();
+  if (!built_with_nccl()) {  // refused before the count is looked at
+    require_usage_error_writing_nothing("run -s 64 --gpus 1", "--gpus: this build has no NCCL");
+    return;
+  }
   if (present > 0) {
     require_usage_error_writing_nothing(
         "run -s 64 --gpus " + std::to_string(present + 1),

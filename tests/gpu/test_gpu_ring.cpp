@@ -69,9 +69,14 @@ void check_gpu_counts(const Problem& p, uint64_t seed) {
     INFO("gpus " << gpus);
     Problem over = p;
     over.gpus = gpus;
+    const DevicePasses passes = context_parallel::device_passes(over);
     const HostForwardBackwardResult ours =
-        run_forward_backward(over, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes,
-                             context_parallel::device_passes(over));
+        run_forward_backward(over, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes, passes);
+    // The same passes again (the ring, its scratch and the shards kept from the first call):
+    // the forward, which sums in a fixed order, gives the same bits.
+    const HostForwardResult again = run_forward(over, in.q_bytes, in.k_bytes, in.v_bytes, passes);
+    CHECK(again.out == ours.forward.out);
+    CHECK(again.lse == ours.forward.lse);
     std::vector<TensorCheck> vs_reference = check_results(p, ours, expected);
     if (p.dtype != DType::fp32 && gpus > 1) {  // keep O and LSE
       vs_reference.erase(vs_reference.begin() + 2, vs_reference.end());

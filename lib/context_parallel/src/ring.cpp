@@ -35,9 +35,15 @@ void check_nccl(ncclResult_t result, const char* what) {
 }
 
 // Makes `device` current for the lifetime of the guard, then restores the previous one.
+// `quiet` (for destructors) ignores failures instead of throwing.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device) {
+  explicit DeviceGuard(int device, bool quiet = false) {
+    if (quiet) {
+      cudaGetDevice(&previous_);
+      cudaSetDevice(device);
+      return;
+    }
     check_cuda(cudaGetDevice(&previous_), "context parallelism: cudaGetDevice");
     check_cuda(cudaSetDevice(device), "context parallelism: cudaSetDevice");
   }
@@ -47,6 +53,24 @@ class DeviceGuard {
 
  private:
   int previous_ = 0;
+};
+
+// An NCCL group that is closed whatever happens inside it (a failed call throws).
+class NcclGroup {
+ public:
+  NcclGroup() { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+  void end() {
+    open_ = false;
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+ private:
+  bool open_ = true;
 };
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -60,35 +84,49 @@ ncclDataType_t nccl_type(DType dtype) {
 
 size_t element_bytes(int64_t count, DType dtype) { return size_t(count) * dtype_size(dtype); }
 
-// The dense layout (bhsd or bshd) of a tensor of `heads` x `rows` x head_dim; throws when it is
-// neither. With one head both describe the same memory.
-Layout dense_layout(const char* name, const TensorRef& t, int64_t batch, int64_t heads,
-                    int64_t rows, int64_t head_dim) {
-  for (const Layout layout : {Layout::bhsd, Layout::bshd}) {
-    const TensorRef dense = make_tensor_ref(t.data, layout, batch, heads, rows, head_dim);
-    const bool same_batch = batch == 1 || dense.batch_stride == t.batch_stride;
-    const bool same_head = heads == 1 || dense.head_stride == t.head_stride;
-    const bool same_seq = rows == 1 || dense.seq_stride == t.seq_stride;
-    if (same_batch && same_head && same_seq) return layout;
-  }
-  refuse(Error::Kind::invalid_argument,
-         std::string(name) + " is not a dense bhsd or bshd shard of " + std::to_string(rows) +
-             " rows");
+// Whether `t` has the strides of a dense tensor in `layout` (a stride over a size of 1 is free).
+bool dense_in(const TensorRef& t, Layout layout, int64_t batch, int64_t heads, int64_t rows,
+              int64_t head_dim) {
+  const TensorRef dense = make_tensor_ref(t.data, layout, batch, heads, rows, head_dim);
+  return (batch == 1 || dense.batch_stride == t.batch_stride) &&
+         (heads == 1 || dense.head_stride == t.head_stride) &&
+         (rows == 1 || dense.seq_stride == t.seq_stride);
 }
 
-// One rank's device scratch for a problem shape: the ring's K/V buffers and the merges' and
-// sums' room, allocated on the rank's GPU once per shape.
+// A dense shard of `rows` rows in `layout`; a rank whose chunks are empty (shorter sequences
+// than 2N) has a shard of none, which no block reads.
+TensorRef shard_tensor(void* data, Layout layout, int64_t batch, int64_t heads, int64_t rows,
+                       int64_t head_dim) {
+  if (rows == 0) return TensorRef{data, 0, 0, 0};
+  return make_tensor_ref(data, layout, batch, heads, rows, head_dim);
+}
+
+// Refuses a rank's tensor that is null or not a dense shard of `rows` rows in `layout`.
+void require_shard(const std::string& name, int rank, const TensorRef& t, Layout layout,
+                   int64_t batch, int64_t heads, int64_t rows, int64_t head_dim) {
+  const std::string what = name + " of rank " + std::to_string(rank);
+  if (t.data == nullptr) refuse(Error::Kind::invalid_argument, what + " is null");
+  if (rows > 0 && !dense_in(t, layout, batch, heads, rows, head_dim)) {
+    refuse(Error::Kind::invalid_argument,
+           what + " is not a dense " + (layout == Layout::bhsd ? "bhsd" : "bshd") + " shard of " +
+               std::to_string(rows) + " rows");
+  }
+}
+
+// One rank's device scratch for a problem shape: the ring's K/V buffers, and the forward's and
+// the backward's own room, each allocated on the rank's GPU at its first use for the shape.
 struct RankScratch {
-  DeviceBuffer kv[2][2];       // [buffer][K or V]: the held shard and the one arriving
-  DeviceBuffer grad_sums[2][2];  // backward: [buffer][dK or dV] fp32 sums travelling with K/V
-  DeviceBuffer block_out;      // forward: a block's O in the dtype
-  DeviceBuffer slots_out[2];   // forward: 3 fp32 partial O slots per query chunk
+  DeviceBuffer kv[2][2];          // [buffer][K or V]: the held shard and the one arriving
+  // Forward
+  DeviceBuffer block_out;         // a block's O in the dtype
+  DeviceBuffer slots_out[2];      // 3 fp32 partial O slots per query chunk
   DeviceBuffer slots_lse[2];
-  DeviceBuffer dq_sum;         // backward: fp32 [B, H, query shard rows, D]
-  DeviceBuffer chunk_lse[2];   // backward: packed LSE rows of each query chunk
-  DeviceBuffer block_grads[3];  // backward: a block's dQ, dK, dV in the dtype
-  DeviceBuffer block_workspace;
-  DeviceBuffer alibi;          // unused: slopes come with the rank's tensors
+  // Backward
+  DeviceBuffer grad_sums[2][2];   // [buffer][dK or dV] fp32 sums travelling with K/V
+  DeviceBuffer dq_sum;            // fp32 [B, H, query shard rows, D]
+  DeviceBuffer chunk_lse[2];      // packed LSE rows of each query chunk
+  DeviceBuffer block_grads[3];    // a block's dQ, dK, dV in the dtype
+  DeviceBuffer block_workspace;   // backward()'s, deterministic or not
 };
 
 constexpr int kSlots = 3;
@@ -112,18 +150,55 @@ struct Ring::Impl {
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> compute, transfer;
   std::vector<std::vector<cudaEvent_t>> computed, transferred;  // per rank, per ring step
-  // Scratch per rank, for the shape, dtype and direction it was made for.
-  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool> scratch_key{};
+  // Scratch per rank for the shape and dtype of scratch_key.
+  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int> scratch_key{};
   std::vector<RankScratch> scratch;
 
+  ~Impl();
   int ranks() const { return int(devices.size()); }
   int next(int r) const { return (r + 1) % ranks(); }
   int previous(int r) const { return (r + ranks() - 1) % ranks(); }
 
-  void make_scratch(const AttentionShape& s, DType dtype, bool backward, bool deterministic);
+  void synchronize_quietly() const;
+  void make_scratch(const AttentionShape& s, DType dtype, bool backward);
   void wait(int rank, cudaStream_t stream, cudaEvent_t event) const;
   void record(int rank, cudaEvent_t event, cudaStream_t stream) const;
 };
+
+// Releases what the constructor made, also when it stopped half-way: streams are drained,
+// scratch freed on its own devices, the communicators finalized together (one thread holds
+// all of them, so their finalization is one group) and destroyed.
+Ring::Impl::~Impl() {
+  synchronize_quietly();
+  for (size_t r = 0; r < scratch.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    scratch[r] = RankScratch{};
+  }
+  for (size_t r = 0; r < compute.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    for (auto* events : {&computed[r], &transferred[r]}) {
+      for (cudaEvent_t e : *events) {
+        if (e != nullptr) cudaEventDestroy(e);
+      }
+    }
+    if (compute[r] != nullptr) cudaStreamDestroy(compute[r]);
+    if (transfer[r] != nullptr) cudaStreamDestroy(transfer[r]);
+  }
+  if (!comms.empty() && comms[0] != nullptr) {
+    ncclGroupStart();
+    for (ncclComm_t comm : comms) ncclCommFinalize(comm);
+    ncclGroupEnd();
+    for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  }
+}
+
+void Ring::Impl::synchronize_quietly() const {
+  for (size_t r = 0; r < compute.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    if (compute[r] != nullptr) cudaStreamSynchronize(compute[r]);
+    if (transfer[r] != nullptr) cudaStreamSynchronize(transfer[r]);
+  }
+}
 
 void Ring::Impl::wait(int rank, cudaStream_t stream, cudaEvent_t event) const {
   DeviceGuard guard(devices[size_t(rank)]);
@@ -135,12 +210,19 @@ void Ring::Impl::record(int rank, cudaEvent_t event, cudaStream_t stream) const 
   check_cuda(cudaEventRecord(event, stream), "context parallelism: recording an event");
 }
 
-void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backward,
-                              bool deterministic) {
+void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backward) {
   const auto key = std::make_tuple(s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim,
-                                   int(dtype), backward || deterministic);
-  if (!scratch.empty() && key == scratch_key) return;
-  scratch.clear();
+                                   int(dtype));
+  if (scratch.empty() || key != scratch_key) {
+    synchronize_quietly();  // earlier calls may still use the buffers about to go
+    for (size_t r = 0; r < scratch.size(); ++r) {
+      DeviceGuard guard(devices[r]);
+      scratch[r] = RankScratch{};
+    }
+    scratch.clear();
+    scratch.resize(size_t(ranks()));
+    scratch_key = key;
+  }
   const int n = ranks();
   const std::vector<Chunk> q_chunks = split_into_chunks(s.seq_q, 2 * n);
   const std::vector<Chunk> k_chunks = split_into_chunks(s.seq_k, 2 * n);
@@ -151,17 +233,20 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
   const int64_t chunk_rows = s.batch * s.heads * largest_q_chunk;
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(devices[size_t(r)]);
-    RankScratch rank;
-    for (auto& buffer : rank.kv) {
-      for (auto& tensor : buffer) tensor = DeviceBuffer(element_bytes(kv_shard, dtype));
+    RankScratch& rank = scratch[size_t(r)];
+    if (rank.kv[0][0].data() == nullptr) {
+      for (auto& buffer : rank.kv) {
+        for (auto& tensor : buffer) tensor = DeviceBuffer(element_bytes(kv_shard, dtype));
+      }
     }
-    if (!backward) {
+    if (!backward && rank.block_out.data() == nullptr) {
       rank.block_out = DeviceBuffer(element_bytes(chunk_rows * s.head_dim, dtype));
       for (int c = 0; c < 2; ++c) {
         rank.slots_out[c] = DeviceBuffer(size_t(kSlots * chunk_rows * s.head_dim) * 4);
         rank.slots_lse[c] = DeviceBuffer(size_t(kSlots * chunk_rows) * 4);
       }
-    } else {
+    }
+    if (backward && rank.dq_sum.data() == nullptr) {
       for (auto& buffer : rank.grad_sums) {
         for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
       }
@@ -169,16 +254,15 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
       rank.dq_sum = DeviceBuffer(size_t(s.batch * s.heads * q_shard * s.head_dim) * 4);
       for (auto& lse : rank.chunk_lse) lse = DeviceBuffer(size_t(chunk_rows) * 4);
       AttentionShape block = s;
-      block.seq_q = largest_q_chunk;
-      block.seq_k = largest_k_chunk;
+      block.seq_q = std::max<int64_t>(largest_q_chunk, 1);
+      block.seq_k = std::max<int64_t>(largest_k_chunk, 1);
       rank.block_grads[0] = DeviceBuffer(element_bytes(block.q_elements(), dtype));
       rank.block_grads[1] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
       rank.block_grads[2] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
-      rank.block_workspace = DeviceBuffer(backward_workspace_size(block, dtype, deterministic));
+      // Sized for the deterministic backward, which takes the most: either mode fits.
+      rank.block_workspace = DeviceBuffer(backward_workspace_size(block, dtype, true));
     }
-    scratch.push_back(std::move(rank));
   }
-  scratch_key = key;
 }
 
 Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
@@ -199,16 +283,18 @@ Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
              "device " + std::to_string(devices[i]) + " is given twice: one rank per GPU");
     }
   }
+  // Filled step by step: a failure half-way leaves Impl's destructor what exists to release.
   Impl& ring = *impl_;
   ring.devices = devices;
   const int n = ring.ranks();
-  ring.comms.resize(size_t(n));
-  check_nccl(ncclCommInitAll(ring.comms.data(), n, ring.devices.data()),
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n), nullptr);
+  check_nccl(ncclCommInitAll(comms.data(), n, ring.devices.data()),
              "creating the NCCL communicators");
-  ring.compute.resize(size_t(n));
-  ring.transfer.resize(size_t(n));
-  ring.computed.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1));
-  ring.transferred.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1));
+  ring.comms = comms;
+  ring.compute.assign(size_t(n), nullptr);
+  ring.transfer.assign(size_t(n), nullptr);
+  ring.computed.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
+  ring.transferred.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(ring.devices[size_t(r)]);
     check_cuda(cudaStreamCreateWithFlags(&ring.compute[size_t(r)], cudaStreamNonBlocking),
@@ -224,24 +310,7 @@ Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
   }
 }
 
-Ring::~Ring() {
-  Impl& ring = *impl_;
-  for (int r = 0; r < ring.ranks(); ++r) {
-    DeviceGuard guard(ring.devices[size_t(r)]);
-    cudaStreamSynchronize(ring.compute[size_t(r)]);
-    cudaStreamSynchronize(ring.transfer[size_t(r)]);
-  }
-  ring.scratch.clear();
-  for (int r = 0; r < ring.ranks(); ++r) {
-    DeviceGuard guard(ring.devices[size_t(r)]);
-    for (auto* events : {&ring.computed[size_t(r)], &ring.transferred[size_t(r)]}) {
-      for (cudaEvent_t e : *events) cudaEventDestroy(e);
-    }
-    cudaStreamDestroy(ring.compute[size_t(r)]);
-    cudaStreamDestroy(ring.transfer[size_t(r)]);
-    ncclCommDestroy(ring.comms[size_t(r)]);
-  }
-}
+Ring::~Ring() = default;  // Impl's destructor drains the streams and releases everything
 
 int Ring::ranks() const { return impl_->ranks(); }
 int Ring::device(int rank) const { return impl_->devices.at(size_t(rank)); }
@@ -258,14 +327,18 @@ struct RingLayout {
 
   // The K or V shard of `owner` in ring buffer `data`, as a tensor of its rows.
   TensorRef held(void* data, const AttentionShape& s, int owner) const {
-    return make_tensor_ref(data, layout, s.batch, s.heads_kv, k_shards[size_t(owner)].size(),
-                           s.head_dim);
+    return shard_tensor(data, layout, s.batch, s.heads_kv, k_shards[size_t(owner)].size(),
+                        s.head_dim);
   }
 };
 
 RingLayout ring_layout(const AttentionShape& s, Mask mask, Window window, int ranks,
-                       const TensorRef& first_q) {
+                       Layout layout) {
+  if (layout != Layout::bhsd && layout != Layout::bshd) {
+    refuse(Error::Kind::invalid_argument, "the shards' layout must be bhsd or bshd");
+  }
   RingLayout l;
+  l.layout = layout;
   try {
     l.plan = make_plan(s.seq_q, s.seq_k, mask, window, ranks);
   } catch (const std::invalid_argument& e) {
@@ -275,10 +348,49 @@ RingLayout ring_layout(const AttentionShape& s, Mask mask, Window window, int ra
     l.q_shards.push_back(shard_rows(l.plan.query_chunks, r));
     l.k_shards.push_back(shard_rows(l.plan.key_chunks, r));
   }
-  l.layout = dense_layout("q of rank 0", first_q, s.batch, s.heads, l.q_shards[0].size(),
-                          s.head_dim);
   return l;
 }
+
+// The tensors of a rank that have query rows, and those with key rows.
+std::vector<std::pair<const char*, const TensorRef*>> query_tensors(const RankForward& t) {
+  return {{"q", &t.q}, {"out", &t.out}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> key_tensors(const RankForward& t) {
+  return {{"k", &t.k}, {"v", &t.v}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> query_tensors(const RankBackward& t) {
+  return {{"q", &t.q}, {"out", &t.out}, {"dout", &t.dout}, {"dq", &t.dq}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> key_tensors(const RankBackward& t) {
+  return {{"k", &t.k}, {"v", &t.v}, {"dk", &t.dk}, {"dv", &t.dv}};
+}
+
+// Refuses rank tensors that are null or not dense shards of their rows. Tensors: RankForward
+// or RankBackward; `alibi`: whether the problem has ALiBi slopes (each rank then gives its own).
+template <typename Tensors>
+void check_rank_tensors(const RingLayout& l, const AttentionShape& s,
+                        const std::vector<Tensors>& tensors, bool alibi) {
+  for (int r = 0; r < int(tensors.size()); ++r) {
+    const Tensors& t = tensors[size_t(r)];
+    const int64_t q_rows = l.q_shards[size_t(r)].size();
+    const int64_t k_rows = l.k_shards[size_t(r)].size();
+    for (const auto& [name, tensor] : query_tensors(t)) {
+      require_shard(name, r, *tensor, l.layout, s.batch, s.heads, q_rows, s.head_dim);
+    }
+    for (const auto& [name, tensor] : key_tensors(t)) {
+      require_shard(name, r, *tensor, l.layout, s.batch, s.heads_kv, k_rows, s.head_dim);
+    }
+    if (t.lse == nullptr) {
+      refuse(Error::Kind::invalid_argument, "lse of rank " + std::to_string(r) + " is null");
+    }
+    if (alibi && t.alibi_slopes == nullptr) {
+      refuse(Error::Kind::invalid_argument,
+             "the problem has ALiBi slopes but rank " + std::to_string(r) + " gives none");
+    }
+  }
+}
+
+
 
 // The element count of owner's K (or V) shard.
 int64_t shard_elements(const RingLayout& l, const AttentionShape& s, int owner) {
@@ -312,7 +424,7 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
   for (int r = 0; r < n; ++r) {
     if (step > 0) ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
   }
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  NcclGroup group;
   for (int r = 0; r < n; ++r) {
     RankScratch& rs = ring.scratch[size_t(r)];
     const int held_owner = (r - step % n + n) % n;
@@ -328,7 +440,7 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
                  "ncclRecv of a K/V shard");
     }
   }
-  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  group.end();
 }
 
 // Copies each rank's own K and V shard into its ring buffer 0 (the shard held at step 0), after
@@ -340,8 +452,6 @@ void load_own_shards(Ring::Impl& ring, const RingLayout& l, const AttentionShape
     DeviceGuard guard(ring.devices[size_t(r)]);
     const RankTensors& t = tensors[size_t(r)];
     const size_t bytes = element_bytes(shard_elements(l, s, r), dtype);
-    dense_layout("k", t.k, s.batch, s.heads_kv, l.k_shards[size_t(r)].size(), s.head_dim);
-    dense_layout("v", t.v, s.batch, s.heads_kv, l.k_shards[size_t(r)].size(), s.head_dim);
     RankScratch& rs = ring.scratch[size_t(r)];
     check_cuda(cudaMemcpyAsync(rs.kv[0][0].data(), t.k.data, bytes, cudaMemcpyDeviceToDevice,
                                ring.compute[size_t(r)]),
@@ -401,17 +511,20 @@ void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_se
 
 }  // namespace
 
-void Ring::forward(const ForwardArgs& problem, const std::vector<RankForward>& tensors) {
+void Ring::forward(const ForwardArgs& problem, Layout layout,
+                   const std::vector<RankForward>& tensors) {
   Impl& ring = *impl_;
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("forward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
-  if (problem.paged.enabled() || problem.cache_seqlens != nullptr || problem.splits > 1) {
-    refuse(Error::Kind::unsupported, "forward: paged K/V, cache_seqlens and key splits above 1 "
-                                     "are not supported (dense K/V, unsplit blocks)");
+  if (problem.paged.enabled() || problem.cache_seqlens != nullptr || problem.splits > 1 ||
+      problem.splits < 0) {
+    refuse(Error::Kind::unsupported, "forward: paged K/V, cache_seqlens and key splits other "
+                                     "than 0 or 1 are not supported (dense K/V, unsplit blocks)");
   }
-  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, tensors[0].q);
-  ring.make_scratch(s, problem.dtype, false, false);
+  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
+  check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
+  ring.make_scratch(s, problem.dtype, false);
   load_own_shards(ring, l, s, problem.dtype, tensors);
 
   // Per rank and query chunk: the slot of the running result (none before its first block).
@@ -427,7 +540,7 @@ void Ring::forward(const ForwardArgs& problem, const std::vector<RankForward>& t
       const int owner = plan_step.kv_owner;
       const TensorRef k = l.held(rs.kv[step % 2][0].data(), s, owner);
       const TensorRef v = l.held(rs.kv[step % 2][1].data(), s, owner);
-      for (const Block& block : plan_step.blocks) {
+      for (const Block& block : plan_step.blocks) {  // none where the held shard is empty
         const int which = block.query_chunk == l.q_shards[size_t(r)].chunk_ids[0] ? 0 : 1;
         const int64_t rows = l.plan.query_chunks[size_t(block.query_chunk)].size();
         const int64_t lse_floats = s.batch * s.heads * rows;
@@ -436,7 +549,7 @@ void Ring::forward(const ForwardArgs& problem, const std::vector<RankForward>& t
         std::optional<int>& run = running[size_t(r)][size_t(which)];
         const int slot = run ? kNewBlockSlot : 0;
         ForwardArgs args = block_args(problem, l, r, owner, block, tensors[size_t(r)].q, k, v);
-        args.alibi.data = tensors[size_t(r)].alibi_slopes;
+        if (problem.alibi.data != nullptr) args.alibi.data = tensors[size_t(r)].alibi_slopes;
         args.out = make_tensor_ref(rs.block_out.data(), Layout::bhsd, s.batch, s.heads, rows,
                                    s.head_dim);
         args.lse = lse_slots + slot * lse_floats;
@@ -492,13 +605,15 @@ void Ring::forward(const ForwardArgs& problem, const std::vector<RankForward>& t
   // Every transfer was waited for by the step after it: the compute streams hold all the work.
 }
 
-void Ring::backward(const BackwardArgs& problem, const std::vector<RankBackward>& tensors) {
+void Ring::backward(const BackwardArgs& problem, Layout layout,
+                    const std::vector<RankBackward>& tensors) {
   Impl& ring = *impl_;
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("backward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
-  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, tensors[0].q);
-  ring.make_scratch(s, problem.dtype, true, problem.deterministic);
+  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
+  check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
+  ring.make_scratch(s, problem.dtype, true);
   load_own_shards(ring, l, s, problem.dtype, tensors);
   const int64_t kv_planes = s.batch * s.heads_kv;
   const int64_t q_planes = s.batch * s.heads;
@@ -540,7 +655,7 @@ void Ring::backward(const BackwardArgs& problem, const std::vector<RankBackward>
         const int64_t q_local = shard.local_begin(block.query_chunk);
         BackwardArgs args = block_args(problem, l, r, owner, block, t.q, k, v);
         const AttentionShape& b = args.shape;
-        args.alibi.data = t.alibi_slopes;
+        if (problem.alibi.data != nullptr) args.alibi.data = t.alibi_slopes;
         args.out = tensor_rows(t.out, q_local, problem.dtype);
         args.dout = tensor_rows(t.dout, q_local, problem.dtype);
         args.lse = rs.chunk_lse[which].as<float>();
@@ -570,7 +685,7 @@ void Ring::backward(const BackwardArgs& problem, const std::vector<RankBackward>
       for (int r = 0; r < n; ++r) {
         ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step)]);
       }
-      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      NcclGroup group;
       for (int r = 0; r < n; ++r) {
         RankScratch& rs = ring.scratch[size_t(r)];
         const int held_owner = (r - step % n + n) % n;
@@ -586,7 +701,7 @@ void Ring::backward(const BackwardArgs& problem, const std::vector<RankBackward>
                      "ncclRecv of dK/dV sums");
         }
       }
-      check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+      group.end();
     }
     for (int r = 0; r < n; ++r) {
       ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
@@ -650,10 +765,25 @@ struct RankShards {
 class RingPasses {
  public:
   explicit RingPasses(int gpus) : gpus_(gpus) {}
+  ~RingPasses() {
+    synchronize();
+    for (auto* events : {&started_, &finished_}) {
+      for (const auto& [device, event] : *events) {
+        DeviceGuard guard(device, true);
+        cudaEventDestroy(event);
+      }
+    }
+    for (int r = 0; r < int(shards_.size()); ++r) {
+      DeviceGuard guard(ring_->device(r), true);
+      shards_[size_t(r)] = RankShards{};
+    }
+  }
+  RingPasses(const RingPasses&) = delete;
+  RingPasses& operator=(const RingPasses&) = delete;
 
   void forward(const ForwardArgs& whole, cudaStream_t stream) {
-    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.mask, whole.window,
-                              whole.alibi, false, stream);
+    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
+                              whole.window, whole.alibi, false, stream);
     std::vector<RankForward> tensors(static_cast<size_t>(gpus_));
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
@@ -671,7 +801,7 @@ class RingPasses {
       t.lse = rs.lse.as<float>();
       t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
     }
-    ring_->forward(whole, tensors);
+    ring_->forward(whole, sh.layout, tensors);
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
@@ -683,8 +813,8 @@ class RingPasses {
   }
 
   void backward(const BackwardArgs& whole, cudaStream_t stream) {
-    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.mask, whole.window,
-                              whole.alibi, true, stream);
+    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
+                              whole.window, whole.alibi, true, stream);
     std::vector<RankBackward> tensors(static_cast<size_t>(gpus_));
     const int64_t heads = whole.shape.heads;
     for (int r = 0; r < gpus_; ++r) {
@@ -709,7 +839,7 @@ class RingPasses {
       t.lse = rs.lse.as<float>();
       t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
     }
-    ring_->backward(whole, tensors);
+    ring_->backward(whole, sh.layout, tensors);
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
@@ -731,8 +861,9 @@ class RingPasses {
 
   // The Ring, the plan's shards and their buffers (made again when the shape changes), and
   // every rank's stream waiting for the work already on the caller's `stream`.
-  Shapes prepare(const AttentionShape& s, DType dtype, const TensorRef& whole_q, Mask mask,
-                 Window window, const AlibiSlopes& alibi, bool backward, cudaStream_t stream) {
+  Shapes prepare(const AttentionShape& s, DType dtype, const TensorRef& whole_q,
+                 const TensorRef& whole_k, Mask mask, Window window, const AlibiSlopes& alibi,
+                 bool backward, cudaStream_t stream) {
     if (!ring_) {
       std::vector<int> devices(static_cast<size_t>(gpus_));
       for (int r = 0; r < gpus_; ++r) devices[size_t(r)] = r;
@@ -740,7 +871,7 @@ class RingPasses {
     }
     Shapes sh;
     sh.shape = s;
-    sh.layout = dense_layout("q", whole_q, s.batch, s.heads, s.seq_q, s.head_dim);
+    sh.layout = whole_layout(whole_q, whole_k, s);
     try {
       const Plan plan = make_plan(s.seq_q, s.seq_k, mask, window, gpus_);
       sh.q_chunks = plan.query_chunks;
@@ -756,30 +887,36 @@ class RingPasses {
                            : alibi.batch_stride == 0 ? s.heads
                                                      : s.batch * s.heads;
     const auto key = std::make_tuple(s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim,
-                                     int(dtype), backward, slopes);
+                                     int(dtype), slopes);
     if (shards_.empty() || key != shards_key_) {
-      shards_.clear();
-      for (int r = 0; r < gpus_; ++r) {
+      synchronize();  // earlier calls may still use the buffers about to go
+      for (int r = 0; r < int(shards_.size()); ++r) {
         DeviceGuard guard(ring_->device(r));
-        const int64_t q_elements = s.batch * s.heads * sh.q_shards[size_t(r)].size() * s.head_dim;
-        const int64_t k_elements =
-            s.batch * s.heads_kv * sh.k_shards[size_t(r)].size() * s.head_dim;
-        RankShards rs;
+        shards_[size_t(r)] = RankShards{};
+      }
+      shards_.clear();
+      shards_.resize(size_t(gpus_));
+      shards_key_ = key;
+    }
+    for (int r = 0; r < gpus_; ++r) {  // what this direction needs, at its first use
+      DeviceGuard guard(ring_->device(r));
+      const int64_t q_elements = s.batch * s.heads * sh.q_shards[size_t(r)].size() * s.head_dim;
+      const int64_t k_elements = s.batch * s.heads_kv * sh.k_shards[size_t(r)].size() * s.head_dim;
+      RankShards& rs = shards_[size_t(r)];
+      if (rs.q.data() == nullptr) {
         rs.q = DeviceBuffer(element_bytes(q_elements, dtype));
         rs.k = DeviceBuffer(element_bytes(k_elements, dtype));
         rs.v = DeviceBuffer(element_bytes(k_elements, dtype));
         rs.out = DeviceBuffer(element_bytes(q_elements, dtype));
         rs.lse = DeviceBuffer(size_t(s.batch * s.heads * sh.q_shards[size_t(r)].size()) * 4);
-        if (backward) {
-          rs.dout = DeviceBuffer(element_bytes(q_elements, dtype));
-          rs.dq = DeviceBuffer(element_bytes(q_elements, dtype));
-          rs.dk = DeviceBuffer(element_bytes(k_elements, dtype));
-          rs.dv = DeviceBuffer(element_bytes(k_elements, dtype));
-        }
         if (slopes > 0) rs.alibi = DeviceBuffer(size_t(slopes) * 4);
-        shards_.push_back(std::move(rs));
       }
-      shards_key_ = key;
+      if (backward && rs.dout.data() == nullptr) {
+        rs.dout = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.dq = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.dk = DeviceBuffer(element_bytes(k_elements, dtype));
+        rs.dv = DeviceBuffer(element_bytes(k_elements, dtype));
+      }
     }
     // Every rank starts after the caller's work (its inputs) on `stream`.
     int caller = 0;
@@ -796,6 +933,26 @@ class RingPasses {
       }
     }
     return sh;
+  }
+
+  void synchronize() const {
+    if (!ring_) return;
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r), true);
+      cudaStreamSynchronize(ring_->stream(r));
+    }
+  }
+
+  // The layout of the whole problem's tensors: the one in which q and k are both dense. Where
+  // both layouts fit both (a sequence of one row, one head), they describe the same memory.
+  static Layout whole_layout(const TensorRef& q, const TensorRef& k, const AttentionShape& s) {
+    for (const Layout layout : {Layout::bhsd, Layout::bshd}) {
+      if (dense_in(q, layout, s.batch, s.heads, s.seq_q, s.head_dim) &&
+          dense_in(k, layout, s.batch, s.heads_kv, s.seq_k, s.head_dim)) {
+        return layout;
+      }
+    }
+    refuse(Error::Kind::invalid_argument, "q and k are not both dense bhsd or bshd tensors");
   }
 
   // The caller's stream waits for every rank's last work.
@@ -824,13 +981,13 @@ class RingPasses {
 
   TensorRef query_tensor(const Shapes& sh, int r, void* data) const {
     const AttentionShape& s = sh.shape;
-    return make_tensor_ref(data, sh.layout, s.batch, s.heads, sh.q_shards[size_t(r)].size(),
-                           s.head_dim);
+    return shard_tensor(data, sh.layout, s.batch, s.heads, sh.q_shards[size_t(r)].size(),
+                        s.head_dim);
   }
   TensorRef key_tensor(const Shapes& sh, int r, void* data) const {
     const AttentionShape& s = sh.shape;
-    return make_tensor_ref(data, sh.layout, s.batch, s.heads_kv, sh.k_shards[size_t(r)].size(),
-                           s.head_dim);
+    return shard_tensor(data, sh.layout, s.batch, s.heads_kv, sh.k_shards[size_t(r)].size(),
+                        s.head_dim);
   }
 
   // Moves rank r's chunks between the whole tensor (seq rows) and its shard, both ways.
@@ -887,8 +1044,7 @@ class RingPasses {
   int gpus_;
   std::unique_ptr<Ring> ring_;
   std::vector<RankShards> shards_;
-  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int64_t>
-      shards_key_{};
+  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t> shards_key_{};
   std::map<int, cudaEvent_t> started_, finished_;
 };
 

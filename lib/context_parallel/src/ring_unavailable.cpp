@@ -27,10 +27,10 @@ Ring::~Ring() = default;
 int Ring::ranks() const { return 0; }
 int Ring::device(int) const { return 0; }
 cudaStream_t Ring::stream(int) const { return nullptr; }
-void Ring::forward(const ForwardArgs&, const std::vector<RankForward>&) {
+void Ring::forward(const ForwardArgs&, Layout, const std::vector<RankForward>&) {
   refuse_without_nccl("context_parallel::Ring::forward");
 }
-void Ring::backward(const BackwardArgs&, const std::vector<RankBackward>&) {
+void Ring::backward(const BackwardArgs&, Layout, const std::vector<RankBackward>&) {
   refuse_without_nccl("context_parallel::Ring::backward");
 }
 DevicePasses ring_passes(int) { refuse_without_nccl("context_parallel::ring_passes"); }

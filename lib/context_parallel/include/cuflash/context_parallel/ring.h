@@ -65,12 +65,14 @@ class Ring {
   cudaStream_t stream(int rank) const;
 
   // forward() of the whole problem `problem` (its shape, dtype, mask, window, scale, softcap
-  // and ALiBi kind; its tensors, lse and workspace are not read) with each rank's shards in
-  // `tensors`. Asynchronous; scratch is allocated on each GPU on the first call for a shape
-  // and kept for the next ones. Throws cuflash::Error for what it does not serve.
-  void forward(const ForwardArgs& problem, const std::vector<RankForward>& tensors);
+  // and whether it has ALiBi slopes; its tensors, lse and workspace are not read) with each
+  // rank's shards in `tensors`, all dense in `layout` (bhsd or bshd). Asynchronous; scratch is
+  // allocated on each GPU at its first use for a shape and kept for the next calls. Throws
+  // cuflash::Error for what it does not serve.
+  void forward(const ForwardArgs& problem, Layout layout, const std::vector<RankForward>& tensors);
   // backward() likewise, from the forward's O and LSE shards.
-  void backward(const BackwardArgs& problem, const std::vector<RankBackward>& tensors);
+  void backward(const BackwardArgs& problem, Layout layout,
+                const std::vector<RankBackward>& tensors);
 
   struct Impl;  // the communicators, streams, events and scratch (ring.cpp)
 
