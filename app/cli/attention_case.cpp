@@ -186,6 +186,7 @@ Problem describe_inputs(const ProblemOptions& options, bool with_dout) {
   p.splits = options.splits.front();
   p.deterministic = options.deterministic;
   p.ranks = static_cast<int>(options.ranks);  // at most kMaxRanks (the option's validator)
+  p.gpus = static_cast<int>(options.gpus);    // likewise
   p.page_size = options.page_size.front();
   p.cache_seqlens = options.cache_seqlens;
   apply_varlen_options(options, p);

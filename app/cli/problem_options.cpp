@@ -5,8 +5,11 @@
 #include <cstring>
 #include <sstream>
 
+#include <cuda_runtime_api.h>
+
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/ring.h"
 #include "cuflash/io/npy.h"
 
 namespace cuflash::cli {
@@ -54,6 +57,20 @@ const CLI::Validator kRanks(
       } catch (const std::exception&) {
       }
       return "'" + text + "' is not a whole number of ranks from 1 to " +
+             std::to_string(kMaxRanks);
+    },
+    "N");
+
+// A number of GPUs: a whole number from 1 to kMaxRanks (one rank per GPU).
+const CLI::Validator kGpus(
+    [](std::string& text) -> std::string {
+      try {
+        size_t used = 0;
+        const long long value = std::stoll(text, &used);
+        if (used == text.size() && value >= 1 && value <= kMaxRanks) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a whole number of GPUs from 1 to " +
              std::to_string(kMaxRanks);
     },
     "N");
@@ -274,6 +291,7 @@ std::string case_label(const Problem& p) {
   }
   if (p.deterministic) out << "/deterministic";
   if (p.ranks != 0) out << "/ranks:" << p.ranks;
+  if (p.gpus != 0) out << "/gpus:" << p.gpus;
   return out.str();
 }
 
@@ -369,6 +387,13 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
                      "only: not with --seqlens, --page-size, --cache-seqlens or --splits above "
                      "1; the CPU backend computes the attention in one piece")
       ->check(kRanks);
+  command.add_option("--gpus", o.gpus,
+                     "Context parallelism over GPUs 0 to N-1 (ring attention through NCCL, one "
+                     "rank per GPU): the inputs are copied into each rank's chunks, the K/V "
+                     "shards pass around the ring while each GPU computes, the results are "
+                     "copied back. Dense cases only, as --ranks; needs a build with NCCL")
+      ->check(kGpus)
+      ->excludes("--ranks");
   add_list(command, "--page-size", o.page_size,
            "Forward only: K and V in a paged cache of this many keys per page (a power of two "
            ">= 16: 16, 32, 64, 128, 256, ...), the pages in a shuffled order; the results equal "
@@ -458,6 +483,33 @@ void check_ranks(const Problem& p) {
   }
 }
 
+// --gpus against the case and the machine: a dense sequence as for --ranks, a build with NCCL,
+// and no more GPUs than there are (where the driver can count them; without a GPU the
+// computation itself fails, exit 3).
+void check_gpus(const Problem& p) {
+  if (p.gpus == 0) return;
+  const char* other = p.ranks != 0                ? "--ranks (or the sweep key ranks)"
+                      : p.varlen()                ? "--seqlens (layout thd)"
+                      : p.page_size != 0          ? "--page-size"
+                      : !p.cache_seqlens.empty()  ? "--cache-seqlens"
+                      : p.splits > 1              ? "--splits above 1"
+                                                  : nullptr;
+  if (other != nullptr) {
+    throw UsageError("--gpus does not combine with " + std::string(other) +
+                     ": context parallelism takes one dense sequence per batch entry, each "
+                     "block unsplit on contiguous K/V");
+  }
+  if (!context_parallel::ring_available()) {
+    throw UsageError("--gpus: this build has no NCCL (configure with -DCUFLASH_NCCL=ON, NCCL "
+                     "installed or NCCL_ROOT pointing at it)");
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && p.gpus > count) {
+    throw UsageError("--gpus " + std::to_string(p.gpus) + ": this machine has " +
+                     std::to_string(count) + (count == 1 ? " GPU" : " GPUs"));
+  }
+}
+
 }  // namespace
 
 void require_forward_only(const Problem& p, const std::string& what) {
@@ -495,6 +547,7 @@ void check_case_size(const Problem& p) {
                      ": fp32 runs unsplit; key splits take fp16 or bf16");
   }
   check_ranks(p);
+  check_gpus(p);
   check_paging(p);
 }
 
@@ -564,6 +617,7 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.cache_seqlens = o.cache_seqlens;
                     p.deterministic = o.deterministic;
                     p.ranks = static_cast<int>(o.ranks);  // at most kMaxRanks (kRanks)
+                    p.gpus = static_cast<int>(o.gpus);    // at most kMaxRanks (kGpus)
                     apply_varlen_options(o, p);
                     p.alibi_slopes = alibi_slopes_of(o, p);
                     // The variants vary fastest.

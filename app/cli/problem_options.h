@@ -35,6 +35,8 @@ struct ProblemOptions {
   // Context-parallel ranks run one after another on one GPU (Problem::ranks), for every case;
   // 0: not given, the attention in one piece.
   int64_t ranks = 0;
+  // Context parallelism over GPUs 0 to N-1 through NCCL (Problem::gpus); 0: one GPU.
+  int64_t gpus = 0;
   bool causal = false;  // shorthand for --mask causal
   std::optional<double> scale;
   std::vector<std::string> window;  // "LEFT,RIGHT" per occurrence; empty: no window
@@ -64,8 +66,8 @@ inline constexpr int64_t kMaxRanks = context_parallel::kMaxRanks;
 // "/cache:L0+L1+..." only with per-sequence key lengths, "/thd/seqlens:L0+L1+..." (and
 // "/seqlens-k:..." when the keys' differ) for a varlen batch, whose b, sq and sk are those of the
 // packed tensors (1 and the token totals), "/deterministic" only for the deterministic
-// backward, and "/ranks:N" only for context parallelism on one GPU. `bench --filter` matches
-// it.
+// backward, "/ranks:N" only for context parallelism on one GPU and "/gpus:N" only for context
+// parallelism over N GPUs. `bench --filter` matches it.
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.

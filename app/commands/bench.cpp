@@ -89,10 +89,13 @@ Selection select_cases(const BenchOptions& o) {
     for (Problem& c : s.cases) {
       c.scale = o.problem.scale.value_or(0.0);
       c.deterministic = c.deterministic || o.problem.deterministic;
-      if (o.problem.ranks != 0) {
-        c.ranks = static_cast<int>(o.problem.ranks);  // at most kMaxRanks (the validator)
+      if (o.problem.ranks != 0 || o.problem.gpus != 0) {
+        // At most kMaxRanks (the validators); a sweep's own ranks stay, so that --gpus refuses
+        // them.
+        if (o.problem.ranks != 0) c.ranks = static_cast<int>(o.problem.ranks);
+        c.gpus = static_cast<int>(o.problem.gpus);
         try {
-          check_case_size(c);  // --ranks against the line's page size, key lengths and splits
+          check_case_size(c);  // --ranks / --gpus against the line's paging, lengths, splits
         } catch (const UsageError& e) {
           throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
         }

@@ -7,6 +7,7 @@
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/ring.h"
 #include "cuflash/version.h"
 
 namespace cuflash::cli {
@@ -42,7 +43,31 @@ Record build_record() {
       .add("cuda_driver", cuda_version_text(driver))
       .add("devices", int64_t(device_count()))
       .add("head_dims", head_dims_text())
-      .add("backward_dq", "arrival order (default); fixed order with --deterministic");
+      .add("backward_dq", "arrival order (default); fixed order with --deterministic")
+      .add("multi_gpu", context_parallel::ring_available()
+                            ? "--gpus through " + context_parallel::nccl_version()
+                            : std::string("none (built without NCCL)"));
+  return r;
+}
+
+// What the runtime says of the path between two GPUs: whether each can address the other's
+// memory directly (peer access: NVLink or PCIe peer-to-peer), its relative performance rank
+// (0 is the best the system has) and whether atomics cross it natively.
+Record link_record(int a, int b) {
+  Record r;
+  r.add("item", "link " + std::to_string(a) + "-" + std::to_string(b));
+  int forward = 0, backward = 0, rank = 0, atomics = 0;
+  cudaDeviceCanAccessPeer(&forward, a, b);
+  cudaDeviceCanAccessPeer(&backward, b, a);
+  r.add("peer_access", forward && backward ? "both ways" : forward || backward ? "one way" : "no");
+  if (forward && cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b) ==
+                     cudaSuccess) {
+    r.add("performance_rank", int64_t(rank));
+  }
+  if (forward && cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, a, b) ==
+                     cudaSuccess) {
+    r.add("native_atomics", atomics ? "yes" : "no");
+  }
   return r;
 }
 
@@ -66,13 +91,19 @@ Record device_record(int index) {
 }  // namespace
 
 void setup_info(CLI::App& app, const GlobalOptions& global, CommandResult& result) {
-  CLI::App* cmd = app.add_subcommand("info", "Version, build settings and visible CUDA devices");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Version, build settings, the visible CUDA devices and the links between them");
   cmd->footer(kInfoExitCodeHelp);
   cmd->callback([&global, &result] {
     // Build facts first, then one record per device; different keys, so print separately.
     print_records({build_record()}, global.output_format());
     for (int i = 0; i < device_count(); ++i) {
       print_records({device_record(i)}, global.output_format());
+    }
+    for (int a = 0; a < device_count(); ++a) {  // the links between them, each pair once
+      for (int b = a + 1; b < device_count(); ++b) {
+        print_records({link_record(a, b)}, global.output_format());
+      }
     }
     result.exit_code = 0;
   });

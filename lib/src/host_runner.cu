@@ -296,13 +296,14 @@ void check_cache_seqlens(const Problem& p) {
   }
 }
 
-// Passes of other ranks than the problem's would compute it in another way than it says.
+// Passes of other ranks or GPUs than the problem's would compute it in another way than it says.
 void check_passes(const Problem& problem, const DevicePasses& passes) {
-  if (passes.ranks == problem.ranks) return;
+  if (passes.ranks == problem.ranks && passes.gpus == problem.gpus) return;
   throw Error(Error::Kind::invalid_argument,
-              "problem.ranks is " + std::to_string(problem.ranks) + " but the device passes "
-              "compute " + std::to_string(passes.ranks) + " ranks (context_parallel::"
-              "device_passes(problem) gives the problem's)");
+              "problem.ranks and gpus are " + std::to_string(problem.ranks) + " and " +
+                  std::to_string(problem.gpus) + " but the device passes compute " +
+                  std::to_string(passes.ranks) + " ranks over " + std::to_string(passes.gpus) +
+                  " GPUs (context_parallel::device_passes(problem) gives the problem's)");
 }
 
 template <class T>

@@ -347,6 +347,16 @@ TEST_CASE("info lists the head dims the GPU kernels take", "[cli]") {
   CHECK(json.out.find(expected) != std::string::npos);
 }
 
+TEST_CASE("info says whether --gpus is built in, with which NCCL", "[cli]") {
+  TempDir tmp;
+  const Outcome json = cuflash("info --format json", tmp);
+  CHECK(json.exit_code == 0);
+  const bool with_nccl = json.out.find("\"multi_gpu\": \"--gpus through NCCL ") != std::string::npos;
+  const bool without = json.out.find("\"multi_gpu\": \"none (built without NCCL)\"") !=
+                       std::string::npos;
+  CHECK(with_nccl != without);
+}
+
 TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "[cli][out-dir]") {
   TempDir tmp;
   const fs::path dir = tmp.path / "d";

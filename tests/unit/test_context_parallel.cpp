@@ -111,6 +111,32 @@ TEST_CASE("context-parallel plan: every query row belongs to exactly one rank (z
   }
 }
 
+TEST_CASE("context-parallel shards: each rank's local rows map one to one onto its chunks",
+          "[context_parallel]") {
+  for (const int ranks : {1, 2, 3, 8}) {
+    for (const int64_t seq : {int64_t(1), int64_t(7), int64_t(113), int64_t(1023)}) {
+      const std::vector<cp::Chunk> chunks = cp::split_into_chunks(seq, 2 * ranks);
+      std::vector<int> seen(size_t(seq), 0);
+      int64_t largest = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const cp::ShardRows shard = cp::shard_rows(chunks, r);
+        REQUIRE(shard.chunk_ids == cp::owned_chunks(r, ranks));
+        largest = std::max(largest, shard.size());
+        // Local row l of chunk c holds global row chunks[c].begin + l - local_begin(c).
+        int64_t local = 0;
+        for (const int c : shard.chunk_ids) {
+          REQUIRE(shard.local_begin(c) == local);
+          for (int64_t i = chunks[size_t(c)].begin; i < chunks[size_t(c)].end; ++i) ++seen[size_t(i)];
+          local += chunks[size_t(c)].size();
+        }
+        REQUIRE(local == shard.size());
+      }
+      for (const int count : seen) REQUIRE(count == 1);
+      REQUIRE(cp::largest_shard(chunks) == largest);
+    }
+  }
+}
+
 TEST_CASE("context-parallel plan: the ring passes every K/V shard to every rank once",
           "[context_parallel]") {
   for (const int ranks : {1, 2, 3, 4, 8}) {

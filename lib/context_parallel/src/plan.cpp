@@ -42,6 +42,22 @@ RingStep plan_step(const Plan& plan, const std::array<int, 2>& query_chunks, int
 
 std::array<int, 2> owned_chunks(int rank, int ranks) { return {rank, 2 * ranks - 1 - rank}; }
 
+ShardRows shard_rows(const std::vector<Chunk>& chunks, int rank) {
+  const int ranks = int(chunks.size()) / 2;
+  ShardRows shard;
+  shard.chunk_ids = owned_chunks(rank, ranks);
+  for (int i = 0; i < 2; ++i) shard.chunks[size_t(i)] = chunks[size_t(shard.chunk_ids[size_t(i)])];
+  return shard;
+}
+
+int64_t largest_shard(const std::vector<Chunk>& chunks) {
+  int64_t largest = 0;
+  for (int rank = 0; rank < int(chunks.size()) / 2; ++rank) {
+    largest = std::max(largest, shard_rows(chunks, rank).size());
+  }
+  return largest;
+}
+
 std::vector<Chunk> split_into_chunks(int64_t length, int count) {
   const int64_t base = length / count;
   const int64_t larger = length % count;  // the first `larger` chunks take one position more

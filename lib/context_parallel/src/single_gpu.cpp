@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cuflash/context_parallel/plan.h"
+#include "cuflash/context_parallel/ring.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
 #include "rows.h"
@@ -474,6 +475,7 @@ DevicePasses single_gpu_passes(int ranks) {
 }
 
 DevicePasses device_passes(const Problem& problem) {
+  if (problem.gpus > 0) return ring_passes(problem.gpus);
   return problem.ranks > 0 ? single_gpu_passes(problem.ranks) : library_passes();
 }
 

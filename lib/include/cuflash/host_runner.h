@@ -61,6 +61,7 @@ class DeviceForwardExtras {
 // parallelism: cuflash/context_parallel/single_gpu.h, device_passes()).
 struct DevicePasses {
   int ranks = 0;  // the Problem::ranks these passes compute (0: the attention in one piece)
+  int gpus = 0;   // the Problem::gpus they compute over (0: the current GPU alone)
   // Bytes of the workspace each pass takes for a problem (ForwardArgs / BackwardArgs::workspace).
   std::function<size_t(const Problem&)> forward_workspace_bytes;
   std::function<size_t(const Problem&)> backward_workspace_bytes;

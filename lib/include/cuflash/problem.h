@@ -136,6 +136,10 @@ struct Problem {
   // one GPU; 0 computes it in one piece. The same attention either way: the CPU reference
   // computes it in one piece. Dense problems only (no seqlens_q, page_size, cache_seqlens).
   int ranks = 0;
+  // Context parallelism over GPUs 0 to gpus - 1 of the host (cuflash/context_parallel/ring.h,
+  // NCCL): the same attention, computed by one rank per GPU; 0: one GPU. Dense problems only,
+  // not with ranks.
+  int gpus = 0;
   // A variable-length packed batch (layout thd): the query and key lengths of its sequences,
   // each >= 1, one pair per sequence. Sequence b is today's attention over its own queries
   // [sum of seqlens_q before b, + seqlens_q[b]) and keys (likewise in seqlens_k): its masks,

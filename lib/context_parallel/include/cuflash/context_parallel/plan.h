@@ -78,10 +78,23 @@ bool block_visible(const VisibleBand& band, const Chunk& queries, const Chunk& k
 int64_t count_visible_pairs(const VisibleBand& band, int64_t seq_k, const Chunk& queries,
                             const Chunk& keys);
 
-// Throws std::invalid_argument (naming the argument) for sequences shorter than 1, ranks below
-// 1, or window bounds below -1.
-// Throws std::invalid_argument for lengths below 1, ranks outside 1..kMaxRanks, window bounds
-// below -1.
+// Throws std::invalid_argument (naming the argument) for lengths below 1, ranks outside
+// 1..kMaxRanks, or window bounds below -1.
 Plan make_plan(int64_t seq_q, int64_t seq_k, Mask mask, Window window, int ranks);
+
+// The rows of one sequence a rank keeps on its own GPU (its shard): its two chunks, the first
+// (chunk r) at local row 0 and the second (chunk 2N-1-r) right after it.
+struct ShardRows {
+  std::array<int, 2> chunk_ids{};  // owned_chunks(rank, ranks)
+  std::array<Chunk, 2> chunks{};   // their global positions
+  int64_t size() const { return chunks[0].size() + chunks[1].size(); }
+  // The local row where chunk `chunk_id` (one of chunk_ids) starts.
+  int64_t local_begin(int chunk_id) const { return chunk_id == chunk_ids[0] ? 0 : chunks[0].size(); }
+};
+
+// Rank `rank`'s shard of a sequence cut into `chunks` (2N chunks: split_into_chunks()).
+ShardRows shard_rows(const std::vector<Chunk>& chunks, int rank);
+// The rows of the largest shard of any rank.
+int64_t largest_shard(const std::vector<Chunk>& chunks);
 
 }  // namespace cuflash::context_parallel

@@ -62,8 +62,9 @@ TensorRef tensor_rows(const TensorRef& tensor, int64_t first_row, DType dtype);
 // ranks: single_gpu_forward(), single_gpu_backward() and their workspace sizes.
 DevicePasses single_gpu_passes(int ranks);
 
-// The passes problem.ranks asks for: single_gpu_passes(problem.ranks) when it is above 0, else
-// library_passes() (forward() and backward() of the whole problem).
+// The passes the problem asks for: ring_passes(problem.gpus) (ring.h) when gpus is above 0,
+// single_gpu_passes(problem.ranks) when ranks is, else library_passes() (forward() and
+// backward() of the whole problem).
 DevicePasses device_passes(const Problem& problem);
 
 }  // namespace cuflash::context_parallel

@@ -1,0 +1,1072 @@
+#include "cuflash/context_parallel/ring.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <nccl.h>
+
+#include "cuflash/context_parallel/plan.h"
+#include "cuflash/context_parallel/single_gpu.h"
+#include "cuflash/cuda_error.h"
+#include "cuflash/device_buffer.h"
+#include "cuflash/error.h"
+#include "rows.h"
+
+namespace cuflash::context_parallel {
+namespace {
+
+constexpr const char* kContext = "context_parallel::Ring";
+
+[[noreturn]] void refuse(Error::Kind kind, const std::string& what) {
+  throw Error(kind, std::string(kContext) + ": " + what);
+}
+
+void check_nccl(ncclResult_t result, const char* what) {
+  if (result != ncclSuccess) {
+    refuse(Error::Kind::cuda, std::string(what) + ": " + ncclGetErrorString(result));
+  }
+}
+
+// Makes `device` current for the lifetime of the guard, then restores the previous one.
+// `quiet` (for destructors) ignores failures instead of throwing.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device, bool quiet = false) {
+    if (quiet) {
+      cudaGetDevice(&previous_);
+      cudaSetDevice(device);
+      return;
+    }
+    check_cuda(cudaGetDevice(&previous_), "context parallelism: cudaGetDevice");
+    check_cuda(cudaSetDevice(device), "context parallelism: cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// An NCCL group that is closed whatever happens inside it (a failed call throws).
+class NcclGroup {
+ public:
+  NcclGroup() { check_nccl(ncclGroupStart(), "ncclGroupStart"); }
+  void end() {
+    open_ = false;
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+ private:
+  bool open_ = true;
+};
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::fp32: return ncclFloat32;
+  }
+  return ncclFloat32;
+}
+
+size_t element_bytes(int64_t count, DType dtype) { return size_t(count) * dtype_size(dtype); }
+
+// Whether `t` has the strides of a dense tensor in `layout` (a stride over a size of 1 is free).
+bool dense_in(const TensorRef& t, Layout layout, int64_t batch, int64_t heads, int64_t rows,
+              int64_t head_dim) {
+  const TensorRef dense = make_tensor_ref(t.data, layout, batch, heads, rows, head_dim);
+  return (batch == 1 || dense.batch_stride == t.batch_stride) &&
+         (heads == 1 || dense.head_stride == t.head_stride) &&
+         (rows == 1 || dense.seq_stride == t.seq_stride);
+}
+
+// A dense shard of `rows` rows in `layout`; a rank whose chunks are empty (shorter sequences
+// than 2N) has a shard of none, which no block reads.
+TensorRef shard_tensor(void* data, Layout layout, int64_t batch, int64_t heads, int64_t rows,
+                       int64_t head_dim) {
+  if (rows == 0) return TensorRef{data, 0, 0, 0};
+  return make_tensor_ref(data, layout, batch, heads, rows, head_dim);
+}
+
+// Refuses a rank's tensor that is null or not a dense shard of `rows` rows in `layout`.
+void require_shard(const std::string& name, int rank, const TensorRef& t, Layout layout,
+                   int64_t batch, int64_t heads, int64_t rows, int64_t head_dim) {
+  const std::string what = name + " of rank " + std::to_string(rank);
+  if (t.data == nullptr) refuse(Error::Kind::invalid_argument, what + " is null");
+  if (rows > 0 && !dense_in(t, layout, batch, heads, rows, head_dim)) {
+    refuse(Error::Kind::invalid_argument,
+           what + " is not a dense " + (layout == Layout::bhsd ? "bhsd" : "bshd") + " shard of " +
+               std::to_string(rows) + " rows");
+  }
+}
+
+// One rank's device scratch for a problem shape: the ring's K/V buffers, and the forward's and
+// the backward's own room, each allocated on the rank's GPU at its first use for the shape.
+struct RankScratch {
+  DeviceBuffer kv[2][2];          // [buffer][K or V]: the held shard and the one arriving
+  // Forward
+  DeviceBuffer block_out;         // a block's O in the dtype
+  DeviceBuffer slots_out[2];      // 3 fp32 partial O slots per query chunk
+  DeviceBuffer slots_lse[2];
+  // Backward
+  DeviceBuffer grad_sums[2][2];   // [buffer][dK or dV] fp32 sums travelling with K/V
+  DeviceBuffer dq_sum;            // fp32 [B, H, query shard rows, D]
+  DeviceBuffer chunk_lse[2];      // packed LSE rows of each query chunk
+  DeviceBuffer block_grads[3];    // a block's dQ, dK, dV in the dtype
+  DeviceBuffer block_workspace;   // backward()'s, deterministic or not
+};
+
+constexpr int kSlots = 3;
+constexpr int kNewBlockSlot = 1;
+constexpr float kEmptyLse = std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+bool ring_available() { return true; }
+
+std::string nccl_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "NCCL (version unknown)";
+  // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z since 2.9.
+  return "NCCL " + std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+struct Ring::Impl {
+  std::vector<int> devices;
+  std::vector<ncclComm_t> comms;
+  std::vector<cudaStream_t> compute, transfer;
+  std::vector<std::vector<cudaEvent_t>> computed, transferred;  // per rank, per ring step
+  // Scratch per rank for the shape and dtype of scratch_key.
+  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int> scratch_key{};
+  std::vector<RankScratch> scratch;
+
+  ~Impl();
+  int ranks() const { return int(devices.size()); }
+  int next(int r) const { return (r + 1) % ranks(); }
+  int previous(int r) const { return (r + ranks() - 1) % ranks(); }
+
+  void synchronize_quietly() const;
+  void make_scratch(const AttentionShape& s, DType dtype, bool backward);
+  void wait(int rank, cudaStream_t stream, cudaEvent_t event) const;
+  void record(int rank, cudaEvent_t event, cudaStream_t stream) const;
+};
+
+// Releases what the constructor made, also when it stopped half-way: streams are drained,
+// scratch freed on its own devices, the communicators finalized together (one thread holds
+// all of them, so their finalization is one group) and destroyed.
+Ring::Impl::~Impl() {
+  synchronize_quietly();
+  for (size_t r = 0; r < scratch.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    scratch[r] = RankScratch{};
+  }
+  for (size_t r = 0; r < compute.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    for (auto* events : {&computed[r], &transferred[r]}) {
+      for (cudaEvent_t e : *events) {
+        if (e != nullptr) cudaEventDestroy(e);
+      }
+    }
+    if (compute[r] != nullptr) cudaStreamDestroy(compute[r]);
+    if (transfer[r] != nullptr) cudaStreamDestroy(transfer[r]);
+  }
+  if (!comms.empty() && comms[0] != nullptr) {
+    ncclGroupStart();
+    for (ncclComm_t comm : comms) ncclCommFinalize(comm);
+    ncclGroupEnd();
+    for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  }
+}
+
+void Ring::Impl::synchronize_quietly() const {
+  for (size_t r = 0; r < compute.size(); ++r) {
+    DeviceGuard guard(devices[r], true);
+    if (compute[r] != nullptr) cudaStreamSynchronize(compute[r]);
+    if (transfer[r] != nullptr) cudaStreamSynchronize(transfer[r]);
+  }
+}
+
+void Ring::Impl::wait(int rank, cudaStream_t stream, cudaEvent_t event) const {
+  DeviceGuard guard(devices[size_t(rank)]);
+  check_cuda(cudaStreamWaitEvent(stream, event, 0), "context parallelism: a stream waits");
+}
+
+void Ring::Impl::record(int rank, cudaEvent_t event, cudaStream_t stream) const {
+  DeviceGuard guard(devices[size_t(rank)]);
+  check_cuda(cudaEventRecord(event, stream), "context parallelism: recording an event");
+}
+
+void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backward) {
+  const auto key = std::make_tuple(s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim,
+                                   int(dtype));
+  if (scratch.empty() || key != scratch_key) {
+    synchronize_quietly();  // earlier calls may still use the buffers about to go
+    for (size_t r = 0; r < scratch.size(); ++r) {
+      DeviceGuard guard(devices[r]);
+      scratch[r] = RankScratch{};
+    }
+    scratch.clear();
+    scratch.resize(size_t(ranks()));
+    scratch_key = key;
+  }
+  const int n = ranks();
+  const std::vector<Chunk> q_chunks = split_into_chunks(s.seq_q, 2 * n);
+  const std::vector<Chunk> k_chunks = split_into_chunks(s.seq_k, 2 * n);
+  const int64_t kv_shard = s.batch * s.heads_kv * largest_shard(k_chunks) * s.head_dim;
+  int64_t largest_q_chunk = 0, largest_k_chunk = 0;
+  for (const Chunk& c : q_chunks) largest_q_chunk = std::max(largest_q_chunk, c.size());
+  for (const Chunk& c : k_chunks) largest_k_chunk = std::max(largest_k_chunk, c.size());
+  const int64_t chunk_rows = s.batch * s.heads * largest_q_chunk;
+  for (int r = 0; r < n; ++r) {
+    DeviceGuard guard(devices[size_t(r)]);
+    RankScratch& rank = scratch[size_t(r)];
+    if (rank.kv[0][0].data() == nullptr) {
+      for (auto& buffer : rank.kv) {
+        for (auto& tensor : buffer) tensor = DeviceBuffer(element_bytes(kv_shard, dtype));
+      }
+    }
+    if (!backward && rank.block_out.data() == nullptr) {
+      rank.block_out = DeviceBuffer(element_bytes(chunk_rows * s.head_dim, dtype));
+      for (int c = 0; c < 2; ++c) {
+        rank.slots_out[c] = DeviceBuffer(size_t(kSlots * chunk_rows * s.head_dim) * 4);
+        rank.slots_lse[c] = DeviceBuffer(size_t(kSlots * chunk_rows) * 4);
+      }
+    }
+    if (backward && rank.dq_sum.data() == nullptr) {
+      for (auto& buffer : rank.grad_sums) {
+        for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
+      }
+      const int64_t q_shard = shard_rows(q_chunks, r).size();
+      rank.dq_sum = DeviceBuffer(size_t(s.batch * s.heads * q_shard * s.head_dim) * 4);
+      for (auto& lse : rank.chunk_lse) lse = DeviceBuffer(size_t(chunk_rows) * 4);
+      AttentionShape block = s;
+      block.seq_q = std::max<int64_t>(largest_q_chunk, 1);
+      block.seq_k = std::max<int64_t>(largest_k_chunk, 1);
+      rank.block_grads[0] = DeviceBuffer(element_bytes(block.q_elements(), dtype));
+      rank.block_grads[1] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
+      rank.block_grads[2] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
+      // Sized for the deterministic backward, which takes the most: either mode fits.
+      rank.block_workspace = DeviceBuffer(backward_workspace_size(block, dtype, true));
+    }
+  }
+}
+
+Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
+  if (devices.empty() || int(devices.size()) > kMaxRanks) {
+    refuse(Error::Kind::invalid_argument,
+           "takes 1 to " + std::to_string(kMaxRanks) + " devices, got " +
+               std::to_string(devices.size()));
+  }
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "context parallelism: counting the GPUs");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0 || devices[i] >= count) {
+      refuse(Error::Kind::no_device, "device " + std::to_string(devices[i]) + " does not exist (" +
+                                         std::to_string(count) + " GPUs)");
+    }
+    if (std::count(devices.begin(), devices.end(), devices[i]) > 1) {
+      refuse(Error::Kind::invalid_argument,
+             "device " + std::to_string(devices[i]) + " is given twice: one rank per GPU");
+    }
+  }
+  // Filled step by step: a failure half-way leaves Impl's destructor what exists to release.
+  Impl& ring = *impl_;
+  ring.devices = devices;
+  const int n = ring.ranks();
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n), nullptr);
+  check_nccl(ncclCommInitAll(comms.data(), n, ring.devices.data()),
+             "creating the NCCL communicators");
+  ring.comms = comms;
+  ring.compute.assign(size_t(n), nullptr);
+  ring.transfer.assign(size_t(n), nullptr);
+  ring.computed.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
+  ring.transferred.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
+  for (int r = 0; r < n; ++r) {
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    check_cuda(cudaStreamCreateWithFlags(&ring.compute[size_t(r)], cudaStreamNonBlocking),
+               "context parallelism: creating a stream");
+    check_cuda(cudaStreamCreateWithFlags(&ring.transfer[size_t(r)], cudaStreamNonBlocking),
+               "context parallelism: creating a stream");
+    for (auto* events : {&ring.computed[size_t(r)], &ring.transferred[size_t(r)]}) {
+      for (cudaEvent_t& e : *events) {
+        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                   "context parallelism: creating an event");
+      }
+    }
+  }
+}
+
+Ring::~Ring() = default;  // Impl's destructor drains the streams and releases everything
+
+int Ring::ranks() const { return impl_->ranks(); }
+int Ring::device(int rank) const { return impl_->devices.at(size_t(rank)); }
+cudaStream_t Ring::stream(int rank) const { return impl_->compute.at(size_t(rank)); }
+
+namespace {
+
+// What every step of either direction shares: the plan, each rank's shards and where the K/V
+// shard a rank holds at a step lives.
+struct RingLayout {
+  Plan plan;
+  Layout layout = Layout::bhsd;  // of every shard
+  std::vector<ShardRows> q_shards, k_shards;
+
+  // The K or V shard of `owner` in ring buffer `data`, as a tensor of its rows.
+  TensorRef held(void* data, const AttentionShape& s, int owner) const {
+    return shard_tensor(data, layout, s.batch, s.heads_kv, k_shards[size_t(owner)].size(),
+                        s.head_dim);
+  }
+};
+
+RingLayout ring_layout(const AttentionShape& s, Mask mask, Window window, int ranks,
+                       Layout layout) {
+  if (layout != Layout::bhsd && layout != Layout::bshd) {
+    refuse(Error::Kind::invalid_argument, "the shards' layout must be bhsd or bshd");
+  }
+  RingLayout l;
+  l.layout = layout;
+  try {
+    l.plan = make_plan(s.seq_q, s.seq_k, mask, window, ranks);
+  } catch (const std::invalid_argument& e) {
+    refuse(Error::Kind::invalid_argument, e.what());
+  }
+  for (int r = 0; r < ranks; ++r) {
+    l.q_shards.push_back(shard_rows(l.plan.query_chunks, r));
+    l.k_shards.push_back(shard_rows(l.plan.key_chunks, r));
+  }
+  return l;
+}
+
+// The tensors of a rank that have query rows, and those with key rows.
+std::vector<std::pair<const char*, const TensorRef*>> query_tensors(const RankForward& t) {
+  return {{"q", &t.q}, {"out", &t.out}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> key_tensors(const RankForward& t) {
+  return {{"k", &t.k}, {"v", &t.v}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> query_tensors(const RankBackward& t) {
+  return {{"q", &t.q}, {"out", &t.out}, {"dout", &t.dout}, {"dq", &t.dq}};
+}
+std::vector<std::pair<const char*, const TensorRef*>> key_tensors(const RankBackward& t) {
+  return {{"k", &t.k}, {"v", &t.v}, {"dk", &t.dk}, {"dv", &t.dv}};
+}
+
+// Refuses rank tensors that are null or not dense shards of their rows. Tensors: RankForward
+// or RankBackward; `alibi`: whether the problem has ALiBi slopes (each rank then gives its own).
+template <typename Tensors>
+void check_rank_tensors(const RingLayout& l, const AttentionShape& s,
+                        const std::vector<Tensors>& tensors, bool alibi) {
+  for (int r = 0; r < int(tensors.size()); ++r) {
+    const Tensors& t = tensors[size_t(r)];
+    const int64_t q_rows = l.q_shards[size_t(r)].size();
+    const int64_t k_rows = l.k_shards[size_t(r)].size();
+    for (const auto& [name, tensor] : query_tensors(t)) {
+      require_shard(name, r, *tensor, l.layout, s.batch, s.heads, q_rows, s.head_dim);
+    }
+    for (const auto& [name, tensor] : key_tensors(t)) {
+      require_shard(name, r, *tensor, l.layout, s.batch, s.heads_kv, k_rows, s.head_dim);
+    }
+    if (t.lse == nullptr) {
+      refuse(Error::Kind::invalid_argument, "lse of rank " + std::to_string(r) + " is null");
+    }
+    if (alibi && t.alibi_slopes == nullptr) {
+      refuse(Error::Kind::invalid_argument,
+             "the problem has ALiBi slopes but rank " + std::to_string(r) + " gives none");
+    }
+  }
+}
+
+
+
+// The element count of owner's K (or V) shard.
+int64_t shard_elements(const RingLayout& l, const AttentionShape& s, int owner) {
+  return s.batch * s.heads_kv * l.k_shards[size_t(owner)].size() * s.head_dim;
+}
+
+void check_problem(const std::string& direction, const AttentionShape& s, int ranks,
+                   const VarlenBatch& varlen, const std::optional<int64_t>& diagonal_offset,
+                   size_t tensors) {
+  if (int(tensors) != ranks) {
+    refuse(Error::Kind::invalid_argument, direction + ": " + std::to_string(tensors) +
+                                              " ranks' tensors for " + std::to_string(ranks) +
+                                              " ranks");
+  }
+  if (varlen.enabled()) refuse(Error::Kind::unsupported, direction + ": a varlen batch (dense only)");
+  if (diagonal_offset) {
+    refuse(Error::Kind::invalid_argument,
+           direction + ": diagonal_offset is set: the blocks' diagonals come from the plan");
+  }
+  if (s.batch < 1 || s.heads < 1 || s.heads_kv < 1 || s.seq_q < 1 || s.seq_k < 1) {
+    refuse(Error::Kind::invalid_argument, direction + ": every size of the shape must be >= 1");
+  }
+}
+
+// Starts the transfer of step `step` on every rank: each sends the shard it holds (buffer
+// step % 2) to the next rank and receives the next one into the other buffer, once its own
+// blocks of the previous step no longer read that buffer.
+void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DType dtype,
+             int step) {
+  const int n = ring.ranks();
+  for (int r = 0; r < n; ++r) {
+    if (step > 0) ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
+  }
+  NcclGroup group;
+  for (int r = 0; r < n; ++r) {
+    RankScratch& rs = ring.scratch[size_t(r)];
+    const int held_owner = (r - step % n + n) % n;
+    const int next_owner = (r - (step + 1) % n + n) % n;
+    for (int t = 0; t < 2; ++t) {
+      check_nccl(ncclSend(rs.kv[step % 2][t].data(), size_t(shard_elements(l, s, held_owner)),
+                          nccl_type(dtype), ring.next(r), ring.comms[size_t(r)],
+                          ring.transfer[size_t(r)]),
+                 "ncclSend of a K/V shard");
+      check_nccl(ncclRecv(rs.kv[(step + 1) % 2][t].data(),
+                          size_t(shard_elements(l, s, next_owner)), nccl_type(dtype),
+                          ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                 "ncclRecv of a K/V shard");
+    }
+  }
+  group.end();
+}
+
+// Copies each rank's own K and V shard into its ring buffer 0 (the shard held at step 0), after
+// the work already on its compute stream.
+template <typename RankTensors>
+void load_own_shards(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DType dtype,
+                     const std::vector<RankTensors>& tensors) {
+  for (int r = 0; r < ring.ranks(); ++r) {
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    const RankTensors& t = tensors[size_t(r)];
+    const size_t bytes = element_bytes(shard_elements(l, s, r), dtype);
+    RankScratch& rs = ring.scratch[size_t(r)];
+    check_cuda(cudaMemcpyAsync(rs.kv[0][0].data(), t.k.data, bytes, cudaMemcpyDeviceToDevice,
+                               ring.compute[size_t(r)]),
+               "context parallelism: copying K into the ring");
+    check_cuda(cudaMemcpyAsync(rs.kv[0][1].data(), t.v.data, bytes, cudaMemcpyDeviceToDevice,
+                               ring.compute[size_t(r)]),
+               "context parallelism: copying V into the ring");
+    ring.record(r, ring.computed[size_t(r)][size_t(ring.ranks())], ring.compute[size_t(r)]);
+    ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(ring.ranks())]);
+  }
+}
+
+// The arguments of one block of rank r: its query chunk's rows of the rank's shards, the held
+// K/V shard's rows of the key chunk, the block's global diagonal. Args: ForwardArgs or
+// BackwardArgs with the whole problem's options.
+template <typename Args>
+Args block_args(const Args& problem, const RingLayout& l, int r, int owner, const Block& block,
+                const TensorRef& q, const TensorRef& k, const TensorRef& v) {
+  const Chunk& queries = l.plan.query_chunks[size_t(block.query_chunk)];
+  const Chunk& keys = l.plan.key_chunks[size_t(block.key_chunk)];
+  Args args = problem;
+  args.shape.seq_q = queries.size();
+  args.shape.seq_k = keys.size();
+  args.q = tensor_rows(q, l.q_shards[size_t(r)].local_begin(block.query_chunk), problem.dtype);
+  const int64_t key_row = l.k_shards[size_t(owner)].local_begin(block.key_chunk);
+  args.k = tensor_rows(k, key_row, problem.dtype);
+  args.v = tensor_rows(v, key_row, problem.dtype);
+  args.diagonal_offset = l.plan.band.offset + queries.begin - keys.begin;
+  return args;
+}
+
+void merge_slots(const AttentionShape& s, float* out_slots, float* lse_slots, int64_t rows,
+                 int first, int splits, const TensorRef& out, DType dtype, float* lse,
+                 cudaStream_t stream) {
+  const int64_t lse_floats = s.batch * s.heads * rows;
+  MergePartialsArgs merge;
+  merge.splits = splits;
+  merge.batch = s.batch;
+  merge.heads = s.heads;
+  merge.seq_q = rows;
+  merge.head_dim = s.head_dim;
+  merge.dtype = dtype;
+  merge.partial_out = out_slots + first * lse_floats * s.head_dim;
+  merge.partial_lse = lse_slots + first * lse_floats;
+  merge.out = out;
+  merge.lse = lse;
+  merge_attention_partials(merge, stream);
+}
+
+// LSE rows [first, first + rows) of every (batch, head) between [B, H, seq] arrays.
+void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_seq, int64_t rows,
+                   int64_t planes, cudaStream_t stream) {
+  check_cuda(cudaMemcpy2DAsync(to, size_t(to_seq) * 4, from, size_t(from_seq) * 4,
+                               size_t(rows) * 4, size_t(planes), cudaMemcpyDeviceToDevice, stream),
+             "context parallelism: copying LSE rows");
+}
+
+}  // namespace
+
+void Ring::forward(const ForwardArgs& problem, Layout layout,
+                   const std::vector<RankForward>& tensors) {
+  Impl& ring = *impl_;
+  const AttentionShape& s = problem.shape;
+  const int n = ring.ranks();
+  check_problem("forward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
+  if (problem.paged.enabled() || problem.cache_seqlens != nullptr || problem.splits > 1 ||
+      problem.splits < 0) {
+    refuse(Error::Kind::unsupported, "forward: paged K/V, cache_seqlens and key splits other "
+                                     "than 0 or 1 are not supported (dense K/V, unsplit blocks)");
+  }
+  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
+  check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
+  ring.make_scratch(s, problem.dtype, false);
+  load_own_shards(ring, l, s, problem.dtype, tensors);
+
+  // Per rank and query chunk: the slot of the running result (none before its first block).
+  std::vector<std::array<std::optional<int>, 2>> running(static_cast<size_t>(n));
+  for (int step = 0; step < n; ++step) {
+    if (step + 1 < n) pass_kv(ring, l, s, problem.dtype, step);
+    for (int r = 0; r < n; ++r) {
+      DeviceGuard guard(ring.devices[size_t(r)]);
+      cudaStream_t stream = ring.compute[size_t(r)];
+      if (step > 0) ring.wait(r, stream, ring.transferred[size_t(r)][size_t(step - 1)]);
+      RankScratch& rs = ring.scratch[size_t(r)];
+      const RingStep& plan_step = l.plan.rank_plans[size_t(r)].steps[size_t(step)];
+      const int owner = plan_step.kv_owner;
+      const TensorRef k = l.held(rs.kv[step % 2][0].data(), s, owner);
+      const TensorRef v = l.held(rs.kv[step % 2][1].data(), s, owner);
+      for (const Block& block : plan_step.blocks) {  // none where the held shard is empty
+        const int which = block.query_chunk == l.q_shards[size_t(r)].chunk_ids[0] ? 0 : 1;
+        const int64_t rows = l.plan.query_chunks[size_t(block.query_chunk)].size();
+        const int64_t lse_floats = s.batch * s.heads * rows;
+        float* out_slots = rs.slots_out[which].as<float>();
+        float* lse_slots = rs.slots_lse[which].as<float>();
+        std::optional<int>& run = running[size_t(r)][size_t(which)];
+        const int slot = run ? kNewBlockSlot : 0;
+        ForwardArgs args = block_args(problem, l, r, owner, block, tensors[size_t(r)].q, k, v);
+        if (problem.alibi.data != nullptr) args.alibi.data = tensors[size_t(r)].alibi_slopes;
+        args.out = make_tensor_ref(rs.block_out.data(), Layout::bhsd, s.batch, s.heads, rows,
+                                   s.head_dim);
+        args.lse = lse_slots + slot * lse_floats;
+        args.splits = 1;
+        args.workspace = nullptr;
+        args.workspace_bytes = 0;
+        cuflash::forward(args, stream);
+        detail::widen_to_fp32(rs.block_out.data(), problem.dtype,
+                              out_slots + slot * lse_floats * s.head_dim, lse_floats * s.head_dim,
+                              stream);
+        if (!run) {
+          run = 0;
+          continue;
+        }
+        const int merged = kSlots - 1 - *run;
+        merge_slots(s, out_slots, lse_slots, rows, std::min(*run, kNewBlockSlot), 2,
+                    make_tensor_ref(out_slots + merged * lse_floats * s.head_dim, Layout::bhsd,
+                                    s.batch, s.heads, rows, s.head_dim),
+                    DType::fp32, lse_slots + merged * lse_floats, stream);
+        run = merged;
+      }
+      ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
+      if (step + 1 < n) {
+        ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
+      }
+    }
+  }
+  // Each query chunk's result into its rows of O and LSE.
+  for (int r = 0; r < n; ++r) {
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    cudaStream_t stream = ring.compute[size_t(r)];
+    RankScratch& rs = ring.scratch[size_t(r)];
+    const RankForward& t = tensors[size_t(r)];
+    const ShardRows& shard = l.q_shards[size_t(r)];
+    for (int which = 0; which < 2; ++which) {
+      const int64_t rows = shard.chunks[size_t(which)].size();
+      if (rows == 0) continue;
+      const int64_t lse_floats = s.batch * s.heads * rows;
+      float* out_slots = rs.slots_out[which].as<float>();
+      float* lse_slots = rs.slots_lse[which].as<float>();
+      std::optional<int>& run = running[size_t(r)][size_t(which)];
+      if (!run) {  // the chunk sees no key: a partial of +inf LSE weighs nothing
+        detail::fill(lse_slots, lse_floats, kEmptyLse, stream);
+        run = 0;
+      }
+      const int64_t local = shard.local_begin(shard.chunk_ids[size_t(which)]);
+      float* lse = lse_slots + kNewBlockSlot * lse_floats;
+      merge_slots(s, out_slots, lse_slots, rows, *run, 1,
+                  tensor_rows(t.out, local, problem.dtype), problem.dtype, lse, stream);
+      copy_lse_rows(t.lse + local, shard.size(), lse, rows, rows, s.batch * s.heads, stream);
+    }
+  }
+  // Every transfer was waited for by the step after it: the compute streams hold all the work.
+}
+
+void Ring::backward(const BackwardArgs& problem, Layout layout,
+                    const std::vector<RankBackward>& tensors) {
+  Impl& ring = *impl_;
+  const AttentionShape& s = problem.shape;
+  const int n = ring.ranks();
+  check_problem("backward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
+  const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
+  check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
+  ring.make_scratch(s, problem.dtype, true);
+  load_own_shards(ring, l, s, problem.dtype, tensors);
+  const int64_t kv_planes = s.batch * s.heads_kv;
+  const int64_t q_planes = s.batch * s.heads;
+
+  for (int r = 0; r < n; ++r) {  // sums start at zero at their owner; LSE rows packed per chunk
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    cudaStream_t stream = ring.compute[size_t(r)];
+    RankScratch& rs = ring.scratch[size_t(r)];
+    for (auto& sum : rs.grad_sums[0]) {
+      check_cuda(cudaMemsetAsync(sum.data(), 0, sum.bytes(), stream), "zeroing dK/dV sums");
+    }
+    check_cuda(cudaMemsetAsync(rs.dq_sum.data(), 0, rs.dq_sum.bytes(), stream), "zeroing dQ sums");
+    const ShardRows& shard = l.q_shards[size_t(r)];
+    for (int which = 0; which < 2; ++which) {
+      const int64_t rows = shard.chunks[size_t(which)].size();
+      if (rows == 0) continue;
+      copy_lse_rows(rs.chunk_lse[which].as<float>(), rows,
+                    tensors[size_t(r)].lse + shard.local_begin(shard.chunk_ids[size_t(which)]),
+                    shard.size(), rows, q_planes, stream);
+    }
+  }
+
+  for (int step = 0; step < n; ++step) {
+    if (step + 1 < n) pass_kv(ring, l, s, problem.dtype, step);
+    for (int r = 0; r < n; ++r) {
+      DeviceGuard guard(ring.devices[size_t(r)]);
+      cudaStream_t stream = ring.compute[size_t(r)];
+      if (step > 0) ring.wait(r, stream, ring.transferred[size_t(r)][size_t(step - 1)]);
+      RankScratch& rs = ring.scratch[size_t(r)];
+      const RankBackward& t = tensors[size_t(r)];
+      const RingStep& plan_step = l.plan.rank_plans[size_t(r)].steps[size_t(step)];
+      const int owner = plan_step.kv_owner;
+      const int64_t owner_rows = l.k_shards[size_t(owner)].size();
+      const TensorRef k = l.held(rs.kv[step % 2][0].data(), s, owner);
+      const TensorRef v = l.held(rs.kv[step % 2][1].data(), s, owner);
+      const ShardRows& shard = l.q_shards[size_t(r)];
+      for (const Block& block : plan_step.blocks) {
+        const int which = block.query_chunk == shard.chunk_ids[0] ? 0 : 1;
+        const int64_t q_local = shard.local_begin(block.query_chunk);
+        BackwardArgs args = block_args(problem, l, r, owner, block, t.q, k, v);
+        const AttentionShape& b = args.shape;
+        if (problem.alibi.data != nullptr) args.alibi.data = t.alibi_slopes;
+        args.out = tensor_rows(t.out, q_local, problem.dtype);
+        args.dout = tensor_rows(t.dout, q_local, problem.dtype);
+        args.lse = rs.chunk_lse[which].as<float>();
+        args.dq = make_tensor_ref(rs.block_grads[0].data(), Layout::bhsd, b.batch, b.heads,
+                                  b.seq_q, b.head_dim);
+        args.dk = make_tensor_ref(rs.block_grads[1].data(), Layout::bhsd, b.batch, b.heads_kv,
+                                  b.seq_k, b.head_dim);
+        args.dv = make_tensor_ref(rs.block_grads[2].data(), Layout::bhsd, b.batch, b.heads_kv,
+                                  b.seq_k, b.head_dim);
+        args.workspace = rs.block_workspace.data();
+        args.workspace_bytes = rs.block_workspace.bytes();
+        cuflash::backward(args, stream);
+        const int64_t key_local = l.k_shards[size_t(owner)].local_begin(block.key_chunk);
+        detail::add_rows(rs.dq_sum.as<float>(), shard.size(), q_local, rs.block_grads[0].data(),
+                         problem.dtype, q_planes, b.seq_q, s.head_dim, stream);
+        for (int g = 0; g < 2; ++g) {
+          detail::add_rows(rs.grad_sums[step % 2][g].as<float>(), owner_rows, key_local,
+                           rs.block_grads[1 + g].data(), problem.dtype, kv_planes, b.seq_k,
+                           s.head_dim, stream);
+        }
+      }
+      ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
+    }
+    // The shard's dK/dV sums follow it once its holder's blocks have added to them; after the
+    // last step they go home (the shard held there belongs to the next rank).
+    if (n > 1) {
+      for (int r = 0; r < n; ++r) {
+        ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step)]);
+      }
+      NcclGroup group;
+      for (int r = 0; r < n; ++r) {
+        RankScratch& rs = ring.scratch[size_t(r)];
+        const int held_owner = (r - step % n + n) % n;
+        const int next_owner = (r - (step + 1) % n + n) % n;
+        for (int g = 0; g < 2; ++g) {
+          check_nccl(ncclSend(rs.grad_sums[step % 2][g].data(),
+                              size_t(shard_elements(l, s, held_owner)), ncclFloat32,
+                              ring.next(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                     "ncclSend of dK/dV sums");
+          check_nccl(ncclRecv(rs.grad_sums[(step + 1) % 2][g].data(),
+                              size_t(shard_elements(l, s, next_owner)), ncclFloat32,
+                              ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                     "ncclRecv of dK/dV sums");
+        }
+      }
+      group.end();
+    }
+    for (int r = 0; r < n; ++r) {
+      ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
+    }
+  }
+  // Each rank's own sums (in buffer n % 2 after the homecoming transfer) into its gradients.
+  for (int r = 0; r < n; ++r) {
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    cudaStream_t stream = ring.compute[size_t(r)];
+    ring.wait(r, stream, ring.transferred[size_t(r)][size_t(n - 1)]);
+    RankScratch& rs = ring.scratch[size_t(r)];
+    const RankBackward& t = tensors[size_t(r)];
+    const int own = n > 1 ? n % 2 : 0;
+    const int64_t k_rows = l.k_shards[size_t(r)].size();
+    detail::store_sums(rs.dq_sum.as<float>(), t.dq, problem.dtype, s.batch, s.heads,
+                       l.q_shards[size_t(r)].size(), s.head_dim, stream);
+    detail::store_sums(rs.grad_sums[own][0].as<float>(), t.dk, problem.dtype, s.batch,
+                       s.heads_kv, k_rows, s.head_dim, stream);
+    detail::store_sums(rs.grad_sums[own][1].as<float>(), t.dv, problem.dtype, s.batch,
+                       s.heads_kv, k_rows, s.head_dim, stream);
+  }
+}
+
+}  // namespace cuflash::context_parallel
+
+// --- The host runner's passes over a Ring -----------------------------------------------------
+
+namespace cuflash::context_parallel {
+namespace {
+
+// A tensor seen as [outer, seq, inner] elements: [B * H, S, D] in bhsd, [B, S, H * D] in bshd.
+struct RowPlanes {
+  int64_t outer, inner;
+};
+
+RowPlanes row_planes(Layout layout, int64_t batch, int64_t heads, int64_t head_dim) {
+  return layout == Layout::bhsd ? RowPlanes{batch * heads, head_dim}
+                                : RowPlanes{batch, heads * head_dim};
+}
+
+// Rows [from_row, from_row + rows) of every plane of `from` (seq `from_seq`) into rows
+// [to_row, ...) of `to` (seq `to_seq`), `element` bytes each, across GPUs where they differ.
+void copy_rows(void* to, int64_t to_seq, int64_t to_row, const void* from, int64_t from_seq,
+               int64_t from_row, int64_t rows, RowPlanes planes, size_t element,
+               cudaStream_t stream) {
+  if (rows == 0) return;
+  const size_t row_bytes = size_t(planes.inner) * element;
+  check_cuda(cudaMemcpy2DAsync(static_cast<unsigned char*>(to) + size_t(to_row) * row_bytes,
+                               size_t(to_seq) * row_bytes,
+                               static_cast<const unsigned char*>(from) + size_t(from_row) * row_bytes,
+                               size_t(from_seq) * row_bytes, size_t(rows) * row_bytes,
+                               size_t(planes.outer), cudaMemcpyDefault, stream),
+             "context parallelism: copying rows between GPUs");
+}
+
+// Each rank's shards of the whole problem's tensors, on its GPU, kept for the next call.
+struct RankShards {
+  DeviceBuffer q, k, v, out, lse, dout, dq, dk, dv, alibi;
+};
+
+class RingPasses {
+ public:
+  explicit RingPasses(int gpus) : gpus_(gpus) {}
+  ~RingPasses() {
+    synchronize();
+    for (auto* events : {&started_, &finished_}) {
+      for (const auto& [device, event] : *events) {
+        DeviceGuard guard(device, true);
+        cudaEventDestroy(event);
+      }
+    }
+    for (int r = 0; r < int(shards_.size()); ++r) {
+      DeviceGuard guard(ring_->device(r), true);
+      shards_[size_t(r)] = RankShards{};
+    }
+  }
+  RingPasses(const RingPasses&) = delete;
+  RingPasses& operator=(const RingPasses&) = delete;
+
+  void forward(const ForwardArgs& whole, cudaStream_t stream) {
+    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
+                              whole.window, whole.alibi, false, stream);
+    std::vector<RankForward> tensors(static_cast<size_t>(gpus_));
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      RankShards& rs = shards_[size_t(r)];
+      cudaStream_t rank_stream = ring_->stream(r);
+      scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, whole.shape.heads,
+                         rank_stream);
+      scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
+      scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
+      RankForward& t = tensors[size_t(r)];
+      t.q = query_tensor(sh, r, rs.q.data());
+      t.k = key_tensor(sh, r, rs.k.data());
+      t.v = key_tensor(sh, r, rs.v.data());
+      t.out = query_tensor(sh, r, rs.out.data());
+      t.lse = rs.lse.as<float>();
+      t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
+    }
+    ring_->forward(whole, sh.layout, tensors);
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      RankShards& rs = shards_[size_t(r)];
+      gather_query_rows(sh, r, whole.out.data, rs.out.data(), whole.dtype, whole.shape.heads,
+                        ring_->stream(r));
+      gather_lse(sh, r, whole.lse, rs.lse.as<float>(), ring_->stream(r));
+    }
+    join(stream);
+  }
+
+  void backward(const BackwardArgs& whole, cudaStream_t stream) {
+    const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
+                              whole.window, whole.alibi, true, stream);
+    std::vector<RankBackward> tensors(static_cast<size_t>(gpus_));
+    const int64_t heads = whole.shape.heads;
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      RankShards& rs = shards_[size_t(r)];
+      cudaStream_t rank_stream = ring_->stream(r);
+      scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, heads, rank_stream);
+      scatter_query_rows(sh, r, rs.out.data(), whole.out.data, whole.dtype, heads, rank_stream);
+      scatter_query_rows(sh, r, rs.dout.data(), whole.dout.data, whole.dtype, heads, rank_stream);
+      scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
+      scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
+      scatter_lse(sh, r, rs.lse.as<float>(), whole.lse, rank_stream);
+      RankBackward& t = tensors[size_t(r)];
+      t.q = query_tensor(sh, r, rs.q.data());
+      t.out = query_tensor(sh, r, rs.out.data());
+      t.dout = query_tensor(sh, r, rs.dout.data());
+      t.dq = query_tensor(sh, r, rs.dq.data());
+      t.k = key_tensor(sh, r, rs.k.data());
+      t.v = key_tensor(sh, r, rs.v.data());
+      t.dk = key_tensor(sh, r, rs.dk.data());
+      t.dv = key_tensor(sh, r, rs.dv.data());
+      t.lse = rs.lse.as<float>();
+      t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
+    }
+    ring_->backward(whole, sh.layout, tensors);
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      RankShards& rs = shards_[size_t(r)];
+      cudaStream_t rank_stream = ring_->stream(r);
+      gather_query_rows(sh, r, whole.dq.data, rs.dq.data(), whole.dtype, heads, rank_stream);
+      gather_key_rows(sh, r, whole.dk.data, rs.dk.data(), whole.dtype, rank_stream);
+      gather_key_rows(sh, r, whole.dv.data, rs.dv.data(), whole.dtype, rank_stream);
+    }
+    join(stream);
+  }
+
+ private:
+  struct Shapes {
+    AttentionShape shape;
+    Layout layout;
+    std::vector<Chunk> q_chunks, k_chunks;
+    std::vector<ShardRows> q_shards, k_shards;
+  };
+
+  // The Ring, the plan's shards and their buffers (made again when the shape changes), and
+  // every rank's stream waiting for the work already on the caller's `stream`.
+  Shapes prepare(const AttentionShape& s, DType dtype, const TensorRef& whole_q,
+                 const TensorRef& whole_k, Mask mask, Window window, const AlibiSlopes& alibi,
+                 bool backward, cudaStream_t stream) {
+    if (!ring_) {
+      std::vector<int> devices(static_cast<size_t>(gpus_));
+      for (int r = 0; r < gpus_; ++r) devices[size_t(r)] = r;
+      ring_ = std::make_unique<Ring>(devices);
+    }
+    Shapes sh;
+    sh.shape = s;
+    sh.layout = whole_layout(whole_q, whole_k, s);
+    try {
+      const Plan plan = make_plan(s.seq_q, s.seq_k, mask, window, gpus_);
+      sh.q_chunks = plan.query_chunks;
+      sh.k_chunks = plan.key_chunks;
+    } catch (const std::invalid_argument& e) {
+      refuse(Error::Kind::invalid_argument, e.what());
+    }
+    for (int r = 0; r < gpus_; ++r) {
+      sh.q_shards.push_back(shard_rows(sh.q_chunks, r));
+      sh.k_shards.push_back(shard_rows(sh.k_chunks, r));
+    }
+    const int64_t slopes = alibi.data == nullptr ? 0
+                           : alibi.batch_stride == 0 ? s.heads
+                                                     : s.batch * s.heads;
+    const auto key = std::make_tuple(s.batch, s.heads, s.heads_kv, s.seq_q, s.seq_k, s.head_dim,
+                                     int(dtype), slopes);
+    if (shards_.empty() || key != shards_key_) {
+      synchronize();  // earlier calls may still use the buffers about to go
+      for (int r = 0; r < int(shards_.size()); ++r) {
+        DeviceGuard guard(ring_->device(r));
+        shards_[size_t(r)] = RankShards{};
+      }
+      shards_.clear();
+      shards_.resize(size_t(gpus_));
+      shards_key_ = key;
+    }
+    for (int r = 0; r < gpus_; ++r) {  // what this direction needs, at its first use
+      DeviceGuard guard(ring_->device(r));
+      const int64_t q_elements = s.batch * s.heads * sh.q_shards[size_t(r)].size() * s.head_dim;
+      const int64_t k_elements = s.batch * s.heads_kv * sh.k_shards[size_t(r)].size() * s.head_dim;
+      RankShards& rs = shards_[size_t(r)];
+      if (rs.q.data() == nullptr) {
+        rs.q = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.k = DeviceBuffer(element_bytes(k_elements, dtype));
+        rs.v = DeviceBuffer(element_bytes(k_elements, dtype));
+        rs.out = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.lse = DeviceBuffer(size_t(s.batch * s.heads * sh.q_shards[size_t(r)].size()) * 4);
+        if (slopes > 0) rs.alibi = DeviceBuffer(size_t(slopes) * 4);
+      }
+      if (backward && rs.dout.data() == nullptr) {
+        rs.dout = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.dq = DeviceBuffer(element_bytes(q_elements, dtype));
+        rs.dk = DeviceBuffer(element_bytes(k_elements, dtype));
+        rs.dv = DeviceBuffer(element_bytes(k_elements, dtype));
+      }
+    }
+    // Every rank starts after the caller's work (its inputs) on `stream`.
+    int caller = 0;
+    check_cuda(cudaGetDevice(&caller), "context parallelism: cudaGetDevice");
+    check_cuda(cudaEventRecord(started(caller), stream), "context parallelism: an event");
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      check_cuda(cudaStreamWaitEvent(ring_->stream(r), started(caller), 0),
+                 "context parallelism: a stream waits");
+      if (slopes > 0) {
+        check_cuda(cudaMemcpyAsync(shards_[size_t(r)].alibi.data(), alibi.data,
+                                   size_t(slopes) * 4, cudaMemcpyDefault, ring_->stream(r)),
+                   "context parallelism: copying ALiBi slopes");
+      }
+    }
+    return sh;
+  }
+
+  void synchronize() const {
+    if (!ring_) return;
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r), true);
+      cudaStreamSynchronize(ring_->stream(r));
+    }
+  }
+
+  // The layout of the whole problem's tensors: the one in which q and k are both dense. Where
+  // both layouts fit both (a sequence of one row, one head), they describe the same memory.
+  static Layout whole_layout(const TensorRef& q, const TensorRef& k, const AttentionShape& s) {
+    for (const Layout layout : {Layout::bhsd, Layout::bshd}) {
+      if (dense_in(q, layout, s.batch, s.heads, s.seq_q, s.head_dim) &&
+          dense_in(k, layout, s.batch, s.heads_kv, s.seq_k, s.head_dim)) {
+        return layout;
+      }
+    }
+    refuse(Error::Kind::invalid_argument, "q and k are not both dense bhsd or bshd tensors");
+  }
+
+  // The caller's stream waits for every rank's last work.
+  void join(cudaStream_t stream) {
+    for (int r = 0; r < gpus_; ++r) {
+      DeviceGuard guard(ring_->device(r));
+      check_cuda(cudaEventRecord(finished(r), ring_->stream(r)), "context parallelism: an event");
+    }
+    for (int r = 0; r < gpus_; ++r) {
+      check_cuda(cudaStreamWaitEvent(stream, finished(r), 0), "context parallelism: a stream waits");
+    }
+  }
+
+  cudaEvent_t started(int device) { return event(started_, device); }
+  cudaEvent_t finished(int rank) { return event(finished_, ring_->device(rank)); }
+  static cudaEvent_t event(std::map<int, cudaEvent_t>& events, int device) {
+    auto it = events.find(device);
+    if (it != events.end()) return it->second;
+    DeviceGuard guard(device);
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+               "context parallelism: creating an event");
+    events[device] = e;
+    return e;
+  }
+
+  TensorRef query_tensor(const Shapes& sh, int r, void* data) const {
+    const AttentionShape& s = sh.shape;
+    return shard_tensor(data, sh.layout, s.batch, s.heads, sh.q_shards[size_t(r)].size(),
+                        s.head_dim);
+  }
+  TensorRef key_tensor(const Shapes& sh, int r, void* data) const {
+    const AttentionShape& s = sh.shape;
+    return shard_tensor(data, sh.layout, s.batch, s.heads_kv, sh.k_shards[size_t(r)].size(),
+                        s.head_dim);
+  }
+
+  // Moves rank r's chunks between the whole tensor (seq rows) and its shard, both ways.
+  static void move_chunks(const ShardRows& shard, int64_t seq, RowPlanes planes, size_t element,
+                          void* shard_data, const void* whole_from, void* whole_to,
+                          cudaStream_t stream) {
+    for (int which = 0; which < 2; ++which) {
+      const Chunk& chunk = shard.chunks[size_t(which)];
+      const int64_t local = shard.local_begin(shard.chunk_ids[size_t(which)]);
+      if (whole_from != nullptr) {
+        copy_rows(shard_data, shard.size(), local, whole_from, seq, chunk.begin, chunk.size(),
+                  planes, element, stream);
+      } else {
+        copy_rows(whole_to, seq, chunk.begin, shard_data, shard.size(), local, chunk.size(),
+                  planes, element, stream);
+      }
+    }
+  }
+  void scatter_query_rows(const Shapes& sh, int r, void* shard, const void* whole, DType dtype,
+                          int64_t heads, cudaStream_t stream) const {
+    move_chunks(sh.q_shards[size_t(r)], sh.shape.seq_q,
+                row_planes(sh.layout, sh.shape.batch, heads, sh.shape.head_dim),
+                dtype_size(dtype), shard, whole, nullptr, stream);
+  }
+  void gather_query_rows(const Shapes& sh, int r, void* whole, void* shard, DType dtype,
+                         int64_t heads, cudaStream_t stream) const {
+    move_chunks(sh.q_shards[size_t(r)], sh.shape.seq_q,
+                row_planes(sh.layout, sh.shape.batch, heads, sh.shape.head_dim),
+                dtype_size(dtype), shard, nullptr, whole, stream);
+  }
+  void scatter_key_rows(const Shapes& sh, int r, void* shard, const void* whole, DType dtype,
+                        cudaStream_t stream) const {
+    move_chunks(sh.k_shards[size_t(r)], sh.shape.seq_k,
+                row_planes(sh.layout, sh.shape.batch, sh.shape.heads_kv, sh.shape.head_dim),
+                dtype_size(dtype), shard, whole, nullptr, stream);
+  }
+  void gather_key_rows(const Shapes& sh, int r, void* whole, void* shard, DType dtype,
+                       cudaStream_t stream) const {
+    move_chunks(sh.k_shards[size_t(r)], sh.shape.seq_k,
+                row_planes(sh.layout, sh.shape.batch, sh.shape.heads_kv, sh.shape.head_dim),
+                dtype_size(dtype), shard, nullptr, whole, stream);
+  }
+  // LSE is [B, H, seq] fp32 in every layout.
+  void scatter_lse(const Shapes& sh, int r, float* shard, const float* whole,
+                   cudaStream_t stream) const {
+    move_chunks(sh.q_shards[size_t(r)], sh.shape.seq_q, {sh.shape.batch * sh.shape.heads, 1}, 4,
+                shard, whole, nullptr, stream);
+  }
+  void gather_lse(const Shapes& sh, int r, float* whole, float* shard, cudaStream_t stream) const {
+    move_chunks(sh.q_shards[size_t(r)], sh.shape.seq_q, {sh.shape.batch * sh.shape.heads, 1}, 4,
+                shard, nullptr, whole, stream);
+  }
+
+  int gpus_;
+  std::unique_ptr<Ring> ring_;
+  std::vector<RankShards> shards_;
+  std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t> shards_key_{};
+  std::map<int, cudaEvent_t> started_, finished_;
+};
+
+}  // namespace
+
+DevicePasses ring_passes(int gpus) {
+  if (gpus < 1 || gpus > kMaxRanks) {
+    refuse(Error::Kind::invalid_argument,
+           "gpus must be from 1 to " + std::to_string(kMaxRanks) + ", got " + std::to_string(gpus));
+  }
+  auto state = std::make_shared<RingPasses>(gpus);
+  DevicePasses passes;
+  passes.gpus = gpus;
+  passes.forward_workspace_bytes = [](const Problem&) { return size_t(0); };
+  passes.backward_workspace_bytes = [](const Problem&) { return size_t(0); };
+  passes.forward = [state](const ForwardArgs& args, cudaStream_t stream) {
+    state->forward(args, stream);
+  };
+  passes.backward = [state](const BackwardArgs& args, cudaStream_t stream) {
+    state->backward(args, stream);
+  };
+  return passes;
+}
+
+}  // namespace cuflash::context_parallel
