@@ -125,7 +125,6 @@ struct RankScratch {
   DeviceBuffer grad_sums[2][2];   // [buffer][dK or dV] fp32 sums travelling with K/V
   DeviceBuffer dq_sum;            // fp32 [B, H, query shard rows, D]
   DeviceBuffer chunk_lse[2];      // packed LSE rows of each query chunk
-  DeviceBuffer block_grads[3];    // a block's dQ, dK, dV in the dtype
   DeviceBuffer block_workspace;   // backward()'s, deterministic or not
 };
 
@@ -256,9 +255,6 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
       AttentionShape block = s;
       block.seq_q = std::max<int64_t>(largest_q_chunk, 1);
       block.seq_k = std::max<int64_t>(largest_k_chunk, 1);
-      rank.block_grads[0] = DeviceBuffer(element_bytes(block.q_elements(), dtype));
-      rank.block_grads[1] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
-      rank.block_grads[2] = DeviceBuffer(element_bytes(block.kv_elements(), dtype));
       // Sized for the deterministic backward, which takes the most: either mode fits.
       rank.block_workspace = DeviceBuffer(backward_workspace_size(block, dtype, true));
     }
@@ -464,6 +460,15 @@ void load_own_shards(Ring::Impl& ring, const RingLayout& l, const AttentionShape
   }
 }
 
+// Rows [first_row, ...) of every (batch, head) of a dense fp32 [batch, heads, seq, head_dim]
+// sum, as the tensor a block's backward() adds to (BackwardArgs::sums).
+TensorRef sum_rows(float* sums, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                   int64_t first_row) {
+  TensorRef rows = shard_tensor(sums, Layout::bhsd, batch, heads, seq, head_dim);
+  rows.data = sums + first_row * head_dim;
+  return rows;
+}
+
 // The arguments of one block of rank r: its query chunk's rows of the rank's shards, the held
 // K/V shard's rows of the key chunk, the block's global diagonal. Args: ForwardArgs or
 // BackwardArgs with the whole problem's options.
@@ -615,7 +620,6 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, true);
   load_own_shards(ring, l, s, problem.dtype, tensors);
-  const int64_t kv_planes = s.batch * s.heads_kv;
   const int64_t q_planes = s.batch * s.heads;
 
   for (int r = 0; r < n; ++r) {  // sums start at zero at their owner; LSE rows packed per chunk
@@ -659,23 +663,20 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
         args.out = tensor_rows(t.out, q_local, problem.dtype);
         args.dout = tensor_rows(t.dout, q_local, problem.dtype);
         args.lse = rs.chunk_lse[which].as<float>();
-        args.dq = make_tensor_ref(rs.block_grads[0].data(), Layout::bhsd, b.batch, b.heads,
-                                  b.seq_q, b.head_dim);
-        args.dk = make_tensor_ref(rs.block_grads[1].data(), Layout::bhsd, b.batch, b.heads_kv,
-                                  b.seq_k, b.head_dim);
-        args.dv = make_tensor_ref(rs.block_grads[2].data(), Layout::bhsd, b.batch, b.heads_kv,
-                                  b.seq_k, b.head_dim);
+        // The block's terms go straight into the fp32 sums (rounded once, at the end): dQ into
+        // its query chunk's rows of the rank's, dK and dV into its key chunk's rows of the
+        // held shard's, which travel with it.
+        const int64_t key_local = l.k_shards[size_t(owner)].local_begin(block.key_chunk);
+        args.dq = args.dk = args.dv = TensorRef{};
+        args.sums.dq = sum_rows(rs.dq_sum.as<float>(), b.batch, b.heads, shard.size(), b.head_dim,
+                                q_local);
+        args.sums.dk = sum_rows(rs.grad_sums[step % 2][0].as<float>(), b.batch, b.heads_kv,
+                                owner_rows, b.head_dim, key_local);
+        args.sums.dv = sum_rows(rs.grad_sums[step % 2][1].as<float>(), b.batch, b.heads_kv,
+                                owner_rows, b.head_dim, key_local);
         args.workspace = rs.block_workspace.data();
         args.workspace_bytes = rs.block_workspace.bytes();
         cuflash::backward(args, stream);
-        const int64_t key_local = l.k_shards[size_t(owner)].local_begin(block.key_chunk);
-        detail::add_rows(rs.dq_sum.as<float>(), shard.size(), q_local, rs.block_grads[0].data(),
-                         problem.dtype, q_planes, b.seq_q, s.head_dim, stream);
-        for (int g = 0; g < 2; ++g) {
-          detail::add_rows(rs.grad_sums[step % 2][g].as<float>(), owner_rows, key_local,
-                           rs.block_grads[1 + g].data(), problem.dtype, kv_planes, b.seq_k,
-                           s.head_dim, stream);
-        }
       }
       ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
     }
