@@ -47,33 +47,25 @@ const CLI::Validator kPositiveFinite(
     },
     "POSITIVE");
 
-// A number of context-parallel ranks: a whole number from 1 to kMaxRanks.
-const CLI::Validator kRanks(
-    [](std::string& text) -> std::string {
-      try {
-        size_t used = 0;
-        const long long value = std::stoll(text, &used);
-        if (used == text.size() && value >= 1 && value <= kMaxRanks) return {};
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a whole number of ranks from 1 to " +
-             std::to_string(kMaxRanks);
-    },
-    "N");
+// A whole number of `what` (ranks, GPUs) from 1 to kMaxRanks.
+CLI::Validator counted_up_to_max_ranks(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const long long value = std::stoll(text, &used);
+          if (used == text.size() && value >= 1 && value <= kMaxRanks) return {};
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not a whole number of " + what + " from 1 to " +
+               std::to_string(kMaxRanks);
+      },
+      "N");
+}
 
-// A number of GPUs: a whole number from 1 to kMaxRanks (one rank per GPU).
-const CLI::Validator kGpus(
-    [](std::string& text) -> std::string {
-      try {
-        size_t used = 0;
-        const long long value = std::stoll(text, &used);
-        if (used == text.size() && value >= 1 && value <= kMaxRanks) return {};
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a whole number of GPUs from 1 to " +
-             std::to_string(kMaxRanks);
-    },
-    "N");
+// Context-parallel ranks, and GPUs (one rank each).
+const CLI::Validator kRanks = counted_up_to_max_ranks("ranks");
+const CLI::Validator kGpus = counted_up_to_max_ranks("GPUs");
 
 // A whole number >= 0 that fits in 64 bits: CLI11 reads "-1" into a uint64_t as 2^64 - 1.
 const CLI::Validator kNonNegativeInteger(
@@ -463,20 +455,24 @@ void check_paging(const Problem& p) {
   }
 }
 
-// --ranks against the case (check_case_size()): context parallelism splits one dense
-// sequence, each block running unsplit on contiguous K/V.
+// The option of a case that context parallelism (--ranks, --gpus) cannot take, or null: it
+// splits one dense sequence per batch entry, each block unsplit on contiguous K/V.
+const char* not_context_parallel(const Problem& p) {
+  return p.varlen()                  ? "--seqlens (layout thd)"
+         : p.page_size != 0          ? "--page-size"
+         : !p.cache_seqlens.empty()  ? "--cache-seqlens"
+         : p.splits > 1              ? "--splits above 1"
+                                     : nullptr;
+}
+
+// --ranks against the case (check_case_size()).
 void check_ranks(const Problem& p) {
   if (p.ranks == 0) return;
   if (p.ranks < 1 || p.ranks > kMaxRanks) {
     throw UsageError("--ranks " + std::to_string(p.ranks) + ": not a number of ranks from 1 to " +
                      std::to_string(kMaxRanks));
   }
-  const char* other = p.varlen()                  ? "--seqlens (layout thd)"
-                      : p.page_size != 0          ? "--page-size"
-                      : !p.cache_seqlens.empty()  ? "--cache-seqlens"
-                      : p.splits > 1              ? "--splits above 1"
-                                                  : nullptr;
-  if (other != nullptr) {
+  if (const char* other = not_context_parallel(p)) {
     throw UsageError("--ranks does not combine with " + std::string(other) +
                      ": context parallelism on one GPU takes one dense sequence per batch "
                      "entry, each block unsplit on contiguous K/V");
@@ -488,12 +484,7 @@ void check_ranks(const Problem& p) {
 // computation itself fails, exit 3).
 void check_gpus(const Problem& p) {
   if (p.gpus == 0) return;
-  const char* other = p.ranks != 0                ? "--ranks (or the sweep key ranks)"
-                      : p.varlen()                ? "--seqlens (layout thd)"
-                      : p.page_size != 0          ? "--page-size"
-                      : !p.cache_seqlens.empty()  ? "--cache-seqlens"
-                      : p.splits > 1              ? "--splits above 1"
-                                                  : nullptr;
+  const char* other = p.ranks != 0 ? "--ranks (or the sweep key ranks)" : not_context_parallel(p);
   if (other != nullptr) {
     throw UsageError("--gpus does not combine with " + std::string(other) +
                      ": context parallelism takes one dense sequence per batch entry, each "

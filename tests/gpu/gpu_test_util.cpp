@@ -134,6 +134,16 @@ std::vector<double> kv_side_values(const Problem& c, const HostBytes& bytes) {
   return decode(bytes, kv_dims(c), c.dtype, c.layout);
 }
 
+ExpectedResults plain_as_reference(const Problem& p, const HostForwardBackwardResult& plain,
+                                   ExpectedResults expected) {
+  expected.ref_fwd.out = q_side_values(p, plain.forward.out);
+  expected.ref_fwd.lse = std::vector<double>(plain.forward.lse.begin(), plain.forward.lse.end());
+  expected.ref_grad.dq = q_side_values(p, plain.backward.dq);
+  expected.ref_grad.dk = kv_side_values(p, plain.backward.dk);
+  expected.ref_grad.dv = kv_side_values(p, plain.backward.dv);
+  return expected;
+}
+
 // --- Device buffers for direct API calls -----------------------------------------------------
 
 namespace {

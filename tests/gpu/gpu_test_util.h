@@ -116,6 +116,11 @@ struct ExpectedResults {
   reference::Gradients ref_grad, base_grad;
 };
 ExpectedResults expected_results(const Problem& p, const CaseInputs& in);
+// `expected` with the plain call's results in the reference's place: the pass rule then bounds
+// how far another computation of the same attention (context parallelism) is from forward()
+// and backward() on the whole problem, by the same multiple of the baseline's error.
+ExpectedResults plain_as_reference(const Problem& p, const HostForwardBackwardResult& plain,
+                                   ExpectedResults expected);
 
 // The checks of O, LSE, dQ, dK and dV of GPU results against `expected`.
 std::vector<TensorCheck> check_results(const Problem& p, const HostForwardBackwardResult& gpu,

@@ -214,19 +214,6 @@ TEST_CASE("diagonal offset: blocks of queries or keys give the whole problem's r
 
 // --- Context parallelism on one GPU ---------------------------------------------------------
 
-// `expected` with the plain call's results in the reference's place: the pass rule then bounds
-// how far the context-parallel results are from those of forward() and backward() on the whole
-// problem, by the same multiple of the baseline's error.
-ExpectedResults plain_as_reference(const Problem& p, const HostForwardBackwardResult& plain,
-                                   ExpectedResults expected) {
-  expected.ref_fwd.out = q_side_values(p, plain.forward.out);
-  expected.ref_fwd.lse = as_doubles(plain.forward.lse);
-  expected.ref_grad.dq = q_side_values(p, plain.backward.dq);
-  expected.ref_grad.dk = kv_side_values(p, plain.backward.dk);
-  expected.ref_grad.dv = kv_side_values(p, plain.backward.dv);
-  return expected;
-}
-
 HostForwardBackwardResult run_with_ranks(const Problem& p, const CaseInputs& in, int ranks) {
   Problem with_ranks = p;
   with_ranks.ranks = ranks;

@@ -44,16 +44,6 @@ void check_all(const std::string& against, const std::vector<TensorCheck>& check
   }
 }
 
-ExpectedResults plain_as_reference(const Problem& p, const HostForwardBackwardResult& plain,
-                                   ExpectedResults expected) {
-  expected.ref_fwd.out = q_side_values(p, plain.forward.out);
-  expected.ref_fwd.lse = std::vector<double>(plain.forward.lse.begin(), plain.forward.lse.end());
-  expected.ref_grad.dq = q_side_values(p, plain.backward.dq);
-  expected.ref_grad.dk = kv_side_values(p, plain.backward.dk);
-  expected.ref_grad.dv = kv_side_values(p, plain.backward.dv);
-  return expected;
-}
-
 // `p` over 1 to min(kMostGpus, GPUs present) GPUs against the plain call and the reference
 // (the blocks' gradients reach fp32 sums unrounded: BackwardArgs::sums).
 void check_gpu_counts(const Problem& p, uint64_t seed) {

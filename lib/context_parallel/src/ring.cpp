@@ -506,14 +506,6 @@ void merge_slots(const AttentionShape& s, float* out_slots, float* lse_slots, in
   merge_attention_partials(merge, stream);
 }
 
-// LSE rows [first, first + rows) of every (batch, head) between [B, H, seq] arrays.
-void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_seq, int64_t rows,
-                   int64_t planes, cudaStream_t stream) {
-  check_cuda(cudaMemcpy2DAsync(to, size_t(to_seq) * 4, from, size_t(from_seq) * 4,
-                               size_t(rows) * 4, size_t(planes), cudaMemcpyDeviceToDevice, stream),
-             "context parallelism: copying LSE rows");
-}
-
 }  // namespace
 
 void Ring::forward(const ForwardArgs& problem, Layout layout,
@@ -604,7 +596,7 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
       float* lse = lse_slots + kNewBlockSlot * lse_floats;
       merge_slots(s, out_slots, lse_slots, rows, *run, 1,
                   tensor_rows(t.out, local, problem.dtype), problem.dtype, lse, stream);
-      copy_lse_rows(t.lse + local, shard.size(), lse, rows, rows, s.batch * s.heads, stream);
+      detail::copy_lse_rows(t.lse + local, shard.size(), lse, rows, rows, s.batch * s.heads, stream);
     }
   }
   // Every transfer was waited for by the step after it: the compute streams hold all the work.
@@ -634,7 +626,7 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
     for (int which = 0; which < 2; ++which) {
       const int64_t rows = shard.chunks[size_t(which)].size();
       if (rows == 0) continue;
-      copy_lse_rows(rs.chunk_lse[which].as<float>(), rows,
+      detail::copy_lse_rows(rs.chunk_lse[which].as<float>(), rows,
                     tensors[size_t(r)].lse + shard.local_begin(shard.chunk_ids[size_t(which)]),
                     shard.size(), rows, q_planes, stream);
     }

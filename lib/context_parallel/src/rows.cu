@@ -102,4 +102,12 @@ void fill(float* out, int64_t count, float value, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), "single-GPU context parallelism: filling LSE rows");
 }
 
+void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_seq, int64_t rows,
+                   int64_t planes, cudaStream_t stream) {
+  check_cuda(cudaMemcpy2DAsync(to, size_t(to_seq) * sizeof(float), from,
+                               size_t(from_seq) * sizeof(float), size_t(rows) * sizeof(float),
+                               size_t(planes), cudaMemcpyDeviceToDevice, stream),
+             "context parallelism: copying LSE rows");
+}
+
 }  // namespace cuflash::context_parallel::detail

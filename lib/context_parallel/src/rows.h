@@ -24,4 +24,9 @@ void store_sums(const float* sums, const TensorRef& out, DType dtype, int64_t ba
 // `count` floats = value.
 void fill(float* out, int64_t count, float value, cudaStream_t stream);
 
+// LSE rows: `rows` floats of each of `planes` (batch * heads) rows of [planes, to_seq] from
+// [planes, from_seq], e.g. a query chunk's rows between a whole LSE and a packed one.
+void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_seq, int64_t rows,
+                   int64_t planes, cudaStream_t stream);
+
 }  // namespace cuflash::context_parallel::detail

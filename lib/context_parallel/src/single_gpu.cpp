@@ -264,16 +264,6 @@ Args block_args(const Args& whole, const Plan& plan, const Block& block) {
   return args;
 }
 
-// Copies the LSE rows [first, first + rows) of every (batch, head) between a [B, H, seq] array
-// and a packed [B, H, rows] one.
-void copy_lse_rows(float* to, int64_t to_seq, const float* from, int64_t from_seq, int64_t rows,
-                   int64_t planes, cudaStream_t stream) {
-  check_cuda(cudaMemcpy2DAsync(to, size_t(to_seq) * sizeof(float), from,
-                               size_t(from_seq) * sizeof(float), size_t(rows) * sizeof(float),
-                               size_t(planes), cudaMemcpyDeviceToDevice, stream),
-             "single-GPU context parallelism: copying LSE rows");
-}
-
 // --- Forward ------------------------------------------------------------------------------
 
 // One block's O and LSE, as an fp32 partial result in `slot` of its query chunk.
@@ -346,7 +336,7 @@ void forward_query_chunk(const ForwardArgs& whole, const Plan& plan, const RankP
   float* lse = slots.slot_lse(kNewBlockSlot);
   merge_slots(s, slots, rows, *running, 1, tensor_rows(whole.out, queries.begin, whole.dtype),
               whole.dtype, lse, stream);
-  copy_lse_rows(whole.lse + queries.begin, s.seq_q, lse, rows, rows, s.batch * s.heads, stream);
+  detail::copy_lse_rows(whole.lse + queries.begin, s.seq_q, lse, rows, rows, s.batch * s.heads, stream);
 }
 
 // --- Backward -----------------------------------------------------------------------------
@@ -381,7 +371,7 @@ void backward_rank(const BackwardArgs& whole, const Plan& plan, const RankPlan& 
   for (size_t i = 0; i < rank.query_chunks.size(); ++i) {
     const Chunk& queries = plan.query_chunks[size_t(rank.query_chunks[i])];
     if (queries.empty()) continue;
-    copy_lse_rows(scratch.chunk_lse[i], queries.size(), whole.lse + queries.begin, s.seq_q,
+    detail::copy_lse_rows(scratch.chunk_lse[i], queries.size(), whole.lse + queries.begin, s.seq_q,
                   queries.size(), s.batch * s.heads, stream);
   }
   for (const RingStep& step : rank.steps) {
