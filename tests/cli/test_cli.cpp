@@ -351,7 +351,8 @@ TEST_CASE("info says whether --gpus is built in, with which NCCL", "[cli]") {
   TempDir tmp;
   const Outcome json = cuflash("info --format json", tmp);
   CHECK(json.exit_code == 0);
-  const bool with_nccl = json.out.find("\"multi_gpu\": \"--gpus through NCCL ") != std::string::npos;
+  const bool with_nccl =
+      json.out.find("\"multi_gpu\": \"--gpus through NCCL ") != std::string::npos;
   const bool without = json.out.find("\"multi_gpu\": \"none (built without NCCL)\"") !=
                        std::string::npos;
   CHECK(with_nccl != without);

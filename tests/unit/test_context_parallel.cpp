@@ -126,7 +126,9 @@ TEST_CASE("context-parallel shards: each rank's local rows map one to one onto i
         int64_t local = 0;
         for (const int c : shard.chunk_ids) {
           REQUIRE(shard.local_begin(c) == local);
-          for (int64_t i = chunks[size_t(c)].begin; i < chunks[size_t(c)].end; ++i) ++seen[size_t(i)];
+          for (int64_t i = chunks[size_t(c)].begin; i < chunks[size_t(c)].end; ++i) {
+            ++seen[size_t(i)];
+          }
           local += chunks[size_t(c)].size();
         }
         REQUIRE(local == shard.size());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +16,7 @@
 #include "cuflash/cuda_error.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
+#include "chunk_merge.h"
 #include "rows.h"
 
 namespace cuflash::context_parallel {
@@ -119,7 +119,7 @@ struct RankScratch {
   DeviceBuffer kv[2][2];          // [buffer][K or V]: the held shard and the one arriving
   // Forward
   DeviceBuffer block_out;         // a block's O in the dtype
-  DeviceBuffer slots_out[2];      // 3 fp32 partial O slots per query chunk
+  DeviceBuffer slots_out[2];      // ChunkMerge's fp32 partial O slots, per query chunk
   DeviceBuffer slots_lse[2];
   // Backward
   DeviceBuffer grad_sums[2][2];   // [buffer][dK or dV] fp32 sums travelling with K/V
@@ -128,9 +128,6 @@ struct RankScratch {
   DeviceBuffer block_workspace;   // backward()'s, deterministic or not
 };
 
-constexpr int kSlots = 3;
-constexpr int kNewBlockSlot = 1;
-constexpr float kEmptyLse = std::numeric_limits<float>::infinity();
 
 }  // namespace
 
@@ -241,8 +238,10 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
     if (!backward && rank.block_out.data() == nullptr) {
       rank.block_out = DeviceBuffer(element_bytes(chunk_rows * s.head_dim, dtype));
       for (int c = 0; c < 2; ++c) {
-        rank.slots_out[c] = DeviceBuffer(size_t(kSlots * chunk_rows * s.head_dim) * 4);
-        rank.slots_lse[c] = DeviceBuffer(size_t(kSlots * chunk_rows) * 4);
+        rank.slots_out[c] =
+            DeviceBuffer(size_t(detail::ChunkMerge::out_floats(s, largest_q_chunk)) * 4);
+        rank.slots_lse[c] =
+            DeviceBuffer(size_t(detail::ChunkMerge::lse_floats(s, largest_q_chunk)) * 4);
       }
     }
     if (backward && rank.dq_sum.data() == nullptr) {
@@ -401,7 +400,9 @@ void check_problem(const std::string& direction, const AttentionShape& s, int ra
                                               " ranks' tensors for " + std::to_string(ranks) +
                                               " ranks");
   }
-  if (varlen.enabled()) refuse(Error::Kind::unsupported, direction + ": a varlen batch (dense only)");
+  if (varlen.enabled()) {
+    refuse(Error::Kind::unsupported, direction + ": a varlen batch (dense only)");
+  }
   if (diagonal_offset) {
     refuse(Error::Kind::invalid_argument,
            direction + ": diagonal_offset is set: the blocks' diagonals come from the plan");
@@ -418,7 +419,9 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
              int step) {
   const int n = ring.ranks();
   for (int r = 0; r < n; ++r) {
-    if (step > 0) ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
+    if (step > 0) {
+      ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
+    }
   }
   NcclGroup group;
   for (int r = 0; r < n; ++r) {
@@ -488,23 +491,6 @@ Args block_args(const Args& problem, const RingLayout& l, int r, int owner, cons
   return args;
 }
 
-void merge_slots(const AttentionShape& s, float* out_slots, float* lse_slots, int64_t rows,
-                 int first, int splits, const TensorRef& out, DType dtype, float* lse,
-                 cudaStream_t stream) {
-  const int64_t lse_floats = s.batch * s.heads * rows;
-  MergePartialsArgs merge;
-  merge.splits = splits;
-  merge.batch = s.batch;
-  merge.heads = s.heads;
-  merge.seq_q = rows;
-  merge.head_dim = s.head_dim;
-  merge.dtype = dtype;
-  merge.partial_out = out_slots + first * lse_floats * s.head_dim;
-  merge.partial_lse = lse_slots + first * lse_floats;
-  merge.out = out;
-  merge.lse = lse;
-  merge_attention_partials(merge, stream);
-}
 
 }  // namespace
 
@@ -524,8 +510,16 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
   ring.make_scratch(s, problem.dtype, false);
   load_own_shards(ring, l, s, problem.dtype, tensors);
 
-  // Per rank and query chunk: the slot of the running result (none before its first block).
-  std::vector<std::array<std::optional<int>, 2>> running(static_cast<size_t>(n));
+  // Per rank, the running merge of each of its two query chunks.
+  std::vector<std::vector<detail::ChunkMerge>> merges(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    RankScratch& rs = ring.scratch[size_t(r)];
+    for (int which = 0; which < 2; ++which) {
+      const int64_t rows = l.q_shards[size_t(r)].chunks[size_t(which)].size();
+      merges[size_t(r)].emplace_back(rs.slots_out[which].as<float>(),
+                                     rs.slots_lse[which].as<float>(), s, rows);
+    }
+  }
   for (int step = 0; step < n; ++step) {
     if (step + 1 < n) pass_kv(ring, l, s, problem.dtype, step);
     for (int r = 0; r < n; ++r) {
@@ -539,34 +533,20 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
       const TensorRef v = l.held(rs.kv[step % 2][1].data(), s, owner);
       for (const Block& block : plan_step.blocks) {  // none where the held shard is empty
         const int which = block.query_chunk == l.q_shards[size_t(r)].chunk_ids[0] ? 0 : 1;
-        const int64_t rows = l.plan.query_chunks[size_t(block.query_chunk)].size();
-        const int64_t lse_floats = s.batch * s.heads * rows;
-        float* out_slots = rs.slots_out[which].as<float>();
-        float* lse_slots = rs.slots_lse[which].as<float>();
-        std::optional<int>& run = running[size_t(r)][size_t(which)];
-        const int slot = run ? kNewBlockSlot : 0;
+        detail::ChunkMerge& merge = merges[size_t(r)][size_t(which)];
         ForwardArgs args = block_args(problem, l, r, owner, block, tensors[size_t(r)].q, k, v);
+        const AttentionShape& b = args.shape;
         if (problem.alibi.data != nullptr) args.alibi.data = tensors[size_t(r)].alibi_slopes;
-        args.out = make_tensor_ref(rs.block_out.data(), Layout::bhsd, s.batch, s.heads, rows,
-                                   s.head_dim);
-        args.lse = lse_slots + slot * lse_floats;
-        args.splits = 1;
+        args.out = make_tensor_ref(rs.block_out.data(), Layout::bhsd, b.batch, b.heads, b.seq_q,
+                                   b.head_dim);
+        args.lse = merge.next_lse();
+        args.splits = 1;  // the block is one chunk of keys already: no workspace of its own
         args.workspace = nullptr;
         args.workspace_bytes = 0;
         cuflash::forward(args, stream);
-        detail::widen_to_fp32(rs.block_out.data(), problem.dtype,
-                              out_slots + slot * lse_floats * s.head_dim, lse_floats * s.head_dim,
-                              stream);
-        if (!run) {
-          run = 0;
-          continue;
-        }
-        const int merged = kSlots - 1 - *run;
-        merge_slots(s, out_slots, lse_slots, rows, std::min(*run, kNewBlockSlot), 2,
-                    make_tensor_ref(out_slots + merged * lse_floats * s.head_dim, Layout::bhsd,
-                                    s.batch, s.heads, rows, s.head_dim),
-                    DType::fp32, lse_slots + merged * lse_floats, stream);
-        run = merged;
+        detail::widen_to_fp32(rs.block_out.data(), problem.dtype, merge.next_out(),
+                              b.q_elements(), stream);
+        merge.add(stream);
       }
       ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
       if (step + 1 < n) {
@@ -578,25 +558,16 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(ring.devices[size_t(r)]);
     cudaStream_t stream = ring.compute[size_t(r)];
-    RankScratch& rs = ring.scratch[size_t(r)];
     const RankForward& t = tensors[size_t(r)];
     const ShardRows& shard = l.q_shards[size_t(r)];
     for (int which = 0; which < 2; ++which) {
       const int64_t rows = shard.chunks[size_t(which)].size();
       if (rows == 0) continue;
-      const int64_t lse_floats = s.batch * s.heads * rows;
-      float* out_slots = rs.slots_out[which].as<float>();
-      float* lse_slots = rs.slots_lse[which].as<float>();
-      std::optional<int>& run = running[size_t(r)][size_t(which)];
-      if (!run) {  // the chunk sees no key: a partial of +inf LSE weighs nothing
-        detail::fill(lse_slots, lse_floats, kEmptyLse, stream);
-        run = 0;
-      }
       const int64_t local = shard.local_begin(shard.chunk_ids[size_t(which)]);
-      float* lse = lse_slots + kNewBlockSlot * lse_floats;
-      merge_slots(s, out_slots, lse_slots, rows, *run, 1,
-                  tensor_rows(t.out, local, problem.dtype), problem.dtype, lse, stream);
-      detail::copy_lse_rows(t.lse + local, shard.size(), lse, rows, rows, s.batch * s.heads, stream);
+      const float* lse = merges[size_t(r)][size_t(which)].finish(
+          tensor_rows(t.out, local, problem.dtype), problem.dtype, stream);
+      detail::copy_lse_rows(t.lse + local, shard.size(), lse, rows, rows, s.batch * s.heads,
+                            stream);
     }
   }
   // Every transfer was waited for by the step after it: the compute streams hold all the work.
@@ -744,7 +715,8 @@ void copy_rows(void* to, int64_t to_seq, int64_t to_row, const void* from, int64
   const size_t row_bytes = size_t(planes.inner) * element;
   check_cuda(cudaMemcpy2DAsync(static_cast<unsigned char*>(to) + size_t(to_row) * row_bytes,
                                size_t(to_seq) * row_bytes,
-                               static_cast<const unsigned char*>(from) + size_t(from_row) * row_bytes,
+                               static_cast<const unsigned char*>(from) +
+                                   size_t(from_row) * row_bytes,
                                size_t(from_seq) * row_bytes, size_t(rows) * row_bytes,
                                size_t(planes.outer), cudaMemcpyDefault, stream),
              "context parallelism: copying rows between GPUs");
@@ -955,7 +927,8 @@ class RingPasses {
       check_cuda(cudaEventRecord(finished(r), ring_->stream(r)), "context parallelism: an event");
     }
     for (int r = 0; r < gpus_; ++r) {
-      check_cuda(cudaStreamWaitEvent(stream, finished(r), 0), "context parallelism: a stream waits");
+      check_cuda(cudaStreamWaitEvent(stream, finished(r), 0),
+                 "context parallelism: a stream waits");
     }
   }
 

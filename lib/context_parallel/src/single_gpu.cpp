@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +11,7 @@
 #include "cuflash/context_parallel/ring.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
+#include "chunk_merge.h"
 #include "rows.h"
 
 namespace cuflash::context_parallel {
@@ -50,48 +50,23 @@ int64_t largest_chunk(int64_t length, int ranks) {
 
 size_t element_bytes(int64_t count, DType dtype) { return size_t(count) * dtype_size(dtype); }
 
-// --- Forward scratch: a block's O and the three fp32 partial slots of a query chunk ---------
-
-// A chunk's partial results live in three slots. The running result is in slot 0 or 2 and
-// each new block goes into slot 1, so that the running result and the new block are always two
-// neighbouring slots, the [2, B, H, rows, D] partials merge_attention_partials() takes; their
-// merge goes into the remaining slot, which becomes the running result.
-constexpr int kSlots = 3;
-constexpr int kNewBlockSlot = 1;
-// The LSE of a row without keys (forward()'s convention), which the merge weighs as nothing.
-constexpr float kEmptyLse = std::numeric_limits<float>::infinity();
+// --- Forward scratch: a block's O and the partial slots of a query chunk (chunk_merge.h) -----
 
 struct ForwardScratch {
   void* block_out;     // a block's O in the dtype: [B, H, largest query chunk, D]
-  float* partial_out;  // kSlots fp32 partial O of a query chunk
+  float* partial_out;  // ChunkMerge's fp32 partial O slots of a query chunk
   float* partial_lse;  // their LSE
 };
 
 ForwardScratch forward_scratch(Sections& sections, const AttentionShape& s, DType dtype,
                                int ranks) {
-  const int64_t rows = s.batch * s.heads * largest_chunk(s.seq_q, ranks);
+  const int64_t rows = largest_chunk(s.seq_q, ranks);
   ForwardScratch scratch;
-  scratch.block_out = sections.take_bytes(element_bytes(rows * s.head_dim, dtype));
-  scratch.partial_out = sections.take_floats(kSlots * rows * s.head_dim);
-  scratch.partial_lse = sections.take_floats(kSlots * rows);
+  scratch.block_out =
+      sections.take_bytes(element_bytes(s.batch * s.heads * rows * s.head_dim, dtype));
+  scratch.partial_out = sections.take_floats(detail::ChunkMerge::out_floats(s, rows));
+  scratch.partial_lse = sections.take_floats(detail::ChunkMerge::lse_floats(s, rows));
   return scratch;
-}
-
-// The slots of one query chunk of `rows` rows per (batch, head): packed for its own size, as
-// merge_attention_partials() reads [splits, B, H, rows, D] partials.
-struct ChunkSlots {
-  float* out;
-  float* lse;
-  int64_t out_floats;  // per slot: B * H * rows * D
-  int64_t lse_floats;  // B * H * rows
-
-  float* slot_out(int slot) const { return out + slot * out_floats; }
-  float* slot_lse(int slot) const { return lse + slot * lse_floats; }
-};
-
-ChunkSlots chunk_slots(const ForwardScratch& scratch, const AttentionShape& s, int64_t rows) {
-  const int64_t lse_floats = s.batch * s.heads * rows;
-  return {scratch.partial_out, scratch.partial_lse, lse_floats * s.head_dim, lse_floats};
 }
 
 // --- Backward scratch: fp32 sums of the gradients and LSE rows -------------------------------
@@ -266,38 +241,20 @@ Args block_args(const Args& whole, const Plan& plan, const Block& block) {
 
 // --- Forward ------------------------------------------------------------------------------
 
-// One block's O and LSE, as an fp32 partial result in `slot` of its query chunk.
+// One block's O and LSE, as the next fp32 partial result of its query chunk's merge.
 void forward_block(const ForwardArgs& whole, const Plan& plan, const Block& block,
-                   const ForwardScratch& scratch, const ChunkSlots& slots, int slot,
+                   const ForwardScratch& scratch, detail::ChunkMerge& merge,
                    cudaStream_t stream) {
   ForwardArgs args = block_args(whole, plan, block);
   const AttentionShape& s = args.shape;
   args.out = dense_block(scratch.block_out, s, s.heads, s.seq_q);
-  args.lse = slots.slot_lse(slot);
+  args.lse = merge.next_lse();
   args.splits = 1;  // the block is one chunk of keys already: no workspace of its own
   args.workspace = nullptr;
   args.workspace_bytes = 0;
   forward(args, stream);
-  detail::widen_to_fp32(scratch.block_out, args.dtype, slots.slot_out(slot), s.q_elements(),
-                        stream);
-}
-
-// merge_attention_partials() of `splits` neighbouring slots from `first` on into out and lse.
-void merge_slots(const AttentionShape& s, const ChunkSlots& slots, int64_t rows, int first,
-                 int splits, const TensorRef& out, DType out_dtype, float* lse,
-                 cudaStream_t stream) {
-  MergePartialsArgs merge;
-  merge.splits = splits;
-  merge.batch = s.batch;
-  merge.heads = s.heads;
-  merge.seq_q = rows;
-  merge.head_dim = s.head_dim;
-  merge.dtype = out_dtype;
-  merge.partial_out = slots.slot_out(first);
-  merge.partial_lse = slots.slot_lse(first);
-  merge.out = out;
-  merge.lse = lse;
-  merge_attention_partials(merge, stream);
+  detail::widen_to_fp32(scratch.block_out, args.dtype, merge.next_out(), s.q_elements(), stream);
+  merge.add(stream);
 }
 
 // The rank's result for one of its query chunks: the chunk's blocks in ring order, each merged
@@ -309,34 +266,18 @@ void forward_query_chunk(const ForwardArgs& whole, const Plan& plan, const RankP
   if (queries.empty()) return;
   const AttentionShape& s = whole.shape;
   const int64_t rows = queries.size();
-  const ChunkSlots slots = chunk_slots(scratch, s, rows);
-  std::optional<int> running;  // the slot of the running result; none before the first block
+  detail::ChunkMerge merge(scratch.partial_out, scratch.partial_lse, s, rows);
   for (const RingStep& step : rank.steps) {
     for (const Block& block : step.blocks) {
-      if (block.query_chunk != query_chunk) continue;
-      if (!running) {
-        forward_block(whole, plan, block, scratch, slots, 0, stream);
-        running = 0;
-        continue;
+      if (block.query_chunk == query_chunk) {
+        forward_block(whole, plan, block, scratch, merge, stream);
       }
-      forward_block(whole, plan, block, scratch, slots, kNewBlockSlot, stream);
-      const int merged = kSlots - 1 - *running;  // the slot neither of the two takes
-      merge_slots(s, slots, rows, std::min(*running, kNewBlockSlot), 2,
-                  dense_block(slots.slot_out(merged), s, s.heads, rows), DType::fp32,
-                  slots.slot_lse(merged), stream);
-      running = merged;
     }
   }
-  if (!running) {  // the chunk sees no key: a partial of +inf LSE weighs nothing
-    detail::fill(slots.slot_lse(0), slots.lse_floats, kEmptyLse, stream);
-    running = 0;
-  }
-  // The running result alone, merged once more: normalized into the dtype in the chunk's rows
-  // of O (O = 0 and LSE = +inf where no key was seen), its LSE through the free slot 1.
-  float* lse = slots.slot_lse(kNewBlockSlot);
-  merge_slots(s, slots, rows, *running, 1, tensor_rows(whole.out, queries.begin, whole.dtype),
-              whole.dtype, lse, stream);
-  detail::copy_lse_rows(whole.lse + queries.begin, s.seq_q, lse, rows, rows, s.batch * s.heads, stream);
+  const float* lse =
+      merge.finish(tensor_rows(whole.out, queries.begin, whole.dtype), whole.dtype, stream);
+  detail::copy_lse_rows(whole.lse + queries.begin, s.seq_q, lse, rows, rows, s.batch * s.heads,
+                        stream);
 }
 
 // --- Backward -----------------------------------------------------------------------------

@@ -89,7 +89,9 @@ struct ShardRows {
   std::array<Chunk, 2> chunks{};   // their global positions
   int64_t size() const { return chunks[0].size() + chunks[1].size(); }
   // The local row where chunk `chunk_id` (one of chunk_ids) starts.
-  int64_t local_begin(int chunk_id) const { return chunk_id == chunk_ids[0] ? 0 : chunks[0].size(); }
+  int64_t local_begin(int chunk_id) const {
+    return chunk_id == chunk_ids[0] ? 0 : chunks[0].size();
+  }
 };
 
 // Rank `rank`'s shard of a sequence cut into `chunks` (2N chunks: split_into_chunks()).
