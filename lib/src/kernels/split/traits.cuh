@@ -8,9 +8,10 @@
 // e.g. one token of 32 heads on one kv head) two row groups of two warps, each with half of
 // every key block; Wide (<= 64 rows per block) gives each warp 16 rows and all of every key
 // block. The products cost as many rows as the configuration has, valid or not: 32 rows on
-// Wide's 64 made MQA decoding wait on the tensor cores (3.4 TB/s) rather than on memory. Q stays in registers, so the
-// shared memory is the K/V stages alone; stage counts let two (D=128) or three (D=32, 64) CTAs
-// share an SM of sm_90 with 70-100 KB of loads in flight per SM, which HBM latency asks for.
+// Wide's 64 made MQA decoding wait on the tensor cores (3.4 TB/s) rather than on memory.
+// Q stays in registers, so the shared memory is the K/V stages alone; stage counts let two
+// (D=128) or three (D=32, 64) CTAs share an SM of sm_90 with 70-100 KB of loads in flight per
+// SM.
 #pragma once
 
 #include <cstddef>
