@@ -179,7 +179,7 @@ __device__ __forceinline__ void load_full_block_async(SmemTile<Element, kStride>
   const int64_t step = int64_t(Chunks::kRowStep) * seq_stride;
 #pragma unroll
   for (int i = 0; i < Chunks::kCount; ++i) {
-    cp_async_16(destination + i * Chunks::kRowStep * kStride, rows + i * step);
+    cp_async_16_whole_line(destination + i * Chunks::kRowStep * kStride, rows + i * step);
   }
 }
 
