@@ -169,6 +169,23 @@ struct ThreadChunks {
   __device__ int64_t offset(int64_t seq_stride) const { return row * seq_stride + col; }
 };
 
+// Starts loading a whole block of K and of V from pages smaller than a block: each of the
+// thread's rows through the block table once for both tensors, no bounds checks (the block lies
+// inside the keys, so the table has its pages).
+template <typename Chunks, typename Element, int kStride>
+__device__ __forceinline__ void load_full_paged_block_async(
+    SmemTile<Element, kStride> k_tile, SmemTile<Element, kStride> v_tile, const Element* k,
+    const Element* v, int64_t k_stride, int64_t v_stride, const int32_t* pages, int page_shift,
+    int64_t key0, const Chunks& chunks) {
+#pragma unroll
+  for (int i = 0; i < Chunks::kCount; ++i) {
+    const int row = chunks.row + i * Chunks::kRowStep;
+    const int64_t source_row = page_row(pages, page_shift, key0 + row);
+    cp_async_16_whole_line(k_tile.at(row, chunks.col), k + source_row * k_stride + chunks.col);
+    cp_async_16_whole_line(v_tile.at(row, chunks.col), v + source_row * v_stride + chunks.col);
+  }
+}
+
 // Starts loading a whole block: `rows` points at the thread's first chunk (its row and column
 // of the block's first key), rows `seq_stride` elements apart.
 template <typename Chunks, typename Element, int kStride>
@@ -314,13 +331,19 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
                              : params.block_table + batch * params.block_table_stride;
   using Chunks = ThreadChunks<Config, Element>;
   const Chunks chunks(thread);
-  // Whole blocks also take the fast load from a paged cache whose pages hold whole blocks
-  // (page size >= 64: a block's keys are consecutive rows of one page).
-  const bool whole_rows = Chunks::kWholeRows && !kPadded &&
-                          (pages == nullptr || params.page_shift >= kLog2BlockKeys);
+  // Whole blocks of a paged cache whose pages hold whole blocks (page size >= 64: a block's
+  // keys are consecutive rows of one page) load as contiguous ones; smaller pages by a table
+  // read per row, shared by K and V.
+  const bool whole_rows = Chunks::kWholeRows && !kPadded;
+  const bool rows_in_one_page = pages == nullptr || params.page_shift >= kLog2BlockKeys;
   auto load_block = [&](int block, int stage) {
     const int64_t key0 = int64_t(block) * kBlockN;
     if constexpr (Chunks::kWholeRows) {
+      if (whole_rows && key0 + kBlockN <= keys.length && !rows_in_one_page) {
+        load_full_paged_block_async(k_tile(stage), v_tile(stage), k, v, params.k.seq_stride,
+                                    params.v.seq_stride, pages, params.page_shift, key0, chunks);
+        return;
+      }
       if (whole_rows && key0 + kBlockN <= keys.length) {
         const int64_t first_row =
             pages == nullptr ? key0 : page_row(pages, params.page_shift, key0);
