@@ -40,29 +40,54 @@ std::string failure_status(const Failure& f) {
 // One line of the human-readable outputs (table, markdown).
 using Cells = std::vector<std::string>;
 
-Cells header_cells(bool with_peak, bool with_peak_gbps) {
+// The optional columns of the human-readable outputs.
+struct Columns {
+  bool peak = false;       // % of --peak-tflops
+  bool peak_gbps = false;  // % of --peak-gbps
+  bool gpus = false;       // some case ran over several GPUs (--gpus): per GPU, communication
+};
+
+Columns columns_of(const std::vector<CaseRecord>& records, const RunSettings& settings) {
+  Columns c;
+  c.peak = any_peak(records, settings);
+  c.peak_gbps = settings.peak_gbps.has_value();
+  c.gpus = std::any_of(records.begin(), records.end(),
+                       [](const CaseRecord& r) { return r.spec.gpus > 0; });
+  return c;
+}
+
+Cells header_cells(const Columns& columns) {
   Cells h{"pass", "case", "median_ms", "min_ms", "max_ms", "noise", "TFLOP/s"};
-  if (with_peak) h.push_back("%peak");
+  if (columns.peak) h.push_back("%peak");
+  if (columns.gpus) {
+    for (const char* c : {"TFLOP/s_per_GPU", "comm_ms", "comm_exposed_ms"}) h.push_back(c);
+  }
   h.push_back("GB/s");
-  if (with_peak_gbps) h.push_back("%peak_GB/s");
+  if (columns.peak_gbps) h.push_back("%peak_GB/s");
   for (const char* c : {"alloc_MiB", "memgetinfo_MiB", "timing", "status"}) h.push_back(c);
   return h;
 }
 
 Cells pass_cells(const CaseRecord& record, const PassResult& p, const RunSettings& settings,
-                 bool with_peak, bool with_peak_gbps) {
+                 const Columns& columns) {
   const SampleStats s = summarize(p.samples_ms);
   const double tf = tflops(p.flops, s.median);
   Cells c{p.pass, cli::case_label(record.spec), printf_text("%.4g", s.median),
           printf_text("%.4g", s.min), printf_text("%.4g", s.max),
           printf_text("%.1f%%", 100 * s.noise), printf_text("%.1f", tf)};
-  if (with_peak) {
+  if (columns.peak) {
     const auto pct = percent_of_peak(settings, record.spec.dtype, tf);
     c.push_back(pct ? printf_text("%.1f", *pct) : "-");
   }
+  if (columns.gpus) {
+    const int gpus = record.spec.gpus;
+    c.push_back(gpus > 0 ? printf_text("%.1f", tf / gpus) : "-");
+    c.push_back(p.communication ? printf_text("%.4g", p.communication->transfer_ms) : "-");
+    c.push_back(p.communication ? printf_text("%.4g", p.communication->exposed_ms) : "-");
+  }
   const double gbps = gb_per_second(p.bytes, s.median);
   c.push_back(printf_text("%.1f", gbps));
-  if (with_peak_gbps) c.push_back(printf_text("%.1f", *percent_of_peak_gbps(settings, gbps)));
+  if (columns.peak_gbps) c.push_back(printf_text("%.1f", *percent_of_peak_gbps(settings, gbps)));
   c.push_back(printf_text("%.1f", double(p.memory.alloc_bytes) / kMiB));
   c.push_back(p.memory.memgetinfo_bytes < 0
                   ? "-"
@@ -82,13 +107,10 @@ Cells failure_cells(const CaseRecord& record, size_t columns) {
 }
 
 std::vector<Cells> human_rows(const std::vector<CaseRecord>& records, const RunSettings& settings) {
-  const bool with_peak = any_peak(records, settings);
-  const bool with_peak_gbps = settings.peak_gbps.has_value();
-  std::vector<Cells> rows{header_cells(with_peak, with_peak_gbps)};
+  const Columns columns = columns_of(records, settings);
+  std::vector<Cells> rows{header_cells(columns)};
   for (const CaseRecord& r : records) {
-    for (const PassResult& p : r.passes) {
-      rows.push_back(pass_cells(r, p, settings, with_peak, with_peak_gbps));
-    }
+    for (const PassResult& p : r.passes) rows.push_back(pass_cells(r, p, settings, columns));
     if (r.failure) rows.push_back(failure_cells(r, rows.front().size()));
   }
   return rows;
@@ -324,6 +346,12 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"timing", p.timing.method},
       {"cold", p.timing.cold},
       {"verify", r.verify}});
+  if (r.spec.gpus > 0) {  // over several GPUs: per GPU, and what the transfers cost
+    row["gpus"] = r.spec.gpus;
+    row["tflops_per_gpu"] = tf / r.spec.gpus;
+    row["comm_ms"] = p.communication ? Json(p.communication->transfer_ms) : Json();
+    row["comm_exposed_ms"] = p.communication ? Json(p.communication->exposed_ms) : Json();
+  }
 }
 
 void add_pass_rows(Json& benchmarks, const CaseRecord& r, const PassResult& p, int64_t family,

@@ -104,6 +104,10 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
                           memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { passes.forward(fa, s); }, p, samples);
+    if (passes.last_communication) {
+      passes.forward(fa, stream);
+      p.communication = passes.last_communication();
+    }
     record.passes.push_back(std::move(p));
   }
   if (settings_.backward) {
@@ -115,6 +119,10 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
     timer_.time([&](cudaStream_t s) { passes.backward(ba, s); }, p, samples);
+    if (passes.last_communication) {
+      passes.backward(ba, stream);
+      p.communication = passes.last_communication();
+    }
     record.passes.push_back(std::move(p));
   }
 }

@@ -13,6 +13,7 @@
 
 #include "bench/stats.h"
 #include "bench/sweep.h"
+#include "cuflash/host_runner.h"
 #include "cuflash/types.h"
 
 namespace cuflash::bench {
@@ -50,6 +51,8 @@ struct PassResult {
   MemoryInfo memory;
   double flops = 0;                 // credited to one call (stats.h)
   double bytes = 0;                 // moved by one call at least (stats.h, pass_bytes)
+  // Over several GPUs (--gpus): the communication of one more call after the timed ones.
+  std::optional<CommunicationTimes> communication;
 };
 
 enum class FailureKind { unsupported, out_of_memory, cuda_error, verification_failed, error };

@@ -472,6 +472,23 @@ TEST_CASE("formats: table, markdown and csv", "[bench]") {
     const std::string md = format_markdown(records, settings);
     CHECK(md.find("| TFLOP/s | GB/s | %peak_GB/s | alloc_MiB |") != std::string::npos);
   }
+  SECTION("cases over several GPUs add TFLOP/s per GPU and the communication") {
+    CHECK(format_table(records, settings).find("comm_ms") == std::string::npos);
+    std::vector<CaseRecord> ring = {records.front()};
+    ring[0].spec.gpus = 2;
+    ring[0].passes.resize(1);
+    ring[0].passes[0].communication = CommunicationTimes{0.125, 0.03125};
+    const std::string md = format_markdown(ring, settings);
+    CHECK(md.find("| TFLOP/s | TFLOP/s_per_GPU | comm_ms | comm_exposed_ms | GB/s |") !=
+          std::string::npos);
+    CHECK(md.find("| 0.125 | 0.03125 |") != std::string::npos);
+    const Json rows = benchmark_json(ring, settings, Json::object(), JsonRows::medians);
+    const Json& median = rows["benchmarks"].at(0);
+    CHECK(median["gpus"] == 2);
+    CHECK(median["tflops_per_gpu"].get<double>() == Approx(median["tflops"].get<double>() / 2));
+    CHECK(median["comm_ms"] == 0.125);
+    CHECK(median["comm_exposed_ms"] == 0.03125);
+  }
   SECTION("markdown") {
     const std::string md = format_markdown(records, settings);
     CHECK(md.rfind("| pass | case | median_ms |", 0) == 0);

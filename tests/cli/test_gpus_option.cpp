@@ -1,12 +1,14 @@
 // --gpus on the command line (context parallelism over the host's GPUs through NCCL): what it
 // accepts, the case names, and the one-line errors (exit 2, nothing written) for bad counts, for
 // --ranks with it and for what it does not combine with; without a GPU `--backend cuda` fails
-// with exit 3 and writes nothing. Only the [gpu] case needs a GPU.
+// with exit 3 and writes nothing. Only the [gpu] cases need a GPU.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 
@@ -120,4 +122,30 @@ TEST_CASE("gpus: verify computes over the GPUs there are", "[cli][context_parall
   CHECK(o.exit_code == 0);
   CHECK(o.out.find("/gpus:" + std::to_string(gpus) + "\"") != std::string::npos);
   CHECK(o.out.find("\"pass\": false") == std::string::npos);
+}
+
+TEST_CASE("gpus: bench times the ring and reports TFLOP/s per GPU and the communication",
+          "[cli][context_parallel][gpu]") {
+  TempDir tmp;
+  const int gpus = std::max(1, std::min(gpus_present(), 2));
+  const Outcome o = cuflash("bench -b 1 --heads 4 -s 1024 -d 64 --dtype bf16 --causal --warmup 2 "
+                            "--iters 5 --out-dir " + (tmp.path / "pkg").string() +
+                                " --gpus " + std::to_string(gpus),
+                            tmp);
+  INFO(o.out << o.err);
+  REQUIRE(o.exit_code == 0);
+  CHECK(o.out.find("TFLOP/s_per_GPU") != std::string::npos);
+  CHECK(o.out.find("comm_exposed_ms") != std::string::npos);
+  std::ifstream file(tmp.path / "pkg" / "results.json");
+  const std::string results((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+  CHECK(results.find("\"tflops_per_gpu\":") != std::string::npos);
+  const size_t comm = results.find("\"comm_ms\":");
+  REQUIRE(comm != std::string::npos);
+  const double comm_ms = std::stod(results.substr(comm + std::string("\"comm_ms\":").size()));
+  if (gpus == 1) {
+    CHECK(comm_ms == 0);  // one GPU passes nothing around the ring
+  } else {
+    CHECK(comm_ms > 0);
+  }
 }

@@ -146,6 +146,12 @@ struct Ring::Impl {
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> compute, transfer;
   std::vector<std::vector<cudaEvent_t>> computed, transferred;  // per rank, per ring step
+  // For last_communication(): the begin and end events of each NCCL group of the last call, per
+  // rank in issue order (group g: 2g, 2g + 1), made as needed; how many groups the call had, and
+  // at how many steps a compute stream waited for transferred[step] (the last call's).
+  std::vector<std::vector<cudaEvent_t>> group_events;
+  int groups = 0;
+  int waits = 0;
   // Scratch per rank for the shape and dtype of scratch_key.
   std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int> scratch_key{};
   std::vector<RankScratch> scratch;
@@ -159,6 +165,8 @@ struct Ring::Impl {
   void make_scratch(const AttentionShape& s, DType dtype, bool backward);
   void wait(int rank, cudaStream_t stream, cudaEvent_t event) const;
   void record(int rank, cudaEvent_t event, cudaStream_t stream) const;
+  // Marks the start (end) of the next NCCL group on every rank's transfer stream.
+  void mark_group(bool end);
 };
 
 // Releases what the constructor made, also when it stopped half-way: streams are drained,
@@ -172,7 +180,7 @@ Ring::Impl::~Impl() {
   }
   for (size_t r = 0; r < compute.size(); ++r) {
     DeviceGuard guard(devices[r], true);
-    for (auto* events : {&computed[r], &transferred[r]}) {
+    for (auto* events : {&computed[r], &transferred[r], &group_events[r]}) {
       for (cudaEvent_t e : *events) {
         if (e != nullptr) cudaEventDestroy(e);
       }
@@ -204,6 +212,21 @@ void Ring::Impl::wait(int rank, cudaStream_t stream, cudaEvent_t event) const {
 void Ring::Impl::record(int rank, cudaEvent_t event, cudaStream_t stream) const {
   DeviceGuard guard(devices[size_t(rank)]);
   check_cuda(cudaEventRecord(event, stream), "context parallelism: recording an event");
+}
+
+void Ring::Impl::mark_group(bool end) {
+  const size_t index = size_t(2 * groups + (end ? 1 : 0));
+  for (int r = 0; r < ranks(); ++r) {
+    DeviceGuard guard(devices[size_t(r)]);
+    std::vector<cudaEvent_t>& events = group_events[size_t(r)];
+    while (events.size() <= index) {
+      cudaEvent_t e = nullptr;
+      check_cuda(cudaEventCreate(&e), "context parallelism: creating an event");
+      events.push_back(e);
+    }
+    record(r, events[index], transfer[size_t(r)]);
+  }
+  if (end) ++groups;
 }
 
 void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backward) {
@@ -290,16 +313,17 @@ Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
   ring.transfer.assign(size_t(n), nullptr);
   ring.computed.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
   ring.transferred.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
+  ring.group_events.assign(size_t(n), {});
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(ring.devices[size_t(r)]);
     check_cuda(cudaStreamCreateWithFlags(&ring.compute[size_t(r)], cudaStreamNonBlocking),
                "context parallelism: creating a stream");
     check_cuda(cudaStreamCreateWithFlags(&ring.transfer[size_t(r)], cudaStreamNonBlocking),
                "context parallelism: creating a stream");
+    // With timing: last_communication() measures the waits between them.
     for (auto* events : {&ring.computed[size_t(r)], &ring.transferred[size_t(r)]}) {
       for (cudaEvent_t& e : *events) {
-        check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                   "context parallelism: creating an event");
+        check_cuda(cudaEventCreate(&e), "context parallelism: creating an event");
       }
     }
   }
@@ -310,6 +334,33 @@ Ring::~Ring() = default;  // Impl's destructor drains the streams and releases e
 int Ring::ranks() const { return impl_->ranks(); }
 int Ring::device(int rank) const { return impl_->devices.at(size_t(rank)); }
 cudaStream_t Ring::stream(int rank) const { return impl_->compute.at(size_t(rank)); }
+
+CommunicationTimes Ring::last_communication() const {
+  const Impl& ring = *impl_;
+  const auto elapsed_ms = [](cudaEvent_t from, cudaEvent_t to) {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, from, to), "context parallelism: reading an event");
+    return double(ms);
+  };
+  CommunicationTimes times;
+  for (int r = 0; r < ring.ranks(); ++r) {
+    DeviceGuard guard(ring.devices[size_t(r)]);
+    check_cuda(cudaStreamSynchronize(ring.transfer[size_t(r)]), "context parallelism: a stream");
+    check_cuda(cudaStreamSynchronize(ring.compute[size_t(r)]), "context parallelism: a stream");
+    const std::vector<cudaEvent_t>& groups = ring.group_events[size_t(r)];
+    for (int g = 0; g < ring.groups; ++g) {
+      times.transfer_ms += elapsed_ms(groups[size_t(2 * g)], groups[size_t(2 * g + 1)]);
+    }
+    // A transfer that ends after the step's blocks is waited for from their end on.
+    for (int step = 0; step < ring.waits; ++step) {
+      times.exposed_ms += std::max(0.0, elapsed_ms(ring.computed[size_t(r)][size_t(step)],
+                                                   ring.transferred[size_t(r)][size_t(step)]));
+    }
+  }
+  times.transfer_ms /= ring.ranks();
+  times.exposed_ms /= ring.ranks();
+  return times;
+}
 
 namespace {
 
@@ -423,6 +474,7 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
       ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
     }
   }
+  ring.mark_group(false);
   NcclGroup group;
   for (int r = 0; r < n; ++r) {
     RankScratch& rs = ring.scratch[size_t(r)];
@@ -440,6 +492,7 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
     }
   }
   group.end();
+  ring.mark_group(true);
 }
 
 // Copies each rank's own K and V shard into its ring buffer 0 (the shard held at step 0), after
@@ -508,6 +561,8 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
   const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, false);
+  ring.groups = 0;
+  ring.waits = n - 1;  // steps 1 to n - 1 wait for the shard passed at the step before
   load_own_shards(ring, l, s, problem.dtype, tensors);
 
   // Per rank, the running merge of each of its two query chunks.
@@ -582,6 +637,10 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, true);
+  ring.groups = 0;
+  // Steps 1 to n - 1 wait for the shard and its sums passed at the step before, the final
+  // rounding for the sums coming home.
+  ring.waits = n > 1 ? n : 0;
   load_own_shards(ring, l, s, problem.dtype, tensors);
   const int64_t q_planes = s.batch * s.heads;
 
@@ -649,6 +708,7 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
       for (int r = 0; r < n; ++r) {
         ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step)]);
       }
+      ring.mark_group(false);
       NcclGroup group;
       for (int r = 0; r < n; ++r) {
         RankScratch& rs = ring.scratch[size_t(r)];
@@ -666,6 +726,7 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
         }
       }
       group.end();
+      ring.mark_group(true);
     }
     for (int r = 0; r < n; ++r) {
       ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
@@ -729,7 +790,7 @@ struct RankShards {
 
 class RingPasses {
  public:
-  explicit RingPasses(int gpus) : gpus_(gpus) {}
+  RingPasses(int gpus, ShardCopies copies) : gpus_(gpus), copies_(copies) {}
   ~RingPasses() {
     synchronize();
     for (auto* events : {&started_, &finished_}) {
@@ -749,15 +810,19 @@ class RingPasses {
   void forward(const ForwardArgs& whole, cudaStream_t stream) {
     const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
                               whole.window, whole.alibi, false, stream);
+    const bool copy = must_copy(forward_tensors_, {whole.q.data, whole.k.data, whole.v.data,
+                                                   whole.out.data, whole.lse});
     std::vector<RankForward> tensors(static_cast<size_t>(gpus_));
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
       cudaStream_t rank_stream = ring_->stream(r);
-      scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, whole.shape.heads,
-                         rank_stream);
-      scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
-      scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
+      if (copy) {
+        scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, whole.shape.heads,
+                           rank_stream);
+        scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
+        scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
+      }
       RankForward& t = tensors[size_t(r)];
       t.q = query_tensor(sh, r, rs.q.data());
       t.k = key_tensor(sh, r, rs.k.data());
@@ -767,7 +832,7 @@ class RingPasses {
       t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
     }
     ring_->forward(whole, sh.layout, tensors);
-    for (int r = 0; r < gpus_; ++r) {
+    for (int r = 0; r < gpus_ && copy; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
       gather_query_rows(sh, r, whole.out.data, rs.out.data(), whole.dtype, whole.shape.heads,
@@ -782,16 +847,24 @@ class RingPasses {
                               whole.window, whole.alibi, true, stream);
     std::vector<RankBackward> tensors(static_cast<size_t>(gpus_));
     const int64_t heads = whole.shape.heads;
+    const bool copy = must_copy(backward_tensors_,
+                                {whole.q.data, whole.k.data, whole.v.data, whole.out.data,
+                                 whole.dout.data, whole.lse, whole.dq.data, whole.dk.data,
+                                 whole.dv.data});
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
       cudaStream_t rank_stream = ring_->stream(r);
-      scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, heads, rank_stream);
-      scatter_query_rows(sh, r, rs.out.data(), whole.out.data, whole.dtype, heads, rank_stream);
-      scatter_query_rows(sh, r, rs.dout.data(), whole.dout.data, whole.dtype, heads, rank_stream);
-      scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
-      scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
-      scatter_lse(sh, r, rs.lse.as<float>(), whole.lse, rank_stream);
+      if (copy) {
+        scatter_query_rows(sh, r, rs.q.data(), whole.q.data, whole.dtype, heads, rank_stream);
+        scatter_query_rows(sh, r, rs.out.data(), whole.out.data, whole.dtype, heads,
+                           rank_stream);
+        scatter_query_rows(sh, r, rs.dout.data(), whole.dout.data, whole.dtype, heads,
+                           rank_stream);
+        scatter_key_rows(sh, r, rs.k.data(), whole.k.data, whole.dtype, rank_stream);
+        scatter_key_rows(sh, r, rs.v.data(), whole.v.data, whole.dtype, rank_stream);
+        scatter_lse(sh, r, rs.lse.as<float>(), whole.lse, rank_stream);
+      }
       RankBackward& t = tensors[size_t(r)];
       t.q = query_tensor(sh, r, rs.q.data());
       t.out = query_tensor(sh, r, rs.out.data());
@@ -805,7 +878,7 @@ class RingPasses {
       t.alibi_slopes = whole.alibi.data != nullptr ? rs.alibi.as<float>() : nullptr;
     }
     ring_->backward(whole, sh.layout, tensors);
-    for (int r = 0; r < gpus_; ++r) {
+    for (int r = 0; r < gpus_ && copy; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
       cudaStream_t rank_stream = ring_->stream(r);
@@ -816,7 +889,23 @@ class RingPasses {
     join(stream);
   }
 
+  CommunicationTimes last_communication() const {
+    return ring_ ? ring_->last_communication() : CommunicationTimes{};
+  }
+
  private:
+  using TensorAddresses = std::vector<const void*>;
+
+  // Whether this call copies between the whole tensors and the shards (ShardCopies); the
+  // addresses are the call's whole tensors, `last` those of the last call that copied.
+  bool must_copy(TensorAddresses& last, const TensorAddresses& addresses) const {
+    if (copies_ == ShardCopies::every_call || addresses != last) {
+      last = addresses;
+      return true;
+    }
+    return false;
+  }
+
   struct Shapes {
     AttentionShape shape;
     Layout layout;
@@ -862,6 +951,8 @@ class RingPasses {
       shards_.clear();
       shards_.resize(size_t(gpus_));
       shards_key_ = key;
+      forward_tensors_.clear();  // new shards hold nothing yet
+      backward_tensors_.clear();
     }
     for (int r = 0; r < gpus_; ++r) {  // what this direction needs, at its first use
       DeviceGuard guard(ring_->device(r));
@@ -1008,6 +1099,8 @@ class RingPasses {
   }
 
   int gpus_;
+  ShardCopies copies_;
+  TensorAddresses forward_tensors_, backward_tensors_;
   std::unique_ptr<Ring> ring_;
   std::vector<RankShards> shards_;
   std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t> shards_key_{};
@@ -1016,12 +1109,12 @@ class RingPasses {
 
 }  // namespace
 
-DevicePasses ring_passes(int gpus) {
+DevicePasses ring_passes(int gpus, ShardCopies copies) {
   if (gpus < 1 || gpus > kMaxRanks) {
     refuse(Error::Kind::invalid_argument,
            "gpus must be from 1 to " + std::to_string(kMaxRanks) + ", got " + std::to_string(gpus));
   }
-  auto state = std::make_shared<RingPasses>(gpus);
+  auto state = std::make_shared<RingPasses>(gpus, copies);
   DevicePasses passes;
   passes.gpus = gpus;
   passes.forward_workspace_bytes = [](const Problem&) { return size_t(0); };
@@ -1032,6 +1125,7 @@ DevicePasses ring_passes(int gpus) {
   passes.backward = [state](const BackwardArgs& args, cudaStream_t stream) {
     state->backward(args, stream);
   };
+  passes.last_communication = [state] { return state->last_communication(); };
   return passes;
 }
 

@@ -33,6 +33,7 @@ void Ring::forward(const ForwardArgs&, Layout, const std::vector<RankForward>&) 
 void Ring::backward(const BackwardArgs&, Layout, const std::vector<RankBackward>&) {
   refuse_without_nccl("context_parallel::Ring::backward");
 }
-DevicePasses ring_passes(int) { refuse_without_nccl("context_parallel::ring_passes"); }
+CommunicationTimes Ring::last_communication() const { return {}; }
+DevicePasses ring_passes(int, ShardCopies) { refuse_without_nccl("context_parallel::ring_passes"); }
 
 }  // namespace cuflash::context_parallel

@@ -405,8 +405,8 @@ DevicePasses single_gpu_passes(int ranks) {
   return passes;
 }
 
-DevicePasses device_passes(const Problem& problem) {
-  if (problem.gpus > 0) return ring_passes(problem.gpus);
+DevicePasses device_passes(const Problem& problem, ShardCopies copies) {
+  if (problem.gpus > 0) return ring_passes(problem.gpus, copies);
   return problem.ranks > 0 ? single_gpu_passes(problem.ranks) : library_passes();
 }
 

@@ -59,9 +59,20 @@ class DeviceForwardExtras {
 // library_passes() are forward() and backward() with their workspaces; another computation of the
 // same attention on the same arguments brings its own (the single-GPU mode of context
 // parallelism: cuflash/context_parallel/single_gpu.h, device_passes()).
+// Communication of one pass over several GPUs, per GPU (the mean over the GPUs): the time of its
+// transfers, and the part of that time during which the GPU had no attention left to compute and
+// waited (the rest was hidden behind the attention).
+struct CommunicationTimes {
+  double transfer_ms = 0;
+  double exposed_ms = 0;
+};
+
 struct DevicePasses {
   int ranks = 0;  // the Problem::ranks these passes compute (0: the attention in one piece)
   int gpus = 0;   // the Problem::gpus they compute over (0: the current GPU alone)
+  // The communication of the last forward or backward pass (waits for it to finish); set only
+  // by passes over several GPUs (context_parallel::ring_passes()).
+  std::function<CommunicationTimes()> last_communication;
   // Bytes of the workspace each pass takes for a problem (ForwardArgs / BackwardArgs::workspace).
   std::function<size_t(const Problem&)> forward_workspace_bytes;
   std::function<size_t(const Problem&)> backward_workspace_bytes;

@@ -74,17 +74,31 @@ class Ring {
   void backward(const BackwardArgs& problem, Layout layout,
                 const std::vector<RankBackward>& tensors);
 
+  // The communication of the last forward() or backward(), per rank, averaged over the ranks:
+  // the time of its NCCL groups on the transfer streams, and how long the compute streams
+  // waited for a transfer after their own blocks were done. Waits for the ring's streams.
+  // Zero with one rank (nothing travels).
+  CommunicationTimes last_communication() const;
+
   struct Impl;  // the communicators, streams, events and scratch (ring.cpp)
 
  private:
   std::unique_ptr<Impl> impl_;
 };
 
+// When ring_passes() copy the whole problem's tensors to the ranks' shards and the results back.
+enum class ShardCopies {
+  every_call,  // each call: the whole tensors may change between calls (the host runner)
+  first_call,  // the first call with these tensors and shape only; later calls leave the
+               // whole outputs as the first call wrote them and compute on the shards: a timing
+               // of them is the ring's own, transfers and attention (the benchmark, whose inputs
+               // stay the same)
+};
+
 // The passes of the host runner and the benchmark (host_runner.h) over `gpus` GPUs (devices 0
 // to gpus - 1): the whole problem's tensors, on the caller's device, are copied into each
-// rank's shards, computed by a Ring and the results copied back; the shards and the Ring are
-// kept for the next call of the same shape. The copies are part of each pass: a timing of these
-// passes is not the ring's own.
-DevicePasses ring_passes(int gpus);
+// rank's shards as `copies` says, computed by a Ring and the results copied back; the shards
+// and the Ring are kept for the next call of the same shape. last_communication is set.
+DevicePasses ring_passes(int gpus, ShardCopies copies = ShardCopies::every_call);
 
 }  // namespace cuflash::context_parallel

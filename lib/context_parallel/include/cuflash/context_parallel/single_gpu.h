@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
+#include "cuflash/context_parallel/ring.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/problem.h"
 #include "cuflash/types.h"
@@ -62,9 +63,10 @@ TensorRef tensor_rows(const TensorRef& tensor, int64_t first_row, DType dtype);
 // ranks: single_gpu_forward(), single_gpu_backward() and their workspace sizes.
 DevicePasses single_gpu_passes(int ranks);
 
-// The passes the problem asks for: ring_passes(problem.gpus) (ring.h) when gpus is above 0,
-// single_gpu_passes(problem.ranks) when ranks is, else library_passes() (forward() and
+// The passes the problem asks for: ring_passes(problem.gpus, copies) (ring.h) when gpus is
+// above 0, single_gpu_passes(problem.ranks) when ranks is, else library_passes() (forward() and
 // backward() of the whole problem).
-DevicePasses device_passes(const Problem& problem);
+DevicePasses device_passes(const Problem& problem,
+                           ShardCopies copies = ShardCopies::every_call);
 
 }  // namespace cuflash::context_parallel
