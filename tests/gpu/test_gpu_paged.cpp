@@ -90,6 +90,31 @@ TEST_CASE("paged K/V: page sizes 16 to 256 x splits 1, 3, auto equal contiguous 
   }
 }
 
+// Pages smaller than a key block (16, 32 keys) take their own whole-block load at the head dims
+// whose rows the split kernel's threads divide (32, 64, 128, 256); the tail block the checked one.
+TEST_CASE("paged K/V: pages of 16 and 32 keys at head dims 32 to 256 equal contiguous bit for bit",
+          "[gpu][paged]") {
+  require_gpu();
+  uint64_t seed = 9500;
+  int index = 0;
+  for (int64_t page_size : {16, 32}) {
+    for (int head_dim : {32, 64, 128, 256}) {
+      const Heads h = kGroups[index % kGroups.size()];
+      Problem c = make_problem(index % 2 ? DType::bf16 : DType::fp16, head_dim,
+                               Mask::causal_bottom_right, index % 3 == 0 ? 4 : 1,
+                               1100 + 13 * index, 3, h.heads, h.heads_kv,
+                               index % 2 ? Layout::bshd : Layout::bhsd);
+      c.page_size = page_size;
+      DYNAMIC_SECTION("case " << index << ": " << describe(c) << " page " << page_size) {
+        check_bitwise_equal(c, seed);
+        if (index % 3 == 0) check_against_reference(c, seed);
+      }
+      ++index;
+      ++seed;
+    }
+  }
+}
+
 TEST_CASE("cache lengths 1, odd and seq_k vs the reference, contiguous and paged",
           "[gpu][paged]") {
   require_gpu();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -810,8 +811,9 @@ class RingPasses {
   void forward(const ForwardArgs& whole, cudaStream_t stream) {
     const Shapes sh = prepare(whole.shape, whole.dtype, whole.q, whole.k, whole.mask,
                               whole.window, whole.alibi, false, stream);
-    const bool copy = must_copy(forward_tensors_, {whole.q.data, whole.k.data, whole.v.data,
-                                                   whole.out.data, whole.lse});
+    const TensorKey key = tensor_key(sh.layout, {whole.q.data, whole.k.data, whole.v.data,
+                                                 whole.out.data, whole.lse});
+    const bool copy = must_copy(forward_tensors_, key);
     std::vector<RankForward> tensors(static_cast<size_t>(gpus_));
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
@@ -840,6 +842,7 @@ class RingPasses {
       gather_lse(sh, r, whole.lse, rs.lse.as<float>(), ring_->stream(r));
     }
     join(stream);
+    copied(forward_tensors_, backward_tensors_, key, copy);
   }
 
   void backward(const BackwardArgs& whole, cudaStream_t stream) {
@@ -847,10 +850,11 @@ class RingPasses {
                               whole.window, whole.alibi, true, stream);
     std::vector<RankBackward> tensors(static_cast<size_t>(gpus_));
     const int64_t heads = whole.shape.heads;
-    const bool copy = must_copy(backward_tensors_,
-                                {whole.q.data, whole.k.data, whole.v.data, whole.out.data,
-                                 whole.dout.data, whole.lse, whole.dq.data, whole.dk.data,
-                                 whole.dv.data});
+    const TensorKey key =
+        tensor_key(sh.layout, {whole.q.data, whole.k.data, whole.v.data, whole.out.data,
+                               whole.dout.data, whole.lse, whole.dq.data, whole.dk.data,
+                               whole.dv.data});
+    const bool copy = must_copy(backward_tensors_, key);
     for (int r = 0; r < gpus_; ++r) {
       DeviceGuard guard(ring_->device(r));
       RankShards& rs = shards_[size_t(r)];
@@ -887,6 +891,7 @@ class RingPasses {
       gather_key_rows(sh, r, whole.dv.data, rs.dv.data(), whole.dtype, rank_stream);
     }
     join(stream);
+    copied(backward_tensors_, forward_tensors_, key, copy);
   }
 
   CommunicationTimes last_communication() const {
@@ -894,16 +899,29 @@ class RingPasses {
   }
 
  private:
-  using TensorAddresses = std::vector<const void*>;
+  // Which whole tensors, in which layout, the shards were last copied from for a direction.
+  using TensorKey = std::vector<uintptr_t>;
+  static TensorKey tensor_key(Layout layout, std::initializer_list<const void*> tensors) {
+    TensorKey key{uintptr_t(layout)};
+    for (const void* t : tensors) key.push_back(reinterpret_cast<uintptr_t>(t));
+    return key;
+  }
 
-  // Whether this call copies between the whole tensors and the shards (ShardCopies); the
-  // addresses are the call's whole tensors, `last` those of the last call that copied.
-  bool must_copy(TensorAddresses& last, const TensorAddresses& addresses) const {
-    if (copies_ == ShardCopies::every_call || addresses != last) {
-      last = addresses;
+  // Whether this call copies between the whole tensors and the shards (ShardCopies): always,
+  // or when the shards do not hold `key`'s tensors for this direction (`held`).
+  bool must_copy(TensorKey& held, const TensorKey& key) const {
+    if (copies_ == ShardCopies::every_call || key != held) {
+      held.clear();  // until the call has finished: one that throws leaves nothing held
       return true;
     }
     return false;
+  }
+  // After a call that finished: one that copied makes its tensors the held ones, and the other
+  // direction's no longer held (both directions share the shards of Q, K, V, O and LSE).
+  static void copied(TensorKey& held, TensorKey& other, const TensorKey& key, bool copy) {
+    if (!copy) return;
+    held = key;
+    other.clear();
   }
 
   struct Shapes {
@@ -1100,7 +1118,7 @@ class RingPasses {
 
   int gpus_;
   ShardCopies copies_;
-  TensorAddresses forward_tensors_, backward_tensors_;
+  TensorKey forward_tensors_, backward_tensors_;
   std::unique_ptr<Ring> ring_;
   std::vector<RankShards> shards_;
   std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t> shards_key_{};

@@ -55,18 +55,19 @@ class DeviceForwardExtras {
   PagedKV paged_;
 };
 
-// How a problem is computed on the device, for the host runner below and the benchmark:
-// library_passes() are forward() and backward() with their workspaces; another computation of the
-// same attention on the same arguments brings its own (the single-GPU mode of context
-// parallelism: cuflash/context_parallel/single_gpu.h, device_passes()).
 // Communication of one pass over several GPUs, per GPU (the mean over the GPUs): the time of its
-// transfers, and the part of that time during which the GPU had no attention left to compute and
-// waited (the rest was hidden behind the attention).
+// transfers (from the moment a GPU could start them, so waiting for its neighbours to reach the
+// same transfer counts too), and the part of that time during which the GPU had no attention
+// left to compute and waited (the rest was hidden behind the attention).
 struct CommunicationTimes {
   double transfer_ms = 0;
   double exposed_ms = 0;
 };
 
+// How a problem is computed on the device, for the host runner below and the benchmark:
+// library_passes() are forward() and backward() with their workspaces; another computation of the
+// same attention on the same arguments brings its own (the single-GPU mode of context
+// parallelism: cuflash/context_parallel/single_gpu.h, device_passes()).
 struct DevicePasses {
   int ranks = 0;  // the Problem::ranks these passes compute (0: the attention in one piece)
   int gpus = 0;   // the Problem::gpus they compute over (0: the current GPU alone)

@@ -75,9 +75,10 @@ class Ring {
                 const std::vector<RankBackward>& tensors);
 
   // The communication of the last forward() or backward(), per rank, averaged over the ranks:
-  // the time of its NCCL groups on the transfer streams, and how long the compute streams
-  // waited for a transfer after their own blocks were done. Waits for the ring's streams.
-  // Zero with one rank (nothing travels).
+  // the time of its NCCL groups on the transfer streams (from when the rank could start them:
+  // waiting for the neighbours counts too), and how long the compute streams waited for a
+  // transfer after their own blocks were done. Waits for the ring's streams. Zero with one rank
+  // (nothing travels). Of a call made directly: a call replayed from a CUDA graph records none.
   CommunicationTimes last_communication() const;
 
   struct Impl;  // the communicators, streams, events and scratch (ring.cpp)
