@@ -124,6 +124,11 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) + double(passes.backward_workspace_bytes(p));
     }
+    if (p.gpus > 0) {
+      // GPU 0 holds the whole tensors and rank 0's shards and scratch; the others less.
+      need.device_bytes +=
+          double(context_parallel::ring_rank_device_bytes(s, p.dtype, p.gpus, backward));
+    }
   }
   return need;
 }

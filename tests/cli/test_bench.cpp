@@ -22,6 +22,7 @@
 #include "bench/sweep.h"
 #include "bench/sweep_runner.h"
 #include "cli/exit_codes.h"
+#include "cli/memory_check.h"
 #include "cuflash/attention.h"
 #include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/error.h"
@@ -1087,4 +1088,37 @@ TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", 
   const Outcome samples = run_shell(script + " --sweep seed --samples", tmp);  // needs --out-dir
   CHECK(samples.exit_code == 2);
   CHECK(samples.err.find("--out-dir") != std::string::npos);
+}
+
+TEST_CASE("memory: a case over GPUs needs rank 0's shards and ring scratch on GPU 0 as well",
+          "[bench]") {
+  if (!context_parallel::ring_available()) {
+    WARN("built without NCCL: no ring to size");
+    return;
+  }
+  Problem p;
+  p.shape = AttentionShape{2, 16, 4, 8192, 8192, 128};
+  p.dtype = DType::bf16;
+  p.mask = Mask::causal_bottom_right;
+  for (const bool backward : {false, true}) {
+    // The whole tensors, without the single-GPU workspaces (the ring's blocks bring their own).
+    const DevicePasses one_gpu = context_parallel::device_passes(p);
+    const double whole = cli::run_memory_need(p, backward, cli::Backend::cuda).device_bytes -
+                         double(one_gpu.forward_workspace_bytes(p)) -
+                         (backward ? double(one_gpu.backward_workspace_bytes(p)) : 0.0);
+    for (const int gpus : {1, 2, 8}) {
+      Problem over = p;
+      over.gpus = gpus;
+      const double ring =
+          double(context_parallel::ring_rank_device_bytes(p.shape, p.dtype, gpus, backward));
+      CHECK(cli::run_memory_need(over, backward, cli::Backend::cuda).device_bytes ==
+            Approx(whole + ring));
+      // At least the rank's shards of Q, K, V and O (two of the 2N chunks of each).
+      const double shards = 2.0 * (p.shape.q_elements() + p.shape.kv_elements()) / gpus;
+      CHECK(ring > shards);
+    }
+    // More GPUs, smaller shards.
+    CHECK(context_parallel::ring_rank_device_bytes(p.shape, p.dtype, 8, backward) <
+          context_parallel::ring_rank_device_bytes(p.shape, p.dtype, 2, backward));
+  }
 }

@@ -17,6 +17,7 @@
 // (option CUFLASH_NCCL); ring_available() says whether this build has it.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,11 @@ class Ring {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// Device memory one rank of a Ring holds for a problem besides the whole tensors (the largest
+// rank's: its shards, as ring_passes() keeps them, and the ring's scratch), in bytes; in every
+// build, so that a caller can check a case before it runs.
+size_t ring_rank_device_bytes(const AttentionShape& shape, DType dtype, int gpus, bool backward);
 
 // When ring_passes() copy the whole problem's tensors to the ranks' shards and the results back.
 enum class ShardCopies {
