@@ -323,6 +323,7 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"softcap", r.spec.softcap},
       {"alibi", !r.spec.alibi_slopes.empty()},
       {"layout", std::string(to_string(r.spec.layout))},
+      {"deterministic", r.spec.deterministic},  // the backward's dQ order (--deterministic)
       {"flops", p.flops},
       {"tflops", tf},
       {"pct_of_peak", pct ? Json(*pct) : Json()},

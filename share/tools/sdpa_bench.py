@@ -589,6 +589,7 @@ def case_fields(c, p, s, peak):
         "softcap": 0,
         "alibi": False,
         "layout": c["layout"],
+        "deterministic": False,  # SDPA times its own default backward
         "flops": p["flops"],
         "tflops": tflops,
         "pct_of_peak": 100 * tflops / peak[c["dtype"]] if c["dtype"] in peak else None,

@@ -490,6 +490,13 @@ TEST_CASE("formats: table, markdown and csv", "[bench]") {
     CHECK(median["comm_ms"] == 0.125);
     CHECK(median["comm_exposed_ms"] == 0.03125);
   }
+  SECTION("the JSON rows say whether the backward's dQ order was fixed") {
+    std::vector<CaseRecord> modes = {records.front(), records.front()};
+    modes[1].spec.deterministic = true;
+    const Json rows = benchmark_json(modes, settings, Json::object(), JsonRows::medians);
+    CHECK(rows["benchmarks"].at(0)["deterministic"] == false);
+    CHECK(rows["benchmarks"].back()["deterministic"] == true);
+  }
   SECTION("markdown") {
     const std::string md = format_markdown(records, settings);
     CHECK(md.rfind("| pass | case | median_ms |", 0) == 0);
