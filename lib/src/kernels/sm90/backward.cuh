@@ -170,6 +170,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = base.dq_accum + ((batch * p.heads + head) * p.seq_q + q0) * Traits::kHeadDim;
     mbarrier_wait(smem.dq_staged(), Smem::dq_parity(it));
+#pragma unroll 1  // this thread has 24 registers
     for (int r = 0; r < rows; ++r) {
       bulk_reduce_add_f32(target + r * Traits::kHeadDim, smem.dq_stage_row(r), kRowBytes);
     }
@@ -397,7 +398,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
-  // reading them; the producer has nothing in flight), then write whole rows.
+  // reading them; the producer loads nothing more, and its dQ reduces read only the dQ stage
+  // after them), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   using OutTile = SmemTile<Element, kOutStride>;

@@ -162,7 +162,8 @@ struct BackwardConfig {
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
-  static constexpr size_t kTileBytes = offsetof(Storage, lse);
+  // The dQ stage after them is not among them: the producer's reduces may still read it then.
+  static constexpr size_t kTileBytes = offsetof(Storage, dq);
 
   static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
   static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
