@@ -1,7 +1,8 @@
 // FlashAttention-2 backward on Hopper (sm_90a): wgmma for the five products, TMA for the loads.
 //
 // Same algorithm and contract as sm80/backward.cuh (row_dot and dq_convert kernels around it, dQ
-// through fp32 atomics, dK and dV summed in registers over the GQA group). One CTA per (key
+// added to an fp32 accumulator, here by TMA bulk reduces, dK and dV summed in registers over the
+// GQA group). One CTA per (key
 // block of 128, kv head, batch): consumer warpgroup w owns keys 64w..64w+63; the producer
 // warpgroup loads K, V once and then Q, dO (TMA) and LSE, D (plain copies) of every query block
 // into kStages slots. Per consumer warpgroup and query block:
@@ -10,9 +11,12 @@
 //   dV  += P^T dO                               wgmma, A = P^T from registers, runs while
 //   dS^T = P^T * (dP^T - D)                     ... this is computed
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers
-//   dS^T -> shared memory; both warpgroups meet; dQ part += dS K_w..   wgmma, A = dS read
-//                                               M-major from shared memory; fp32 atomics
-// In deterministic mode a thread of the producer warpgroup keeps the dQ turns (keep_dq_turns()).
+//   dS^T -> shared memory; both warpgroups meet; dQ part = dS K   wgmma, A = dS read M-major
+//                                               from shared memory
+//   dQ part -> shared memory (fp32 rows); a thread of the producer warpgroup adds them to the
+//   accumulator with one bulk reduce per row (reduce_dq()): TMA requests in place of a vector
+//   atomic per pair of floats from every consumer thread, and in deterministic mode the same
+//   thread keeps the dQ turns, so that the consumers never wait for them.
 #pragma once
 
 #include <cstddef>
@@ -80,9 +84,14 @@ struct BackwardSmem {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
-  // dq_turn and dq_added complete once per query block.
-  __device__ uint32_t dq_turn() const { return at(offsetof(Storage, dq_turn)); }
-  __device__ uint32_t dq_added() const { return at(offsetof(Storage, dq_added)); }
+  // The staged dQ part, rows of kDqStageStride floats.
+  static constexpr int kDqStageStride = Traits::kHeadDim + kDqStagePad;
+  __device__ uint32_t dq_stage_row(int row) const {
+    return at(offsetof(Storage, dq) + size_t(row) * kDqStageStride * sizeof(float));
+  }
+  // dq_staged and dq_free complete once per query block.
+  __device__ uint32_t dq_staged() const { return at(offsetof(Storage, dq_staged)); }
+  __device__ uint32_t dq_free() const { return at(offsetof(Storage, dq_free)); }
   static __device__ uint32_t dq_parity(int64_t it) { return uint32_t(it) & 1u; }
 };
 
@@ -136,26 +145,58 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
   }
 }
 
-// Deterministic mode (backward_steps.cuh): one thread of the producer warpgroup spins on the
-// semaphores, so that the consumers never wait on global memory: it waits for key block
-// `key_block`'s turn at each query block ahead of the consumers, lets them add (dq_turn), waits
-// until all of them have issued their atomics (dq_added) and passes the turn on. The mbarriers
-// order the consumers' atomics before its release, and its acquire before their atomics.
-template <typename Traits, bool kLeftBound, typename Element>
-__device__ __forceinline__ void keep_dq_turns(const BackwardParams<Element>& base,
-                                              BackwardSmem<Traits> smem,
-                                              const QueryBlockSchedule<Traits::kBlockM>& schedule,
-                                              int64_t batch, int64_t kv_head, int key_block) {
+// One thread of the producer warpgroup: per query block, once the consumers have staged their
+// dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator, one
+// bulk reduce per row, and frees the stage (dq_free) as soon as the reduces have read it.
+// Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
+// (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
+// reduces have completed it passes the turn on.
+template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element>
+__device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
+                                          BackwardSmem<Traits> smem,
+                                          const QueryBlockSchedule<Traits::kBlockM>& schedule,
+                                          int64_t batch, int64_t kv_head, int key_block) {
   using Smem = BackwardSmem<Traits>;
+  constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = base.problem;
   for (int64_t it = 0; it < schedule.count; ++it) {
+    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
-    int* semaphore = dq_semaphore<Traits::kBlockM>(base.dq_semaphores, p, batch,
-                                                   schedule.head(p, kv_head, it), q0);
-    wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockN, kLeftBound>(p, q0, key_block));
-    mbarrier_arrive(smem.dq_turn());
-    mbarrier_wait(smem.dq_added(), Smem::dq_parity(it));
-    pass_dq_turn(semaphore);
+    int* semaphore = nullptr;
+    if constexpr (kDeterministic) {
+      semaphore = dq_semaphore<Traits::kBlockM>(base.dq_semaphores, p, batch, head, q0);
+      wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockN, kLeftBound>(p, q0, key_block));
+    }
+    const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
+    float* target = base.dq_accum + ((batch * p.heads + head) * p.seq_q + q0) * Traits::kHeadDim;
+    mbarrier_wait(smem.dq_staged(), Smem::dq_parity(it));
+#pragma unroll 1  // this thread has 24 registers
+    for (int r = 0; r < rows; ++r) {
+      bulk_reduce_add_f32(target + r * Traits::kHeadDim, smem.dq_stage_row(r), kRowBytes);
+    }
+    bulk_commit_group();
+    bulk_wait_read();
+    mbarrier_arrive(smem.dq_free());
+    if constexpr (kDeterministic) {
+      bulk_wait_complete();  // the adds are in before the next key block's turn
+      pass_dq_turn(semaphore);
+    }
+  }
+  bulk_wait_complete();
+}
+
+// Stores a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment into the
+// stage's rows (kStride floats apart).
+template <int kStride, int kTiles>
+__device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles][4], int row0,
+                                         int col0, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float* row = stage + (row0 + lane / 4 + 8 * half) * kStride + col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      *reinterpret_cast<float2*>(row + 8 * t) = make_float2(dq[t][2 * half], dq[t][2 * half + 1]);
+    }
   }
 }
 
@@ -203,8 +244,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
       mbarrier_init(smem.empty(slot), kConsumers);
     }
-    mbarrier_init(smem.dq_turn(), 1);
-    mbarrier_init(smem.dq_added(), kConsumers);
+    mbarrier_init(smem.dq_staged(), kConsumers);
+    mbarrier_init(smem.dq_free(), 1);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -214,9 +255,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     if (thread < kConsumers + 32) {
       produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
                                      lane);
-    } else if (kDeterministic && thread == kConsumers + 32) {
-      keep_dq_turns<Traits, kVariants>(base, smem, schedule, batch, kv_head,
-                                       int(k0 / kBlockN));
+    } else if (thread == kConsumers + 32) {
+      reduce_dq<Traits, kVariants, kDeterministic>(base, smem, schedule, batch, kv_head,
+                                                   int(k0 / kBlockN));
     }
     return;
   }
@@ -339,11 +380,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_fence_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
-    if constexpr (kDeterministic) mbarrier_wait(smem.dq_turn(), Smem::dq_parity(it));
-    add_to_dq_accumulator<kHeadDim>(
-        base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc,
-        q0 + dq_row0 + 16 * ((thread / 32) % 4), dq_col0, p.seq_q, lane);
-    if constexpr (kDeterministic) mbarrier_arrive(smem.dq_added());
+    // Stage it for reduce_dq() once the previous block's reduces have read the stage.
+    if (it > 0) mbarrier_wait(smem.dq_free(), Smem::dq_parity(it - 1));
+    stage_dq<Smem::kDqStageStride>(reinterpret_cast<float*>(smem_tiles + offsetof(
+                                       typename Traits::Storage, dq)),
+                                   dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0, lane);
+    fence_view_async_shared();  // the stores -> visible to the bulk reduces
+    mbarrier_arrive(smem.dq_staged());
   }
 
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
@@ -355,7 +398,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
-  // reading them; the producer has nothing in flight), then write whole rows.
+  // reading them; the producer loads nothing more, and its dQ reduces read only the dQ stage
+  // after them), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   using OutTile = SmemTile<Element, kOutStride>;

@@ -77,6 +77,35 @@ __device__ __forceinline__ void tma_load_box(uint32_t destination, const CUtenso
       : "memory");
 }
 
+// Adds `bytes` (a multiple of 16, both addresses 16-byte aligned) of fp32 values from shared
+// memory to global memory through the TMA unit, each add atomic in L2; one bulk request in the
+// thread's current bulk group instead of a vector atomic per pair of floats from every thread.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* destination, uint32_t source,
+                                                    uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+          destination),
+      "r"(source), "r"(bytes)
+      : "memory");
+}
+
+// Closes the thread's current bulk group (bulk_reduce_add_f32's requests).
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until the thread's bulk groups have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// Waits until the thread's bulk groups are complete (their global writes performed), and
+// orders them before the thread's later global accesses through the generic proxy.
+__device__ __forceinline__ void bulk_wait_complete() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 }  // namespace cuflash::detail::sm90

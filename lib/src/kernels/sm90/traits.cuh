@@ -45,8 +45,10 @@ struct ForwardStorage {
   uint64_t v_empty[kStages];
 };
 
+inline constexpr int kDqStagePad = 8;  // floats after each staged dQ row (backward)
+
 // The shared memory of a backward CTA: K and V, the Q and dO slots, two dS^T buffers (16-bit,
-// swizzled), the LSE and D slots (fp32), then the mbarriers.
+// swizzled), the staged dQ part (fp32), the LSE and D slots (fp32), then the mbarriers.
 template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
 struct BackwardStorage {
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
@@ -54,13 +56,16 @@ struct BackwardStorage {
   unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
+  // The query block's dQ part in fp32 rows (padded by 8 floats: the consumers' stores of a row
+  // group spread over the banks), added to the accumulator row by row by bulk reduces.
+  float dq[kBlockM][kHeadDim + kDqStagePad];
   float lse[kStages][kBlockM];
   float row_dot[kStages][kBlockM];
   uint64_t kv_full;          // K and V landed
   uint64_t full[kStages];    // Q, dO, LSE and D of the slot landed
   uint64_t empty[kStages];   // every consumer is done with the slot
-  uint64_t dq_turn;          // deterministic mode: the query block's dQ may be added
-  uint64_t dq_added;         // deterministic mode: every consumer has added its dQ part
+  uint64_t dq_staged;        // every consumer has stored its dQ part in dq
+  uint64_t dq_free;          // the bulk reduces have read dq: it may be stored again
 };
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): CTAs of kWarpGroups consumer
@@ -155,8 +160,10 @@ struct BackwardConfig {
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
   using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
+  static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
-  static constexpr size_t kTileBytes = offsetof(Storage, lse);
+  // The dQ stage after them is not among them: the producer's reduces may still read it then.
+  static constexpr size_t kTileBytes = offsetof(Storage, dq);
 
   static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
   static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
