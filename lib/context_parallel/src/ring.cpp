@@ -231,6 +231,8 @@ void Ring::Impl::record(int rank, cudaEvent_t event, cudaStream_t stream) const 
   check_cuda(cudaEventRecord(event, stream), "context parallelism: recording an event");
 }
 
+namespace {
+
 // An event of `events` at `index`, made (with timing) when the list is shorter.
 cudaEvent_t pooled_event(std::vector<cudaEvent_t>& events, size_t index) {
   while (events.size() <= index) {
@@ -240,6 +242,8 @@ cudaEvent_t pooled_event(std::vector<cudaEvent_t>& events, size_t index) {
   }
   return events[index];
 }
+
+}  // namespace
 
 void Ring::Impl::wait_for_transfer(int rank, cudaEvent_t transfer_event) {
   DeviceGuard guard(devices[size_t(rank)]);
@@ -299,8 +303,11 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
       }
     }
     if (backward && rank.dq_sum.data() == nullptr) {
-      for (auto* buffers : {&rank.grad_sums, &rank.grad_arrived}) {
-        for (auto& buffer : *buffers) {
+      for (auto& buffer : rank.grad_sums) {
+        for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
+      }
+      if (n > 1) {  // with one rank nothing arrives
+        for (auto& buffer : rank.grad_arrived) {
           for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
         }
       }
@@ -586,9 +593,6 @@ Args block_args(const Args& problem, const RingLayout& l, int r, int owner, cons
   return args;
 }
 
-
-}  // namespace
-
 // Passes the dK/dV sums of the shard each rank held at step `step` (complete up to it: summed)
 // to the next rank, and receives the sums of the shard it holds next (grad_arrived); after the
 // last step that shard is the rank's own, and its sums are whole. sums_arrived[step] follows.
@@ -620,6 +624,8 @@ void pass_sums(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, i
     ring.record(r, ring.sums_arrived[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
   }
 }
+
+}  // namespace
 
 void Ring::forward(const ForwardArgs& problem, Layout layout,
                    const std::vector<RankForward>& tensors) {
