@@ -123,7 +123,11 @@ struct RankScratch {
   DeviceBuffer slots_out[2];      // ChunkMerge's fp32 partial O slots, per query chunk
   DeviceBuffer slots_lse[2];
   // Backward
-  DeviceBuffer grad_sums[2][2];   // [buffer][dK or dV] fp32 sums travelling with K/V
+  // [buffer][dK or dV], fp32: the sums a rank adds the held shard's terms to (zero at each
+  // step), and the sums of the shard's earlier holders arriving meanwhile; the one is added to
+  // the other after the step's blocks and passed on with the shard.
+  DeviceBuffer grad_sums[2][2];
+  DeviceBuffer grad_arrived[2][2];
   DeviceBuffer dq_sum;            // fp32 [B, H, query shard rows, D]
   DeviceBuffer chunk_lse[2];      // packed LSE rows of each query chunk
   DeviceBuffer block_workspace;   // backward()'s, deterministic or not
@@ -146,13 +150,17 @@ struct Ring::Impl {
   std::vector<int> devices;
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> compute, transfer;
-  std::vector<std::vector<cudaEvent_t>> computed, transferred;  // per rank, per ring step
+  // Per rank and ring step: the step's blocks done; the K/V shard of the next step arrived
+  // (pass_kv()); in the backward the step's sums complete (summed) and passed on, the next
+  // shard's earlier sums arrived (sums_arrived).
+  std::vector<std::vector<cudaEvent_t>> computed, kv_arrived, summed, sums_arrived;
   // For last_communication(): the begin and end events of each NCCL group of the last call, per
-  // rank in issue order (group g: 2g, 2g + 1), made as needed; how many groups the call had, and
-  // at how many steps a compute stream waited for transferred[step] (the last call's).
-  std::vector<std::vector<cudaEvent_t>> group_events;
+  // rank in issue order (group g: 2g, 2g + 1), and each wait of a compute stream for a
+  // transfer (wait w: the stream's position before it is wait_events[r][w], the awaited event
+  // awaited[r][w]); made as needed, counted per call.
+  std::vector<std::vector<cudaEvent_t>> group_events, wait_events, awaited;
   int groups = 0;
-  int waits = 0;
+  std::vector<int> waits;
   // Scratch per rank for the shape and dtype of scratch_key.
   std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int> scratch_key{};
   std::vector<RankScratch> scratch;
@@ -166,6 +174,12 @@ struct Ring::Impl {
   void make_scratch(const AttentionShape& s, DType dtype, bool backward);
   void wait(int rank, cudaStream_t stream, cudaEvent_t event) const;
   void record(int rank, cudaEvent_t event, cudaStream_t stream) const;
+  // Rank `rank`'s compute stream waits for a transfer's event; timed for last_communication().
+  void wait_for_transfer(int rank, cudaEvent_t transfer_event);
+  void start_call() {
+    groups = 0;
+    waits.assign(size_t(ranks()), 0);
+  }
   // Marks the start (end) of the next NCCL group on every rank's transfer stream.
   void mark_group(bool end);
 };
@@ -181,7 +195,9 @@ Ring::Impl::~Impl() {
   }
   for (size_t r = 0; r < compute.size(); ++r) {
     DeviceGuard guard(devices[r], true);
-    for (auto* events : {&computed[r], &transferred[r], &group_events[r]}) {
+    for (auto* events :
+         {&computed[r], &kv_arrived[r], &summed[r], &sums_arrived[r], &group_events[r],
+          &wait_events[r]}) {
       for (cudaEvent_t e : *events) {
         if (e != nullptr) cudaEventDestroy(e);
       }
@@ -215,17 +231,35 @@ void Ring::Impl::record(int rank, cudaEvent_t event, cudaStream_t stream) const 
   check_cuda(cudaEventRecord(event, stream), "context parallelism: recording an event");
 }
 
+namespace {
+
+// An event of `events` at `index`, made (with timing) when the list is shorter.
+cudaEvent_t pooled_event(std::vector<cudaEvent_t>& events, size_t index) {
+  while (events.size() <= index) {
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreate(&e), "context parallelism: creating an event");
+    events.push_back(e);
+  }
+  return events[index];
+}
+
+}  // namespace
+
+void Ring::Impl::wait_for_transfer(int rank, cudaEvent_t transfer_event) {
+  DeviceGuard guard(devices[size_t(rank)]);
+  const size_t index = size_t(waits[size_t(rank)]++);
+  record(rank, pooled_event(wait_events[size_t(rank)], index), compute[size_t(rank)]);
+  std::vector<cudaEvent_t>& list = awaited[size_t(rank)];
+  if (list.size() <= index) list.resize(index + 1, nullptr);
+  list[index] = transfer_event;
+  wait(rank, compute[size_t(rank)], transfer_event);
+}
+
 void Ring::Impl::mark_group(bool end) {
   const size_t index = size_t(2 * groups + (end ? 1 : 0));
   for (int r = 0; r < ranks(); ++r) {
     DeviceGuard guard(devices[size_t(r)]);
-    std::vector<cudaEvent_t>& events = group_events[size_t(r)];
-    while (events.size() <= index) {
-      cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreate(&e), "context parallelism: creating an event");
-      events.push_back(e);
-    }
-    record(r, events[index], transfer[size_t(r)]);
+    record(r, pooled_event(group_events[size_t(r)], index), transfer[size_t(r)]);
   }
   if (end) ++groups;
 }
@@ -272,6 +306,11 @@ void Ring::Impl::make_scratch(const AttentionShape& s, DType dtype, bool backwar
       for (auto& buffer : rank.grad_sums) {
         for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
       }
+      if (n > 1) {  // with one rank nothing arrives
+        for (auto& buffer : rank.grad_arrived) {
+          for (auto& tensor : buffer) tensor = DeviceBuffer(size_t(kv_shard) * 4);
+        }
+      }
       const int64_t q_shard = shard_rows(q_chunks, r).size();
       rank.dq_sum = DeviceBuffer(size_t(s.batch * s.heads * q_shard * s.head_dim) * 4);
       for (auto& lse : rank.chunk_lse) lse = DeviceBuffer(size_t(chunk_rows) * 4);
@@ -313,8 +352,13 @@ Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
   ring.compute.assign(size_t(n), nullptr);
   ring.transfer.assign(size_t(n), nullptr);
   ring.computed.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
-  ring.transferred.assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
-  ring.group_events.assign(size_t(n), {});
+  for (auto* events : {&ring.kv_arrived, &ring.summed, &ring.sums_arrived}) {
+    events->assign(size_t(n), std::vector<cudaEvent_t>(size_t(n) + 1, nullptr));
+  }
+  for (auto* events : {&ring.group_events, &ring.wait_events, &ring.awaited}) {
+    events->assign(size_t(n), {});
+  }
+  ring.waits.assign(size_t(n), 0);
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(ring.devices[size_t(r)]);
     check_cuda(cudaStreamCreateWithFlags(&ring.compute[size_t(r)], cudaStreamNonBlocking),
@@ -322,7 +366,8 @@ Ring::Ring(const std::vector<int>& devices) : impl_(std::make_unique<Impl>()) {
     check_cuda(cudaStreamCreateWithFlags(&ring.transfer[size_t(r)], cudaStreamNonBlocking),
                "context parallelism: creating a stream");
     // With timing: last_communication() measures the waits between them.
-    for (auto* events : {&ring.computed[size_t(r)], &ring.transferred[size_t(r)]}) {
+    for (auto* events : {&ring.computed[size_t(r)], &ring.kv_arrived[size_t(r)],
+                         &ring.summed[size_t(r)], &ring.sums_arrived[size_t(r)]}) {
       for (cudaEvent_t& e : *events) {
         check_cuda(cudaEventCreate(&e), "context parallelism: creating an event");
       }
@@ -352,10 +397,10 @@ CommunicationTimes Ring::last_communication() const {
     for (int g = 0; g < ring.groups; ++g) {
       times.transfer_ms += elapsed_ms(groups[size_t(2 * g)], groups[size_t(2 * g + 1)]);
     }
-    // A transfer that ends after the step's blocks is waited for from their end on.
-    for (int step = 0; step < ring.waits; ++step) {
-      times.exposed_ms += std::max(0.0, elapsed_ms(ring.computed[size_t(r)][size_t(step)],
-                                                   ring.transferred[size_t(r)][size_t(step)]));
+    // A transfer that ends after the compute stream reached its wait is waited for from there.
+    for (int w = 0; w < ring.waits[size_t(r)]; ++w) {
+      times.exposed_ms += std::max(0.0, elapsed_ms(ring.wait_events[size_t(r)][size_t(w)],
+                                                   ring.awaited[size_t(r)][size_t(w)]));
     }
   }
   times.transfer_ms /= ring.ranks();
@@ -466,7 +511,7 @@ void check_problem(const std::string& direction, const AttentionShape& s, int ra
 
 // Starts the transfer of step `step` on every rank: each sends the shard it holds (buffer
 // step % 2) to the next rank and receives the next one into the other buffer, once its own
-// blocks of the previous step no longer read that buffer.
+// blocks of the previous step no longer read that buffer; kv_arrived[step] follows it.
 void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DType dtype,
              int step) {
   const int n = ring.ranks();
@@ -494,6 +539,9 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
   }
   group.end();
   ring.mark_group(true);
+  for (int r = 0; r < n; ++r) {
+    ring.record(r, ring.kv_arrived[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
+  }
 }
 
 // Copies each rank's own K and V shard into its ring buffer 0 (the shard held at step 0), after
@@ -545,6 +593,37 @@ Args block_args(const Args& problem, const RingLayout& l, int r, int owner, cons
   return args;
 }
 
+// Passes the dK/dV sums of the shard each rank held at step `step` (complete up to it: summed)
+// to the next rank, and receives the sums of the shard it holds next (grad_arrived); after the
+// last step that shard is the rank's own, and its sums are whole. sums_arrived[step] follows.
+void pass_sums(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, int step) {
+  const int n = ring.ranks();
+  for (int r = 0; r < n; ++r) {
+    ring.wait(r, ring.transfer[size_t(r)], ring.summed[size_t(r)][size_t(step)]);
+  }
+  ring.mark_group(false);
+  NcclGroup group;
+  for (int r = 0; r < n; ++r) {
+    RankScratch& rs = ring.scratch[size_t(r)];
+    const int held_owner = (r - step % n + n) % n;
+    const int next_owner = (r - (step + 1) % n + n) % n;
+    for (int g = 0; g < 2; ++g) {
+      check_nccl(ncclSend(rs.grad_sums[step % 2][g].data(),
+                          size_t(shard_elements(l, s, held_owner)), ncclFloat32, ring.next(r),
+                          ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                 "ncclSend of dK/dV sums");
+      check_nccl(ncclRecv(rs.grad_arrived[(step + 1) % 2][g].data(),
+                          size_t(shard_elements(l, s, next_owner)), ncclFloat32,
+                          ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                 "ncclRecv of dK/dV sums");
+    }
+  }
+  group.end();
+  ring.mark_group(true);
+  for (int r = 0; r < n; ++r) {
+    ring.record(r, ring.sums_arrived[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
+  }
+}
 
 }  // namespace
 
@@ -562,8 +641,7 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
   const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, false);
-  ring.groups = 0;
-  ring.waits = n - 1;  // steps 1 to n - 1 wait for the shard passed at the step before
+  ring.start_call();
   load_own_shards(ring, l, s, problem.dtype, tensors);
 
   // Per rank, the running merge of each of its two query chunks.
@@ -581,7 +659,7 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
     for (int r = 0; r < n; ++r) {
       DeviceGuard guard(ring.devices[size_t(r)]);
       cudaStream_t stream = ring.compute[size_t(r)];
-      if (step > 0) ring.wait(r, stream, ring.transferred[size_t(r)][size_t(step - 1)]);
+      if (step > 0) ring.wait_for_transfer(r, ring.kv_arrived[size_t(r)][size_t(step - 1)]);
       RankScratch& rs = ring.scratch[size_t(r)];
       const RingStep& plan_step = l.plan.rank_plans[size_t(r)].steps[size_t(step)];
       const int owner = plan_step.kv_owner;
@@ -605,9 +683,6 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
         merge.add(stream);
       }
       ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
-      if (step + 1 < n) {
-        ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
-      }
     }
   }
   // Each query chunk's result into its rows of O and LSE.
@@ -638,20 +713,14 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, true);
-  ring.groups = 0;
-  // Steps 1 to n - 1 wait for the shard and its sums passed at the step before, the final
-  // rounding for the sums coming home.
-  ring.waits = n > 1 ? n : 0;
+  ring.start_call();
   load_own_shards(ring, l, s, problem.dtype, tensors);
   const int64_t q_planes = s.batch * s.heads;
 
-  for (int r = 0; r < n; ++r) {  // sums start at zero at their owner; LSE rows packed per chunk
+  for (int r = 0; r < n; ++r) {  // the dQ sum starts at zero; LSE rows packed per chunk
     DeviceGuard guard(ring.devices[size_t(r)]);
     cudaStream_t stream = ring.compute[size_t(r)];
     RankScratch& rs = ring.scratch[size_t(r)];
-    for (auto& sum : rs.grad_sums[0]) {
-      check_cuda(cudaMemsetAsync(sum.data(), 0, sum.bytes(), stream), "zeroing dK/dV sums");
-    }
     check_cuda(cudaMemsetAsync(rs.dq_sum.data(), 0, rs.dq_sum.bytes(), stream), "zeroing dQ sums");
     const ShardRows& shard = l.q_shards[size_t(r)];
     for (int which = 0; which < 2; ++which) {
@@ -663,14 +732,23 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
     }
   }
 
+  // At each step a rank adds its blocks' dK/dV terms to zeroed sums of the held shard
+  // (grad_sums[step % 2]) while the sums of the shard's earlier holders arrive
+  // (grad_arrived[step % 2], passed on at the end of the step before); after the blocks it adds
+  // those in and passes the shard's sums on. The transfer overlaps the next step's blocks, which
+  // add to the other buffer; after the last step each shard's sums reach their owner.
   for (int step = 0; step < n; ++step) {
     if (step + 1 < n) pass_kv(ring, l, s, problem.dtype, step);
     for (int r = 0; r < n; ++r) {
       DeviceGuard guard(ring.devices[size_t(r)]);
       cudaStream_t stream = ring.compute[size_t(r)];
-      if (step > 0) ring.wait(r, stream, ring.transferred[size_t(r)][size_t(step - 1)]);
+      if (step > 0) ring.wait_for_transfer(r, ring.kv_arrived[size_t(r)][size_t(step - 1)]);
       RankScratch& rs = ring.scratch[size_t(r)];
       const RankBackward& t = tensors[size_t(r)];
+      // Sent at the end of step - 2, which the adding of step - 1 waited for.
+      for (auto& sum : rs.grad_sums[step % 2]) {
+        check_cuda(cudaMemsetAsync(sum.data(), 0, sum.bytes(), stream), "zeroing dK/dV sums");
+      }
       const RingStep& plan_step = l.plan.rank_plans[size_t(r)].steps[size_t(step)];
       const int owner = plan_step.kv_owner;
       const int64_t owner_rows = l.k_shards[size_t(owner)].size();
@@ -702,52 +780,34 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
         cuflash::backward(args, stream);
       }
       ring.record(r, ring.computed[size_t(r)][size_t(step)], stream);
-    }
-    // The shard's dK/dV sums follow it once its holder's blocks have added to them; after the
-    // last step they go home (the shard held there belongs to the next rank).
-    if (n > 1) {
-      for (int r = 0; r < n; ++r) {
-        ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step)]);
-      }
-      ring.mark_group(false);
-      NcclGroup group;
-      for (int r = 0; r < n; ++r) {
-        RankScratch& rs = ring.scratch[size_t(r)];
-        const int held_owner = (r - step % n + n) % n;
-        const int next_owner = (r - (step + 1) % n + n) % n;
+      if (step > 0) {  // the earlier holders' sums of this shard
+        ring.wait_for_transfer(r, ring.sums_arrived[size_t(r)][size_t(step - 1)]);
         for (int g = 0; g < 2; ++g) {
-          check_nccl(ncclSend(rs.grad_sums[step % 2][g].data(),
-                              size_t(shard_elements(l, s, held_owner)), ncclFloat32,
-                              ring.next(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
-                     "ncclSend of dK/dV sums");
-          check_nccl(ncclRecv(rs.grad_sums[(step + 1) % 2][g].data(),
-                              size_t(shard_elements(l, s, next_owner)), ncclFloat32,
-                              ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
-                     "ncclRecv of dK/dV sums");
+          detail::add_fp32(rs.grad_sums[step % 2][g].as<float>(),
+                           rs.grad_arrived[step % 2][g].as<float>(),
+                           shard_elements(l, s, owner), stream);
         }
       }
-      group.end();
-      ring.mark_group(true);
+      ring.record(r, ring.summed[size_t(r)][size_t(step)], stream);
     }
-    for (int r = 0; r < n; ++r) {
-      ring.record(r, ring.transferred[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
-    }
+    if (n > 1) pass_sums(ring, l, s, step);
   }
-  // Each rank's own sums (in buffer n % 2 after the homecoming transfer) into its gradients.
+  // Each rank's own sums (arrived after the last step; with one rank, its own step's) into its
+  // gradients.
   for (int r = 0; r < n; ++r) {
     DeviceGuard guard(ring.devices[size_t(r)]);
     cudaStream_t stream = ring.compute[size_t(r)];
-    ring.wait(r, stream, ring.transferred[size_t(r)][size_t(n - 1)]);
+    if (n > 1) ring.wait_for_transfer(r, ring.sums_arrived[size_t(r)][size_t(n - 1)]);
     RankScratch& rs = ring.scratch[size_t(r)];
     const RankBackward& t = tensors[size_t(r)];
-    const int own = n > 1 ? n % 2 : 0;
+    auto& own = n > 1 ? rs.grad_arrived[n % 2] : rs.grad_sums[0];
     const int64_t k_rows = l.k_shards[size_t(r)].size();
     detail::store_sums(rs.dq_sum.as<float>(), t.dq, problem.dtype, s.batch, s.heads,
                        l.q_shards[size_t(r)].size(), s.head_dim, stream);
-    detail::store_sums(rs.grad_sums[own][0].as<float>(), t.dk, problem.dtype, s.batch,
-                       s.heads_kv, k_rows, s.head_dim, stream);
-    detail::store_sums(rs.grad_sums[own][1].as<float>(), t.dv, problem.dtype, s.batch,
-                       s.heads_kv, k_rows, s.head_dim, stream);
+    detail::store_sums(own[0].as<float>(), t.dk, problem.dtype, s.batch, s.heads_kv, k_rows,
+                       s.head_dim, stream);
+    detail::store_sums(own[1].as<float>(), t.dv, problem.dtype, s.batch, s.heads_kv, k_rows,
+                       s.head_dim, stream);
   }
 }
 

@@ -31,9 +31,10 @@ size_t ring_rank_device_bytes(const AttentionShape& s, DType dtype, int gpus, bo
                               detail::ChunkMerge::lse_floats(s, largest_q_chunk));
     return size_t(bytes);
   }
-  // dO, dQ, dK, dV shards; the travelling fp32 dK/dV sums (two buffers), the fp32 dQ sum, the
-  // chunks' LSE rows and a block's backward workspace.
-  bytes += element * (2 * q_shard + 2 * k_shard) + 4 * (4 * k_shard + q_shard);
+  // dO, dQ, dK, dV shards; the fp32 dK/dV sums (two buffers being added to, and with more than
+  // one rank two arriving), the fp32 dQ sum, the chunks' LSE rows and a block's workspace.
+  const double sum_buffers = gpus > 1 ? 8 : 4;
+  bytes += element * (2 * q_shard + 2 * k_shard) + 4 * (sum_buffers * k_shard + q_shard);
   bytes += 2 * 4.0 * double(s.batch * s.heads * largest_q_chunk);
   AttentionShape block = s;
   block.seq_q = largest_q_chunk;

@@ -60,6 +60,10 @@ __global__ void store_sums_kernel(const float* sums, Element* out, int64_t batch
   });
 }
 
+__global__ void add_kernel(float* to, const float* from, int64_t count) {
+  for_each_index(count, [&](int64_t i) { to[i] += from[i]; });
+}
+
 __global__ void fill_kernel(float* out, int64_t count, float value) {
   for_each_index(count, [&](int64_t i) { out[i] = value; });
 }
@@ -95,6 +99,11 @@ void store_sums(const float* sums, const TensorRef& out, DType dtype, int64_t ba
         out.seq_stride, heads, seq, width, count);
   });
   check_cuda(cudaGetLastError(), "single-GPU context parallelism: storing the gradients");
+}
+
+void add_fp32(float* to, const float* from, int64_t count, cudaStream_t stream) {
+  add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(to, from, count);
+  check_cuda(cudaGetLastError(), "context parallelism: adding dK/dV sums");
 }
 
 void fill(float* out, int64_t count, float value, cudaStream_t stream) {

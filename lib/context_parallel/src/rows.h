@@ -21,6 +21,9 @@ void widen_to_fp32(const void* in, DType dtype, float* out, int64_t count, cudaS
 void store_sums(const float* sums, const TensorRef& out, DType dtype, int64_t batch,
                 int64_t heads, int64_t seq, int64_t width, cudaStream_t stream);
 
+// to[i] += from[i] for `count` floats (the ring's dK/dV sums of a shard's earlier holders).
+void add_fp32(float* to, const float* from, int64_t count, cudaStream_t stream);
+
 // `count` floats = value.
 void fill(float* out, int64_t count, float value, cudaStream_t stream);
 
