@@ -68,11 +68,22 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
+// Where column `col` of query `query`'s dQ accumulator row lies when the rows are swizzled (the
+// wgmma backward's layout): its 16-byte chunk c at c ^ 2 * (query % 8), within each group of 16
+// chunks. A warp's fragment stores to a staged tile in this layout meet no bank conflicts (8
+// rows land on 8 different chunk pairs), and the tile, laid out as in global memory, is added
+// there by a single bulk reduce. Groups of 8 columns stay together (8-float loads still work).
+__host__ __device__ constexpr int dq_swizzled_column(int64_t query, int col) {
+  return col ^ (8 * static_cast<int>(query % 8));
+}
+
 // dQ = scale * accumulator, converted to Element and written through dq's strides (the
-// accumulator's rows have kHeadDim columns, dQ's the first head_dim of them).
-template <typename Element, int kHeadDim>
+// accumulator's rows have kHeadDim columns, dQ's the first head_dim of them; kSwizzledRows: in
+// dq_swizzled_column()'s order, which needs rows of a multiple of 64 columns).
+template <typename Element, int kHeadDim, bool kSwizzledRows = false>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_dq_convert_kernel(const BackwardParams<Element> params) {
+  static_assert(!kSwizzledRows || kHeadDim % 64 == 0, "whole groups of 16 chunks");
   constexpr int kChunksPerRow = kHeadDim / 8;  // 8 elements per thread
   const ProblemParams& p = params.problem;
   const int64_t total = p.batch * p.heads * p.seq_q * kChunksPerRow;
@@ -83,7 +94,8 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     const int col = static_cast<int>(index % kChunksPerRow) * 8;
     if (col >= p.head_dim) continue;
     float values[8];
-    load8(params.dq_accum + row * kHeadDim + col, values);
+    const int stored_col = kSwizzledRows ? dq_swizzled_column(row % p.seq_q, col) : col;
+    load8(params.dq_accum + row * kHeadDim + stored_col, values);
 #pragma unroll
     for (int i = 0; i < 8; ++i) values[i] *= p.scale;
     if (params.dq_sum.data != nullptr) {  // BackwardArgs::sums
@@ -329,12 +341,12 @@ void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_
 }
 
 // After it: dQ = scale * accumulator in the output dtype and strides.
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, bool kSwizzledRows = false>
 void launch_backward_dq_convert(const BackwardParams<Element>& params, cudaStream_t stream) {
   const BackwardParams<Element> rows = packed_rows(params);
   const ProblemParams& p = rows.problem;
   const int64_t convert_threads = p.batch * p.heads * p.seq_q * (kHeadDim / 8);
-  launch_kernel(&backward_dq_convert_kernel<Element, kHeadDim>,
+  launch_kernel(&backward_dq_convert_kernel<Element, kHeadDim, kSwizzledRows>,
                 dim3(elementwise_blocks(convert_threads)), kElementwiseThreads, 0, stream, rows);
 }
 

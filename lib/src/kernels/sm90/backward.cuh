@@ -13,10 +13,11 @@
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers
 //   dS^T -> shared memory; both warpgroups meet; dQ part = dS K   wgmma, A = dS read M-major
 //                                               from shared memory
-//   dQ part -> shared memory (fp32 rows); a thread of the producer warpgroup adds them to the
-//   accumulator with one bulk reduce per row (reduce_dq()): TMA requests in place of a vector
-//   atomic per pair of floats from every consumer thread, and in deterministic mode the same
-//   thread keeps the dQ turns, so that the consumers never wait for them.
+//   dQ part -> shared memory (fp32 rows, swizzled as the accumulator's); a thread of the
+//   producer warpgroup adds the tile to the accumulator with one bulk reduce (reduce_dq()): a
+//   TMA request in place of a vector atomic per pair of floats from every consumer thread, and
+//   in deterministic mode the same thread keeps the dQ turns, so that the consumers never wait
+//   for them.
 #pragma once
 
 #include <cstddef>
@@ -84,11 +85,8 @@ struct BackwardSmem {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
-  // The staged dQ part, rows of kDqStageStride floats.
-  static constexpr int kDqStageStride = Traits::kHeadDim + kDqStagePad;
-  __device__ uint32_t dq_stage_row(int row) const {
-    return at(offsetof(Storage, dq) + size_t(row) * kDqStageStride * sizeof(float));
-  }
+  // The staged dQ part.
+  __device__ uint32_t dq_stage() const { return at(offsetof(Storage, dq)); }
   // dq_staged and dq_free complete once per query block.
   __device__ uint32_t dq_staged() const { return at(offsetof(Storage, dq_staged)); }
   __device__ uint32_t dq_free() const { return at(offsetof(Storage, dq_free)); }
@@ -146,8 +144,9 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 }
 
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
-// dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator, one
-// bulk reduce per row, and frees the stage (dq_free) as soon as the reduces have read it.
+// dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
+// one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
+// (dq_free) as soon as the reduce has read it.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
 // reduces have completed it passes the turn on.
@@ -170,10 +169,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = base.dq_accum + ((batch * p.heads + head) * p.seq_q + q0) * Traits::kHeadDim;
     mbarrier_wait(smem.dq_staged(), Smem::dq_parity(it));
-#pragma unroll 1  // this thread has 24 registers
-    for (int r = 0; r < rows; ++r) {
-      bulk_reduce_add_f32(target + r * Traits::kHeadDim, smem.dq_stage_row(r), kRowBytes);
-    }
+    bulk_reduce_add_f32(target, smem.dq_stage(), rows * kRowBytes);  // rows are contiguous
     bulk_commit_group();
     bulk_wait_read();
     mbarrier_arrive(smem.dq_free());
@@ -186,16 +182,18 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
 }
 
 // Stores a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment into the
-// stage's rows (kStride floats apart).
-template <int kStride, int kTiles>
+// stage's rows of kHeadDim floats, swizzled as the accumulator's (row0 is a multiple of 8).
+template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles][4], int row0,
                                          int col0, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float* row = stage + (row0 + lane / 4 + 8 * half) * kStride + col0 + 2 * (lane % 4);
+    const int row = row0 + lane / 4 + 8 * half;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-      *reinterpret_cast<float2*>(row + 8 * t) = make_float2(dq[t][2 * half], dq[t][2 * half + 1]);
+      const int col = dq_swizzled_column(row, col0 + 8 * t + 2 * (lane % 4));
+      *reinterpret_cast<float2*>(stage + row * kHeadDim + col) =
+          make_float2(dq[t][2 * half], dq[t][2 * half + 1]);
     }
   }
 }
@@ -382,7 +380,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 
     // Stage it for reduce_dq() once the previous block's reduces have read the stage.
     if (it > 0) mbarrier_wait(smem.dq_free(), Smem::dq_parity(it - 1));
-    stage_dq<Smem::kDqStageStride>(reinterpret_cast<float*>(smem_tiles + offsetof(
+    stage_dq<kHeadDim>(reinterpret_cast<float*>(smem_tiles + offsetof(
                                        typename Traits::Storage, dq)),
                                    dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0, lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
@@ -457,7 +455,7 @@ bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
     launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
   });
-  launch_backward_dq_convert<Element, kHeadDim>(params.base, stream);
+  launch_backward_dq_convert<Element, kHeadDim, true>(params.base, stream);
   return true;
 }
 

@@ -45,8 +45,6 @@ struct ForwardStorage {
   uint64_t v_empty[kStages];
 };
 
-inline constexpr int kDqStagePad = 8;  // floats after each staged dQ row (backward)
-
 // The shared memory of a backward CTA: K and V, the Q and dO slots, two dS^T buffers (16-bit,
 // swizzled), the staged dQ part (fp32), the LSE and D slots (fp32), then the mbarriers.
 template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
@@ -56,9 +54,9 @@ struct BackwardStorage {
   unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
-  // The query block's dQ part in fp32 rows (padded by 8 floats: the consumers' stores of a row
-  // group spread over the banks), added to the accumulator row by row by bulk reduces.
-  float dq[kBlockM][kHeadDim + kDqStagePad];
+  // The query block's dQ part, fp32 rows in the accumulator's swizzled order
+  // (dq_swizzled_column()), added to it by one bulk reduce.
+  float dq[kBlockM][kHeadDim];
   float lse[kStages][kBlockM];
   float row_dot[kStages][kBlockM];
   uint64_t kv_full;          // K and V landed
