@@ -85,12 +85,20 @@ struct BackwardSmem {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
-  // The staged dQ part.
-  __device__ uint32_t dq_stage() const { return at(offsetof(Storage, dq)); }
-  // dq_staged and dq_free complete once per query block.
-  __device__ uint32_t dq_staged() const { return at(offsetof(Storage, dq_staged)); }
-  __device__ uint32_t dq_free() const { return at(offsetof(Storage, dq_free)); }
-  static __device__ uint32_t dq_parity(int64_t it) { return uint32_t(it) & 1u; }
+  // Query block `it`'s dQ stage and its barriers, which complete once per use of the stage.
+  static __device__ int dq_slot(int64_t it) { return int(it % Traits::kDqStages); }
+  __device__ uint32_t dq_stage(int64_t it) const {
+    return at(offsetof(Storage, dq) + dq_slot(it) * sizeof(Storage::dq[0]));
+  }
+  __device__ uint32_t dq_staged(int64_t it) const {
+    return at(offsetof(Storage, dq_staged) + 8 * dq_slot(it));
+  }
+  __device__ uint32_t dq_free(int64_t it) const {
+    return at(offsetof(Storage, dq_free) + 8 * dq_slot(it));
+  }
+  static __device__ uint32_t dq_parity(int64_t it) {
+    return uint32_t(it / Traits::kDqStages) & 1u;
+  }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -146,10 +154,11 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
 // dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
 // one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
-// (dq_free) as soon as the reduce has read it.
+// (dq_free) once the reduce has read it: with two stages, checked after issuing the next block's,
+// so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
-// reduces have completed it passes the turn on.
+// reduce has completed it frees the stage and passes the turn on.
 template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
@@ -168,17 +177,26 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = base.dq_accum + ((batch * p.heads + head) * p.seq_q + q0) * Traits::kHeadDim;
-    mbarrier_wait(smem.dq_staged(), Smem::dq_parity(it));
-    bulk_reduce_add_f32(target, smem.dq_stage(), rows * kRowBytes);  // rows are contiguous
+    mbarrier_wait(smem.dq_staged(it), Smem::dq_parity(it));
+    bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
     bulk_commit_group();
-    bulk_wait_read();
-    mbarrier_arrive(smem.dq_free());
     if constexpr (kDeterministic) {
       bulk_wait_complete();  // the adds are in before the next key block's turn
+      mbarrier_arrive(smem.dq_free(it));
       pass_dq_turn(semaphore);
+    } else if constexpr (Traits::kDqStages == 2) {
+      if (it > 0) {
+        bulk_wait_read<1>();  // all but this block's reduce have read their stages
+        mbarrier_arrive(smem.dq_free(it - 1));
+      }
+    } else {
+      bulk_wait_read<0>();
+      mbarrier_arrive(smem.dq_free(it));
     }
   }
-  bulk_wait_complete();
+  // The shared memory must outlive the reads; the adds themselves complete with the grid,
+  // before the dQ conversion that follows in the stream.
+  bulk_wait_read<0>();
 }
 
 // Stores a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment into the
@@ -186,13 +204,17 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
 template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles][4], int row0,
                                          int col0, int lane) {
+  // Both of the thread's rows have query % 8 == lane / 4: one swizzle for all its stores. Read
+  // through an opaque move, so that the compiler computes the swizzled columns here rather than
+  // keeping them in registers across the whole loop over query blocks.
+  int swizzle;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"(lane / 4));
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int row = row0 + lane / 4 + 8 * half;
+    float* row = stage + (row0 + lane / 4 + 8 * half) * kHeadDim + 2 * (lane % 4);
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-      const int col = dq_swizzled_column(row, col0 + 8 * t + 2 * (lane % 4));
-      *reinterpret_cast<float2*>(stage + row * kHeadDim + col) =
+      *reinterpret_cast<float2*>(row + dq_swizzled_column(swizzle, col0 + 8 * t)) =
           make_float2(dq[t][2 * half], dq[t][2 * half + 1]);
     }
   }
@@ -242,8 +264,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
       mbarrier_init(smem.empty(slot), kConsumers);
     }
-    mbarrier_init(smem.dq_staged(), kConsumers);
-    mbarrier_init(smem.dq_free(), 1);
+    for (int stage = 0; stage < Traits::kDqStages; ++stage) {
+      mbarrier_init(smem.dq_staged(stage), kConsumers);
+      mbarrier_init(smem.dq_free(stage), 1);
+    }
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -378,13 +402,16 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_fence_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
-    // Stage it for reduce_dq() once the previous block's reduces have read the stage.
-    if (it > 0) mbarrier_wait(smem.dq_free(), Smem::dq_parity(it - 1));
-    stage_dq<kHeadDim>(reinterpret_cast<float*>(smem_tiles + offsetof(
-                                       typename Traits::Storage, dq)),
-                                   dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0, lane);
+    // Stage it for reduce_dq() once the reduce of the stage's previous block has read it.
+    if (it >= Traits::kDqStages) {
+      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
+    }
+    using Storage = typename Traits::Storage;
+    float* dq_stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
+                                               Smem::dq_slot(it) * sizeof(Storage::dq[0]));
+    stage_dq<kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0, lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
-    mbarrier_arrive(smem.dq_staged());
+    mbarrier_arrive(smem.dq_staged(it));
   }
 
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers

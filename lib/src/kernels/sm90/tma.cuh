@@ -94,9 +94,11 @@ __device__ __forceinline__ void bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
-// Waits until the thread's bulk groups have read their shared memory (it may be written again).
+// Waits until all but the kPending most recent of the thread's bulk groups have read their
+// shared memory (it may be written again).
+template <int kPending>
 __device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Waits until the thread's bulk groups are complete (their global writes performed), and

@@ -46,24 +46,24 @@ struct ForwardStorage {
 };
 
 // The shared memory of a backward CTA: K and V, the Q and dO slots, two dS^T buffers (16-bit,
-// swizzled), the staged dQ part (fp32), the LSE and D slots (fp32), then the mbarriers.
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+// swizzled), the staged dQ parts (fp32), the LSE and D slots (fp32), then the mbarriers.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages>
 struct BackwardStorage {
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
   unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
-  // The query block's dQ part, fp32 rows in the accumulator's swizzled order
-  // (dq_swizzled_column()), added to it by one bulk reduce.
-  float dq[kBlockM][kHeadDim];
+  // Query blocks' dQ parts, fp32 rows in the accumulator's swizzled order
+  // (dq_swizzled_column()), each added to it by one bulk reduce.
+  float dq[kDqStages][kBlockM][kHeadDim];
   float lse[kStages][kBlockM];
   float row_dot[kStages][kBlockM];
   uint64_t kv_full;          // K and V landed
   uint64_t full[kStages];    // Q, dO, LSE and D of the slot landed
   uint64_t empty[kStages];   // every consumer is done with the slot
-  uint64_t dq_staged;        // every consumer has stored its dQ part in dq
-  uint64_t dq_free;          // the bulk reduces have read dq: it may be stored again
+  uint64_t dq_staged[kDqStages];  // every consumer has stored its dQ part in the stage
+  uint64_t dq_free[kDqStages];    // the bulk reduce has read the stage: it may be stored again
 };
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): CTAs of kWarpGroups consumer
@@ -156,7 +156,14 @@ struct BackwardConfig {
   static constexpr int kStages = 2;
   static constexpr bool kDqSplitRows = BlockM == 128;
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
-  using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages>;
+  // Two dQ stages where they fit, so that the consumers do not wait for the reduce of the
+  // block before last (it matters where a block's products are short: head_dim 64).
+  static constexpr int kDqStages =
+      kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, 2>) <=
+              kMaxSmemBytes
+          ? 2
+          : 1;
+  using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStages>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
