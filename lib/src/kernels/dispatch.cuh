@@ -29,6 +29,7 @@
 #include "kernels/sm80/forward.cuh"
 #include "kernels/sm80/traits.cuh"
 #include "kernels/sm90/backward.cuh"
+#include "kernels/sm90/backward_column_split.cuh"
 #include "kernels/sm90/forward.cuh"
 #include "kernels/sm90/traits.cuh"
 #include "kernels/split/forward.cuh"

@@ -63,6 +63,13 @@ __device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t valu
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
 }
 
+// A 32-bit load from a shared-space address.
+__device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
+  uint32_t value;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(value) : "r"(address) : "memory");
+  return value;
+}
+
 // Synchronizes `threads` threads (a multiple of 32) on hardware barrier `id` (1..15; 0 is the one
 // __syncthreads uses), so that a subset of the CTA can meet without the others.
 // Ids of the named barriers the kernels use (0 is __syncthreads's).

@@ -1,4 +1,5 @@
-// FlashAttention-2 backward on Hopper (sm_90a): wgmma for the five products, TMA for the loads.
+// FlashAttention-2 backward on Hopper (sm_90a) up to head_dim 128: wgmma for the five products,
+// TMA for the loads (above 128: backward_column_split.cuh).
 //
 // Same algorithm and contract as sm80/backward.cuh (row_dot and dq_convert kernels around it, dQ
 // added to an fp32 accumulator, here by TMA bulk reduces, dK and dV summed in registers over the
@@ -442,26 +443,32 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// Launches the prologue, the TMA + wgmma backward and the dQ conversion; returns false
+// The TMA descriptors of Q, dO (boxes of Traits::kBlockM rows) and K, V (kBlockN rows); false
+// when a tensor cannot be described to TMA.
+template <typename Traits, typename Element>
+bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const BackwardArgs& args) {
+  const AttentionShape& shape = args.shape;
+  const auto map = [&](CUtensorMap& m, const TensorRef& t, int64_t heads, int64_t seq, int rows) {
+    return make_tile_tensor_map(m, t, args.dtype, shape.batch, heads, seq, shape.head_dim, rows);
+  };
+  return map(params.q_map, args.q, shape.heads, shape.seq_q, Traits::kBlockM) &&
+         map(params.dout_map, args.dout, shape.heads, shape.seq_q, Traits::kBlockM) &&
+         map(params.k_map, args.k, shape.heads_kv, shape.seq_k, Traits::kBlockN) &&
+         map(params.v_map, args.v, shape.heads_kv, shape.seq_k, Traits::kBlockN);
+}
+
+// Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
 // (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
-// to the mma.sync kernel.
+// to the mma.sync kernel. sm90::launch_backward() (backward_column_split.cuh) picks it.
 template <typename Element, int kHeadDim>
-bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
+bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages dK and dV in the tiles' shared memory");
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};
-  const auto map = [&](CUtensorMap& m, const TensorRef& t, int64_t heads, int64_t seq, int rows) {
-    return make_tile_tensor_map(m, t, args.dtype, shape.batch, heads, seq, shape.head_dim, rows);
-  };
-  if (!map(params.q_map, args.q, shape.heads, shape.seq_q, Traits::kBlockM) ||
-      !map(params.dout_map, args.dout, shape.heads, shape.seq_q, Traits::kBlockM) ||
-      !map(params.k_map, args.k, shape.heads_kv, shape.seq_k, Traits::kBlockN) ||
-      !map(params.v_map, args.v, shape.heads_kv, shape.seq_k, Traits::kBlockN)) {
-    return false;
-  }
+  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);

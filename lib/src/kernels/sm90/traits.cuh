@@ -181,12 +181,66 @@ struct BackwardConfig {
                 "every tile starts on a swizzle boundary");
 };
 
-// One for each of kWgmmaBackwardHeadDims (head_dims.h).
+// The shared memory of a column-split backward CTA (head dims above 128): K and V, the Q and dO
+// slots, two P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the LSE and D slots,
+// then the mbarriers. No dQ stage: it does not fit at head_dim 256, dQ goes by atomics.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+struct ColumnSplitBackwardStorage {
+  unsigned char k[size_t(kBlockN) * kHeadDim * 2];
+  unsigned char v[size_t(kBlockN) * kHeadDim * 2];
+  unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char pt[2][size_t(kBlockN) * kBlockM * 2];  // P^T, from warpgroup 0 to both
+  unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T, from warpgroup 1 to both
+  float lse[kStages][kBlockM];
+  float row_dot[kStages][kBlockM];
+  uint64_t kv_full;
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+};
+
+// Backward on wgmma for head dims above 128 (sm90/backward_column_split.cuh): there a warpgroup
+// cannot own 64 keys' dK and dV (2 x 64 x 256 fp32 = 256 registers a thread at 256), so the two
+// consumer warpgroups of a 64-key CTA split the work instead: warpgroup 0 computes S^T and P^T,
+// warpgroup 1 dP^T and dS^T, both exchanged through shared memory; then each computes its half
+// of the columns of dV, dK and dQ.
+template <int HeadDim>
+struct ColumnSplitBackwardConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockM = 64;  // queries per block
+  static constexpr int kBlockN = 64;  // keys per CTA
+  static constexpr int kHalfCols = HeadDim / 2;  // dK, dV and dQ columns per warpgroup
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kProducerRegisters = 24;
+  static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static constexpr int kStages = 2;
+  using Storage = ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages>;
+  static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
+  static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
+  // Bytes of the tiles (the epilogue reuses them to stage dK and dV).
+  static constexpr size_t kTileBytes = offsetof(Storage, lse);
+  static_assert(kHalfCols % 64 == 0, "each warpgroup's columns start on a swizzle block");
+  static_assert(offsetof(Storage, v) % kTileAlignment == 0 &&
+                    offsetof(Storage, q) % kTileAlignment == 0 &&
+                    offsetof(Storage, dout) % kTileAlignment == 0 &&
+                    offsetof(Storage, pt) % kTileAlignment == 0 &&
+                    offsetof(Storage, ds) % kTileAlignment == 0 &&
+                    sizeof(Storage::q[0]) % kTileAlignment == 0 &&
+                    sizeof(Storage::ds[0]) % kTileAlignment == 0,
+                "every tile starts on a swizzle boundary");
+};
+
+// One for each of kWgmmaBackwardHeadDims (head_dims.h): the key-split kernel up to 128, the
+// column-split one above.
 template <int kHeadDim>
 struct BackwardTraits;
 template <>
 struct BackwardTraits<64> : BackwardConfig<64, 64> {};
 template <>
 struct BackwardTraits<128> : BackwardConfig<128, 64> {};
+template <>
+struct BackwardTraits<256> : ColumnSplitBackwardConfig<256> {};
 
 }  // namespace cuflash::detail::sm90

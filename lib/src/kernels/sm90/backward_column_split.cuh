@@ -1,0 +1,281 @@
+// FlashAttention-2 backward on Hopper (sm_90a) for head dims above 128: wgmma for the five
+// products, TMA for the loads, the two consumer warpgroups splitting the work rather than the
+// keys (ColumnSplitBackwardConfig in traits.cuh says why).
+//
+// Same contract as sm90/backward.cuh (row_dot and dq_convert kernels around it; dQ added to the
+// fp32 accumulator, here with atomics in plain row order). One CTA per (key block of 64, kv
+// head, batch); the producer warpgroup loads K and V once, then Q, dO, LSE and D of every query
+// block into kStages slots (produce_backward_tiles()). Per query block of 64:
+//   warpgroup 0: S^T  = K Q^T                 wgmma, 64 keys x 64 queries, K = head_dim
+//                P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked -> shared memory
+//   warpgroup 1: dP^T = V dO^T                wgmma, same shape
+//                (meets warpgroup 0) dS^T = P^T * (dP^T - D) -> shared memory
+//   both meet; warpgroup w, columns c = [w * D/2, (w + 1) * D/2):
+//                dV[:, c] += P^T dO[:, c],  dK[:, c] += dS^T Q[:, c]   A from shared memory
+//                dQ[:, c]  = dS K[:, c]       A = dS^T read M-major; fp32 atomics
+// Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
+// and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
+// reaches the products in both kernels.
+// Variants, deterministic dQ and fp32 sums are not here: launch_column_split_backward() returns
+// false for them and the mma.sync kernel runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/backward_steps.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/fragments.cuh"
+#include "kernels/common/launch_util.cuh"
+#include "kernels/common/mask.cuh"
+#include "kernels/common/params.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/sm90/backward.cuh"
+#include "kernels/sm90/tma.cuh"
+#include "kernels/sm90/traits.cuh"
+#include "kernels/sm90/wgmma.cuh"
+
+namespace cuflash::detail::sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Stores a warp's (16 keys from row0, 8 * kTiles queries) fp32 block as 16-bit values into a
+// swizzled keys x queries tile, in the layout wgmma reads as a K-major A operand.
+template <typename Element, int kTiles, typename Tile>
+__device__ __forceinline__ void store_transposed_block(Tile tile, const float (&block)[kTiles][4],
+                                                       int row0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kTiles / 2; ++kk) {
+    uint32_t packed[4];
+    accumulators_to_a<Element>(packed, block[2 * kk], block[2 * kk + 1]);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + lane / 4 + 8 * half;
+      const int col = 16 * kk + 2 * (lane % 4);
+      store_shared_u32(swizzled_address(tile, row, col), packed[half]);
+      store_shared_u32(swizzled_address(tile, row, col + 8), packed[2 + half]);
+    }
+  }
+}
+
+// Reads back what store_transposed_block() stored, into the same fragment positions (fp32).
+template <typename Element, int kTiles, typename Tile>
+__device__ __forceinline__ void load_transposed_block(float (&block)[kTiles][4], Tile tile,
+                                                      int row0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kTiles / 2; ++kk) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + lane / 4 + 8 * half;
+      const int col = 16 * kk + 2 * (lane % 4);
+      const float2 left = ElementOps<Element>::unpack(
+          load_shared_u32(swizzled_address(tile, row, col)));
+      const float2 right = ElementOps<Element>::unpack(
+          load_shared_u32(swizzled_address(tile, row, col + 8)));
+      block[2 * kk][2 * half] = left.x;
+      block[2 * kk][2 * half + 1] = left.y;
+      block[2 * kk + 1][2 * half] = right.x;
+      block[2 * kk + 1][2 * half + 1] = right.y;
+    }
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
+    column_split_backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Traits = BackwardTraits<kHeadDim>;
+  using Smem = BackwardSmem<Traits>;
+  using Storage = typename Traits::Storage;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kConsumers = Traits::kConsumerThreads;
+  constexpr int kQueryTiles = kBlockM / 8;           // n8 tiles of S^T, dP^T per warp
+  constexpr int kHalfTiles = Traits::kHalfCols / 8;  // n8 tiles of dK, dV, dQ per warp
+  using MmaScores = Wgmma<Element, kBlockM>;          // S^T, dP^T: 64 keys x 64 queries
+  using MmaHalf = Wgmma<Element, Traits::kHalfCols>;  // dV, dK, dQ: 64 rows x D/2
+
+  const BackwardParams<Element>& base = params.base;
+  const ProblemParams& p = base.problem;
+  const int thread = threadIdx.x;
+  const int lane = thread % 32;
+  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, block_order(false));
+  const int64_t batch = block.batch;
+  const int64_t kv_head = block.kv_head;
+  const int64_t k0 = block.k0;
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, false>(p, k0, false);
+
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const uint32_t shared_base = shared_address(shared_bytes);
+  const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
+  unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
+  if (thread == kConsumers) {
+    mbarrier_init(smem.kv_full(), 1);
+    for (int slot = 0; slot < Traits::kStages; ++slot) {
+      mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
+      mbarrier_init(smem.empty(slot), kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
+    warpgroup_release_registers<Traits::kProducerRegisters>();
+    if (thread < kConsumers + 32) {
+      produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
+                                     lane);
+    }
+    return;
+  }
+  warpgroup_claim_registers<Traits::kConsumerRegisters>();
+
+  const int warp_group = thread / 128;
+  const int col0 = Traits::kHalfCols * warp_group;  // this warpgroup's columns of dK, dV, dQ
+  const int warp_row0 = 16 * ((thread / 32) % 4);   // this warp's keys (S^T, dK, dV), queries (dQ)
+  int64_t fragment_key[2];  // keys of this thread's fragment rows group, group + 8
+  fragment_key[0] = k0 + warp_row0 + lane / 4;
+  fragment_key[1] = fragment_key[0] + 8;
+  const auto score_a = warp_group == 0 ? smem.k() : smem.v();
+
+  float dk_acc[kHalfTiles][4];  // dK (16 keys of this warp, D/2), without the scale
+  float dv_acc[kHalfTiles][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  mbarrier_wait(smem.kv_full(), 0);
+
+  for (int64_t it = 0; it < schedule.count; ++it) {
+    const int64_t head = schedule.head(p, kv_head, it);
+    const int64_t q0 = schedule.q0(p, it);
+    const auto q_tile = smem.q(it);
+    const auto dout_tile = smem.dout(it);
+    const typename Smem::DsTile pt_tile{
+        smem.at(offsetof(Storage, pt) + uint32_t(it % 2) * sizeof(Storage::pt[0]))};
+    const auto ds_tile = smem.ds(it);
+    mbarrier_wait(smem.full(it), Smem::parity(it));
+
+    // S^T = K Q^T (warpgroup 0) or dP^T = V dO^T (warpgroup 1).
+    float scores[kQueryTiles][4];
+    const auto score_b = warp_group == 0 ? q_tile : dout_tile;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      MmaScores::template ss<0, 0>(scores, k_major_descriptor(score_a, 0, 16 * kk),
+                                   k_major_descriptor(score_b, 0, 16 * kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(scores);
+
+    if (warp_group == 0) {  // P^T; rows past Sq have LSE = +inf: P = 0
+      const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
+      const bool masked = needs_mask<false>(p, q0, kBlockM, k0, kBlockN);
+      probabilities_transposed(scores, lse, p.scale_log2,
+                               visible_columns<false, kBlockM>(p, masked, fragment_key, q0), lane);
+      store_transposed_block<Element>(pt_tile, scores, warp_row0, lane);
+      fence_view_async_shared();  // P^T stores -> visible to wgmma
+    }
+    named_barrier_sync(kComputeBarrier, kConsumers);  // P^T in place
+    if (warp_group == 1) {  // dS^T = P^T * (dP^T - D), from P^T as warpgroup 0 rounded it
+      const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
+      float pt[kQueryTiles][4];
+      load_transposed_block<Element>(pt, pt_tile, warp_row0, lane);
+      score_gradients_transposed(scores, pt, scores, row_dot, lane);
+      store_transposed_block<Element>(ds_tile, scores, warp_row0, lane);
+      fence_view_async_shared();  // dS^T stores -> visible to wgmma
+    }
+    named_barrier_sync(kComputeBarrier, kConsumers);  // dS^T in place
+
+    // This warpgroup's columns: dV += P^T dO, dK += dS^T Q (A K-major from the keys x queries
+    // tiles, B N-major), dQ = dS K (A = dS^T read M-major, B = K N-major).
+    float dq_acc[kHalfTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      MmaHalf::template ss<0, 1>(dv_acc, k_major_descriptor(pt_tile, 0, 16 * kk),
+                                 n_major_descriptor(dout_tile, 16 * kk, col0), true);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      MmaHalf::template ss<0, 1>(dk_acc, k_major_descriptor(ds_tile, 0, 16 * kk),
+                                 n_major_descriptor(q_tile, 16 * kk, col0), true);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      MmaHalf::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, 0),
+                                 n_major_descriptor(smem.k(), 16 * kk, col0), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(dv_acc);
+    wgmma_fence_operands(dk_acc);
+    wgmma_fence_operands(dq_acc);
+    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
+    add_to_dq_accumulator<kHeadDim>(
+        base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc,
+        q0 + warp_row0, col0, p.seq_q, lane);
+  }
+
+  // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
+  // reading them; the producer loads nothing more), then write whole rows.
+  named_barrier_sync(kComputeBarrier, kConsumers);
+  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  using OutTile = SmemTile<Element, kOutStride>;
+  Element* const stage = reinterpret_cast<Element*>(smem_tiles);
+  const OutTile dk_stage{stage};
+  const OutTile dv_stage{stage + kBlockN * kOutStride};
+  const float scale[2] = {p.scale, p.scale};
+  const float unit[2] = {1.f, 1.f};
+  store_accumulators(OutTile{dk_stage.data + col0}, dk_acc, warp_row0, scale, lane);
+  store_accumulators(OutTile{dv_stage.data + col0}, dv_acc, warp_row0, unit, lane);
+  named_barrier_sync(kComputeBarrier, kConsumers);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
+                                            k0, p.seq_k, dk_stage, thread, p.head_dim);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head), base.dv.seq_stride,
+                                            k0, p.seq_k, dv_stage, thread, p.head_dim);
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// Launches the prologue, the column-split backward and the dQ conversion; returns false
+// (launching nothing) for what this kernel does not do (variants, fp32 sums, deterministic dQ)
+// and when a tensor cannot be described to TMA, so that the caller falls back to the mma.sync
+// kernel.
+template <typename Element, int kHeadDim>
+bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
+  using Traits = BackwardTraits<kHeadDim>;
+  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
+                "the epilogue stages dK and dV in the tiles' shared memory");
+  if (uses_variant_kernels(args)) return false;  // true with sums
+  BackwardTmaParams<Element> params{};
+  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
+  params.base = backward_params<Element>(args);
+  if (params.base.dq_semaphores != nullptr) return false;  // deterministic dQ
+  params.base.num_n_blocks = ceil_div(args.shape.seq_k, Traits::kBlockN);
+  launch_backward_prologue<Element, kHeadDim>(params.base, stream);
+  auto* kernel = &column_split_backward_kernel<Element, kHeadDim>;
+  allow_dynamic_smem(kernel, Traits::kSmemBytes);
+  for_each_grid_y_chunk(args.shape.batch * args.shape.heads_kv,
+                        [&](int64_t offset, unsigned count) {
+                          params.base.bh_offset = offset;
+                          const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
+                          launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream,
+                                        params);
+                        });
+  launch_backward_dq_convert<Element, kHeadDim>(params.base, stream);
+  return true;
+}
+
+// The wgmma backward for kHeadDim (one of kWgmmaBackwardHeadDims): key-split up to 128,
+// column-split above; false: the caller runs the mma.sync kernel.
+template <typename Element, int kHeadDim>
+bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
+  if constexpr (kHeadDim > 128) {
+    return launch_column_split_backward<Element, kHeadDim>(args, stream);
+  } else {
+    return launch_key_split_backward<Element, kHeadDim>(args, stream);
+  }
+}
+
+}  // namespace cuflash::detail::sm90
