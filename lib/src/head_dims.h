@@ -38,9 +38,8 @@ constexpr int compiled_head_dim(int64_t head_dim) {
 // forward and 0.82-0.86 backward (H200, bf16, B16 H16 S1024). Not at 32: padded to 64, wgmma
 // takes 1.07-1.17 of the time of mma.sync at 32.
 inline constexpr int kWgmmaForwardHeadDims[] = {64, 128, 192, 256};
-// Backward above 128: one column-split kernel at 256 (sm90/backward_column_split.cuh); its
-// warpgroups' column halves must start on 64-column blocks, which 192's halves of 96 do not.
-inline constexpr int kWgmmaBackwardHeadDims[] = {64, 128, 256};
+// Backward above 128: the column-split kernel (sm90/backward_column_split.cuh).
+inline constexpr int kWgmmaBackwardHeadDims[] = {64, 128, 192, 256};
 
 // The smallest of `dims` at least head_dim; 0 when none is.
 template <size_t N>

@@ -13,6 +13,7 @@
 //   both meet; warpgroup w, columns c = [w * D/2, (w + 1) * D/2):
 //                dV[:, c] += P^T dO[:, c],  dK[:, c] += dS^T Q[:, c]   A from shared memory
 //                dQ[:, c]  = dS K[:, c]       A = dS^T read M-major; fp32 atomics
+//                (at D = 192 each half is two wgmma pieces: ColumnPieces says why)
 // Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
 // reaches the products in both kernels.
@@ -36,6 +37,62 @@
 #include "kernels/sm90/wgmma.cuh"
 
 namespace cuflash::detail::sm90 {
+
+// A warpgroup's D/2 columns of dK, dV and dQ as wgmma pieces. The B operands of those products
+// (dO, Q, K) are N-major swizzled tiles, and an N-major operand may start inside a 64-column
+// swizzle block only when it stays inside that block. D/2 = 128 (D = 256) is one wide piece per
+// warpgroup, at 0 and 128. D/2 = 96 (D = 192) is a 64-column piece on a block boundary and a
+// 32-column one inside block 1: warpgroup 0 takes [0, 64) + [64, 96), warpgroup 1 [96, 128) +
+// [128, 192).
+template <int kHalfCols>
+struct ColumnPieces {
+  static constexpr int kNarrow = kHalfCols % 64;  // 0 or 32
+  static constexpr int kWide = kHalfCols - kNarrow;
+  static_assert(kNarrow == 0 || kNarrow == 32, "the narrow piece is half a swizzle block");
+  static_assert(kWide > 0 && (kNarrow == 0 || kWide == 64), "the narrow piece lies in block 1");
+  __device__ static int wide_col(int warp_group) {
+    return warp_group == 0 ? 0 : kHalfCols + kNarrow;
+  }
+  __device__ static int narrow_col(int warp_group) { return warp_group == 0 ? kWide : kHalfCols; }
+};
+
+// One product's accumulators over a warpgroup's pieces (16 rows of a warp each).
+template <typename Pieces>
+struct PieceAccumulators {
+  float wide[Pieces::kWide / 8][4];
+  float narrow[Pieces::kNarrow > 0 ? Pieces::kNarrow / 8 : 1][4];  // unused when kNarrow is 0
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// acc (+)= A B[:, this warpgroup's columns] over kSteps k-steps of 16: a_descriptor(kk) gives
+// A's descriptor, B is an N-major tile; accumulate = false starts from zero.
+template <typename Element, int kTransA, int kSteps, typename Pieces, typename ADescriptor,
+          typename BTile>
+__device__ __forceinline__ void piece_products(PieceAccumulators<Pieces>& acc,
+                                               ADescriptor a_descriptor, BTile b_tile,
+                                               int warp_group, bool accumulate) {
+  const int wide_col = Pieces::wide_col(warp_group);
+  const int narrow_col = Pieces::narrow_col(warp_group);
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const uint64_t a = a_descriptor(kk);
+    Wgmma<Element, Pieces::kWide>::template ss<kTransA, 1>(
+        acc.wide, a, n_major_descriptor(b_tile, 16 * kk, wide_col), accumulate || kk > 0);
+    if constexpr (Pieces::kNarrow > 0) {
+      Wgmma<Element, Pieces::kNarrow>::template ss<kTransA, 1>(
+          acc.narrow, a, n_major_descriptor(b_tile, 16 * kk, narrow_col), accumulate || kk > 0);
+    }
+  }
+}
+
+template <typename Pieces>
+__device__ __forceinline__ void fence_piece_operands(PieceAccumulators<Pieces>& acc) {
+  wgmma_fence_operands(acc.wide);
+  if constexpr (Pieces::kNarrow > 0) wgmma_fence_operands(acc.narrow);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -93,9 +150,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
   constexpr int kQueryTiles = kBlockM / 8;           // n8 tiles of S^T, dP^T per warp
-  constexpr int kHalfTiles = Traits::kHalfCols / 8;  // n8 tiles of dK, dV, dQ per warp
-  using MmaScores = Wgmma<Element, kBlockM>;          // S^T, dP^T: 64 keys x 64 queries
-  using MmaHalf = Wgmma<Element, Traits::kHalfCols>;  // dV, dK, dQ: 64 rows x D/2
+  using Pieces = ColumnPieces<Traits::kHalfCols>;  // dV, dK, dQ: 64 rows x D/2 a warpgroup
+  using MmaScores = Wgmma<Element, kBlockM>;        // S^T, dP^T: 64 keys x 64 queries
 
   const BackwardParams<Element>& base = params.base;
   const ProblemParams& p = base.problem;
@@ -132,17 +188,18 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   warpgroup_claim_registers<Traits::kConsumerRegisters>();
 
   const int warp_group = thread / 128;
-  const int col0 = Traits::kHalfCols * warp_group;  // this warpgroup's columns of dK, dV, dQ
   const int warp_row0 = 16 * ((thread / 32) % 4);   // this warp's keys (S^T, dK, dV), queries (dQ)
   int64_t fragment_key[2];  // keys of this thread's fragment rows group, group + 8
   fragment_key[0] = k0 + warp_row0 + lane / 4;
   fragment_key[1] = fragment_key[0] + 8;
   const auto score_a = warp_group == 0 ? smem.k() : smem.v();
 
-  float dk_acc[kHalfTiles][4];  // dK (16 keys of this warp, D/2), without the scale
-  float dv_acc[kHalfTiles][4];
-  zero(dk_acc);
-  zero(dv_acc);
+  PieceAccumulators<Pieces> dk_acc;  // dK (16 keys of this warp, D/2), without the scale
+  PieceAccumulators<Pieces> dv_acc;
+  zero(dk_acc.wide);
+  zero(dk_acc.narrow);
+  zero(dv_acc.wide);
+  zero(dv_acc.narrow);
   mbarrier_wait(smem.kv_full(), 0);
 
   for (int64_t it = 0; it < schedule.count; ++it) {
@@ -189,32 +246,30 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 
     // This warpgroup's columns: dV += P^T dO, dK += dS^T Q (A K-major from the keys x queries
     // tiles, B N-major), dQ = dS K (A = dS^T read M-major, B = K N-major).
-    float dq_acc[kHalfTiles][4];
+    PieceAccumulators<Pieces> dq_acc;
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      MmaHalf::template ss<0, 1>(dv_acc, k_major_descriptor(pt_tile, 0, 16 * kk),
-                                 n_major_descriptor(dout_tile, 16 * kk, col0), true);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      MmaHalf::template ss<0, 1>(dk_acc, k_major_descriptor(ds_tile, 0, 16 * kk),
-                                 n_major_descriptor(q_tile, 16 * kk, col0), true);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      MmaHalf::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, 0),
-                                 n_major_descriptor(smem.k(), 16 * kk, col0), kk > 0);
-    }
+    piece_products<Element, 0, kBlockM / 16>(
+        dv_acc, [&](int kk) { return k_major_descriptor(pt_tile, 0, 16 * kk); }, dout_tile,
+        warp_group, true);
+    piece_products<Element, 0, kBlockM / 16>(
+        dk_acc, [&](int kk) { return k_major_descriptor(ds_tile, 0, 16 * kk); }, q_tile,
+        warp_group, true);
+    piece_products<Element, 1, kBlockN / 16>(
+        dq_acc, [&](int kk) { return n_major_descriptor(ds_tile, 16 * kk, 0); }, smem.k(),
+        warp_group, false);
     wgmma_commit();
     wgmma_wait<0>();
-    wgmma_fence_operands(dv_acc);
-    wgmma_fence_operands(dk_acc);
-    wgmma_fence_operands(dq_acc);
+    fence_piece_operands(dv_acc);
+    fence_piece_operands(dk_acc);
+    fence_piece_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
-    add_to_dq_accumulator<kHeadDim>(
-        base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim, dq_acc,
-        q0 + warp_row0, col0, p.seq_q, lane);
+    float* const dq_rows = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
+    add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.wide, q0 + warp_row0,
+                                    Pieces::wide_col(warp_group), p.seq_q, lane);
+    if constexpr (Pieces::kNarrow > 0) {
+      add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.narrow, q0 + warp_row0,
+                                      Pieces::narrow_col(warp_group), p.seq_q, lane);
+    }
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
@@ -227,8 +282,14 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const OutTile dv_stage{stage + kBlockN * kOutStride};
   const float scale[2] = {p.scale, p.scale};
   const float unit[2] = {1.f, 1.f};
-  store_accumulators(OutTile{dk_stage.data + col0}, dk_acc, warp_row0, scale, lane);
-  store_accumulators(OutTile{dv_stage.data + col0}, dv_acc, warp_row0, unit, lane);
+  const int wide_col = Pieces::wide_col(warp_group);
+  store_accumulators(OutTile{dk_stage.data + wide_col}, dk_acc.wide, warp_row0, scale, lane);
+  store_accumulators(OutTile{dv_stage.data + wide_col}, dv_acc.wide, warp_row0, unit, lane);
+  if constexpr (Pieces::kNarrow > 0) {
+    const int narrow_col = Pieces::narrow_col(warp_group);
+    store_accumulators(OutTile{dk_stage.data + narrow_col}, dk_acc.narrow, warp_row0, scale, lane);
+    store_accumulators(OutTile{dv_stage.data + narrow_col}, dv_acc.narrow, warp_row0, unit, lane);
+  }
   named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
                                             k0, p.seq_k, dk_stage, thread, p.head_dim);

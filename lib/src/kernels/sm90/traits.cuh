@@ -221,7 +221,7 @@ struct ColumnSplitBackwardConfig {
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles (the epilogue reuses them to stage dK and dV).
   static constexpr size_t kTileBytes = offsetof(Storage, lse);
-  static_assert(kHalfCols % 64 == 0, "each warpgroup's columns start on a swizzle block");
+  static_assert(kHalfCols % 32 == 0, "whole wgmma pieces (ColumnPieces)");
   static_assert(offsetof(Storage, v) % kTileAlignment == 0 &&
                     offsetof(Storage, q) % kTileAlignment == 0 &&
                     offsetof(Storage, dout) % kTileAlignment == 0 &&
@@ -240,6 +240,8 @@ template <>
 struct BackwardTraits<64> : BackwardConfig<64, 64> {};
 template <>
 struct BackwardTraits<128> : BackwardConfig<128, 64> {};
+template <>
+struct BackwardTraits<192> : ColumnSplitBackwardConfig<192> {};
 template <>
 struct BackwardTraits<256> : ColumnSplitBackwardConfig<256> {};
 
