@@ -234,6 +234,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       fence_view_async_shared();  // P^T stores -> visible to wgmma
     }
     named_barrier_sync(kComputeBarrier, kConsumers);  // P^T in place
+    // dV += P^T dO needs P^T alone: issued now, both warpgroups' dV products run on the tensor
+    // cores while warpgroup 1 computes dS^T (their accumulators are not touched until the wait).
+    wgmma_fence();
+    piece_products<Element, 0, kBlockM / 16>(
+        dv_acc, [&](int kk) { return k_major_descriptor(pt_tile, 0, 16 * kk); }, dout_tile,
+        warp_group, true);
+    wgmma_commit();
     if (warp_group == 1) {  // dS^T = P^T * (dP^T - D), from P^T as warpgroup 0 rounded it
       const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
       float pt[kQueryTiles][4];
@@ -244,13 +251,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     }
     named_barrier_sync(kComputeBarrier, kConsumers);  // dS^T in place
 
-    // This warpgroup's columns: dV += P^T dO, dK += dS^T Q (A K-major from the keys x queries
-    // tiles, B N-major), dQ = dS K (A = dS^T read M-major, B = K N-major).
+    // The rest of this warpgroup's columns: dK += dS^T Q (A K-major from the keys x queries
+    // tile, B N-major), dQ = dS K (A = dS^T read M-major, B = K N-major).
     PieceAccumulators<Pieces> dq_acc;
     wgmma_fence();
-    piece_products<Element, 0, kBlockM / 16>(
-        dv_acc, [&](int kk) { return k_major_descriptor(pt_tile, 0, 16 * kk); }, dout_tile,
-        warp_group, true);
     piece_products<Element, 0, kBlockM / 16>(
         dk_acc, [&](int kk) { return k_major_descriptor(ds_tile, 0, 16 * kk); }, q_tile,
         warp_group, true);
