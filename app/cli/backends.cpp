@@ -160,7 +160,9 @@ AttentionResult compute(Backend backend, const Problem& p, const CaseInputs& inp
 }
 
 std::vector<double> bhsd_values(const Problem& p, const io::NpyArray& stored) {
-  if (stored.shape.size() == 3) return io::to_double(stored);  // LSE: no head_dim, no layout
+  // LSE has no head_dim and no layout; told apart by its shape, not its rank (a varlen batch's
+  // LSE [heads, total_q] has 2 dimensions and its outputs [tokens, heads, head_dim] 3).
+  if (stored.shape == lse_shape(p)) return io::to_double(stored);
   return io::to_bhsd_values(stored, p.layout);
 }
 

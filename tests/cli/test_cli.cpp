@@ -744,6 +744,24 @@ print("ok")
   CHECK(check.out == "ok\n");
 }
 
+// Tagged [gpu]: verify on a varlen batch compares every output, LSE ([heads, total_q]) included,
+// in the packed layout (a 3-D output must not be taken for an LSE, nor the 2-D LSE for an output).
+TEST_CASE("verify --layout thd compares a varlen batch's outputs", "[gpu]") {
+  TempDir tmp;
+  REQUIRE(device_count() > 0);
+  const Outcome o = cuflash(
+      "verify --layout thd --heads 4 --heads-kv 2 --seqlens 1,113,300 --seqlens-k 64,113,77 "
+      "-d 64 --dtype bf16 --mask causal,causal-top-left --backward",
+      tmp);
+  INFO(o.out << o.err);
+  REQUIRE(o.exit_code == 0);
+  const std::string printed = o.out + o.err;  // the table, then the summary line
+  for (const char* tensor : {" o ", " lse ", " dq ", " dk ", " dv "}) {
+    CHECK(printed.find(tensor) != std::string::npos);
+  }
+  CHECK(printed.find("all 2 cases passed") != std::string::npos);
+}
+
 namespace {
 
 // The peak host memory and the estimate that `run -v` reports on stderr, in bytes.

@@ -124,9 +124,9 @@ struct ForwardArgs {
   // [0, seq_k]; keys past it do not exist for that entry, and the causal masks align to it
   // (bottom-right: row i sees key j when j <= i + cache_seqlens[b] - seq_q). Null: seq_k.
   const int32_t* cache_seqlens = nullptr;
-  // Optional: a variable-length packed batch (VarlenBatch), run by the mma.sync kernels (never
-  // the wgmma or split ones); it combines with every variant but not with paged K/V,
-  // cache_seqlens or splits > 1.
+  // Optional: a variable-length packed batch (VarlenBatch), run by the wgmma kernels' variant
+  // instantiation on Hopper (fp16/bf16) and by the mma.sync kernels elsewhere (never the split
+  // one); it combines with every variant but not with paged K/V, cache_seqlens or splits > 1.
   VarlenBatch varlen;
   // Optional: the diagonal's offset (types.h, diagonal_offset()) in place of the one the mask
   // gives (seq_k - seq_q, or 0 under causal_top_left), for a block of a larger problem whose

@@ -83,8 +83,8 @@ bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
   return false;
 }
 
-// A varlen batch (VarlenBatch) runs on the sm80 family only: the split kernel has no per-sequence
-// offsets, and sm90's TMA tiles would read the next sequence's rows and store over them.
+// A varlen batch (VarlenBatch) does not run on the split kernel (no per-sequence offsets); the
+// sm90 forward takes it on its variant kernels.
 template <typename Element, int kHeadDim>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   const bool varlen = args.varlen.enabled();
@@ -93,8 +93,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   }
   constexpr int kWgmmaHeadDim = wgmma_head_dim(kWgmmaForwardHeadDims, kHeadDim);
   if constexpr (sizeof(Element) == 2 && kWgmmaHeadDim != 0) {
-    if (!varlen && use_sm90_kernels_here() &&
-        sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream)) {
+    if (use_sm90_kernels_here() && sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream)) {
       return;
     }
   }

@@ -170,6 +170,13 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The batch coordinate of a tensor map for batch entry `batch`: a varlen batch's tensors are
+// mapped as one [total tokens, heads, head_dim] entry, its sequences told apart by their first
+// token (ProblemParams::first_row, first_key).
+__device__ __forceinline__ int64_t tma_batch(const ProblemParams& p, int64_t batch) {
+  return p.cu_seqlens_q != nullptr ? 0 : batch;
+}
+
 // A tile of `rows` rows from (row0, head, batch) of a tensor map, one TMA box per 64 columns.
 template <int kRows, int kCols>
 __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
@@ -186,21 +193,23 @@ __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
 // The producer, for one tile: Q (once the consumers are done with the previous tile's), then K_j
 // and V_j into their slots as soon as the consumers free them. `loaded` counts the key blocks
 // loaded for earlier tiles (slots and barrier phases follow the running count), `q_loads` the
-// Q tiles; the keys start at block first_key_block.
+// Q tiles; the keys start at block first_key_block. p: the tile's problem (its sequence's).
 template <typename Traits, typename Element>
 __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& params,
-                                              ForwardSmem<Traits> smem, const ForwardBlock& tile,
-                                              int64_t loaded, int64_t q_loads) {
+                                              ForwardSmem<Traits> smem, const ProblemParams& p,
+                                              const ForwardBlock& tile, int64_t loaded,
+                                              int64_t q_loads) {
   using Smem = ForwardSmem<Traits>;
+  const int64_t batch = tma_batch(p, tile.batch);
   if (q_loads > 0) mbarrier_wait(smem.q_empty(), uint32_t(q_loads - 1) & 1u);
-  load_tile_tma(smem.q(), params.q_map, smem.q_full(), tile.q0, tile.head, tile.batch);
+  load_tile_tma(smem.q(), params.q_map, smem.q_full(), p.first_row + tile.q0, tile.head, batch);
   for (int64_t j = 0; j < tile.key_blocks; ++j) {
     const int64_t block = loaded + j;
-    const int64_t k0 = (tile.first_key_block + j) * Traits::kBlockN;
+    const int64_t k0 = p.first_key + (tile.first_key_block + j) * Traits::kBlockN;
     if (block >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
-    load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, tile.kv_head, tile.batch);
+    load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, tile.kv_head, batch);
     if (block >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
-    load_tile_tma(smem.v(block), params.v_map, smem.v_full(block), k0, tile.kv_head, tile.batch);
+    load_tile_tma(smem.v(block), params.v_map, smem.v_full(block), k0, tile.kv_head, batch);
   }
 }
 
@@ -222,15 +231,29 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   using Mma = Wgmma<Element, kBlockN>;      // S = Q K^T: 64 x kBlockN per warpgroup
   using MmaOut = Wgmma<Element, kHeadDim>;  // O += P V: 64 x D per warpgroup
 
-  const ProblemParams& p = params.base.problem;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   const TileWalk walk{params.tiles, params.base.num_m_blocks, gridDim.x};
   const int64_t cta = blockIdx.x;
+  // The variant kernels run one tile a CTA and take varlen batches: their problem is that of
+  // their tile's sequence (sequence.cuh; the launch's own in a dense batch). The default kernels
+  // (dense batches only) read the launch's constants rather than hold a copy in registers.
+  const ProblemParams sequence =
+      kVariants ? sequence_problem(params.base.problem,
+                                   walk.order(walk.tile(0, cta)).head / params.base.problem.heads)
+                : ProblemParams{};
+  const ProblemParams& p = kVariants ? sequence : params.base.problem;
   // Plain block order within a head: tiles of one head run together and share its K/V in L2.
+  // A tile past the end of a shorter sequence of a varlen batch has no rows and no keys.
   auto tile_block = [&](int64_t tile) {
-    return forward_block<kBlockM, kBlockN, kVariants>(p, 0, params.base.num_m_blocks,
-                                                      walk.order(tile));
+    const BlockOrder order = walk.order(tile);
+    const int64_t m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // num_m_blocks when dense
+    if (order.block >= m_blocks) {
+      ForwardBlock none{};
+      none.q0 = p.seq_q;
+      return none;
+    }
+    return forward_block<kBlockM, kBlockN, kVariants>(p, 0, m_blocks, order);
   };
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -258,7 +281,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
            tile = walk.tile(++round, cta)) {
         const ForwardBlock block = tile_block(tile);
         if (block.key_blocks == 0) continue;
-        produce_tiles<Traits>(params, smem, block, loaded, q_loads);
+        produce_tiles<Traits>(params, smem, p, block, loaded, q_loads);
         loaded += block.key_blocks;
         ++q_loads;
       }
@@ -284,8 +307,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     const ForwardBlock block = tile_block(tile);
     // The output rows of the tile, computed where they are written rather than kept through
     // the key loop.
-    auto out_rows = [&] { return params.base.out.slice(block.batch, block.head); };
-    auto lse_rows = [&] { return params.base.lse + block.bh * p.seq_q; };
+    auto out_rows = [&] { return params.base.out.slice(block.batch, block.head, p.first_row); };
+    auto lse_rows = [&] { return params.base.lse + p.row_index(block.batch, block.head); };
     const int64_t q0 = block.q0;
     if (block.key_blocks == 0) {
       store_empty_block<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride,
@@ -444,19 +467,25 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
 }
 
 // Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
-// described to TMA, so that the caller falls back to the mma.sync kernel.
+// described to TMA, so that the caller falls back to the mma.sync kernel. A varlen batch runs on
+// the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
+// batch entry of all the tokens.
 template <typename Element, int kHeadDim>
 bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   using Traits = ForwardTraits<kHeadDim>;
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const AttentionShape& shape = args.shape;
+  const bool varlen = args.varlen.enabled();
+  const int64_t map_batch = varlen ? 1 : shape.batch;
+  const int64_t map_seq_q = varlen ? args.varlen.total_q : shape.seq_q;
+  const int64_t map_seq_k = varlen ? args.varlen.total_k : shape.seq_k;
   ForwardTmaParams<Element> params{};
-  if (!make_tile_tensor_map(params.q_map, args.q, args.dtype, shape.batch, shape.heads,
-                            shape.seq_q, shape.head_dim, Traits::kBlockM) ||
-      !make_tile_tensor_map(params.k_map, args.k, args.dtype, shape.batch, shape.heads_kv,
-                            shape.seq_k, shape.head_dim, Traits::kBlockN) ||
-      !make_tile_tensor_map(params.v_map, args.v, args.dtype, shape.batch, shape.heads_kv,
-                            shape.seq_k, shape.head_dim, Traits::kBlockN)) {
+  if (!make_tile_tensor_map(params.q_map, args.q, args.dtype, map_batch, shape.heads, map_seq_q,
+                            shape.head_dim, Traits::kBlockM) ||
+      !make_tile_tensor_map(params.k_map, args.k, args.dtype, map_batch, shape.heads_kv,
+                            map_seq_k, shape.head_dim, Traits::kBlockN) ||
+      !make_tile_tensor_map(params.v_map, args.v, args.dtype, map_batch, shape.heads_kv,
+                            map_seq_k, shape.head_dim, Traits::kBlockN)) {
     return false;
   }
   ForwardParams<Element>& base = params.base;
@@ -469,7 +498,7 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   // One CTA per tile needs the tiles to fit a 1-D grid (2^31 - 1); beyond, the mma.sync kernels
   // (grids in chunks) run the call.
   if (params.tiles > std::numeric_limits<int32_t>::max()) return false;
-  const bool variants = uses_variant_kernels(args);
+  const bool variants = uses_variant_kernels(args) || varlen;
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
   const bool persistent = Traits::kPersistent && !variants &&

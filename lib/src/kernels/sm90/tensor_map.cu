@@ -38,9 +38,13 @@ bool make_tile_tensor_map(CUtensorMap& map, const TensorRef& tensor, DType dtype
   // Dimensions innermost first: (head_dim, seq, heads, batch); strides of the outer three.
   const cuuint64_t sizes[4] = {cuuint64_t(head_dim), cuuint64_t(seq), cuuint64_t(heads),
                                cuuint64_t(batch)};
+  // A varlen batch's tensors have batch stride 0 and are mapped as one batch entry: any valid
+  // stride serves a dimension of size 1.
+  const int64_t batch_stride =
+      batch == 1 && tensor.batch_stride == 0 ? tensor.seq_stride * seq : tensor.batch_stride;
   const cuuint64_t strides[3] = {cuuint64_t(tensor.seq_stride) * kElementBytes,
                                  cuuint64_t(tensor.head_stride) * kElementBytes,
-                                 cuuint64_t(tensor.batch_stride) * kElementBytes};
+                                 cuuint64_t(batch_stride) * kElementBytes};
   const cuuint32_t box[4] = {cuuint32_t(kTmaBoxColumns), cuuint32_t(box_rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult status = encode(
