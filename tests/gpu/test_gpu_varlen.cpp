@@ -5,8 +5,9 @@
 // alignments (whose diagonal is each sequence's own), windows, softcap and ALiBi with a slope row
 // per sequence, every dtype, tuned and padded head dims, the deterministic backward, and the
 // argument checks.
-// Varlen batches run on the mma.sync kernels on every device (dispatch.cuh), so the second
-// registration with CUFLASH_DISABLE_WGMMA=1 would run the same kernels again and is not made.
+// On Hopper the fp16/bf16 forward of a varlen batch runs on the wgmma kernels (dispatch.cuh);
+// the second registration with CUFLASH_DISABLE_WGMMA=1 (tests/CMakeLists.txt) runs these tests on
+// the mma.sync kernels too.
 #include <array>
 #include <cstdint>
 #include <limits>

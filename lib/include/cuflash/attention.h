@@ -293,8 +293,9 @@ int64_t kernel_head_dim(int64_t head_dim);
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32 and below, for fp32, for varlen batches, for the
-// backward above head_dim 128, and for tensors whose strides TMA cannot describe).
+// (everywhere else; also always at head_dim 32 and below, for fp32, for the backward of varlen
+// batches, for the backward's variants, fp32 sums and deterministic dQ above head_dim 128, and
+// for tensors whose strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);
