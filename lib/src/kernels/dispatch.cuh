@@ -110,8 +110,7 @@ template <typename Element, int kHeadDim>
 void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   constexpr int kWgmmaHeadDim = wgmma_head_dim(kWgmmaBackwardHeadDims, kHeadDim);
   if constexpr (sizeof(Element) == 2 && kWgmmaHeadDim != 0) {
-    if (!args.varlen.enabled() && use_sm90_kernels_here() &&
-        sm90::launch_backward<Element, kWgmmaHeadDim>(args, stream)) {
+    if (use_sm90_kernels_here() && sm90::launch_backward<Element, kWgmmaHeadDim>(args, stream)) {
       return;
     }
   }

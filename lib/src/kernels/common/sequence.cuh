@@ -60,6 +60,26 @@ __device__ __forceinline__ BackwardParams<Element> sequence_params(
   return params;
 }
 
+// Where the tokens of a CTA's sequence start, for a kernel compiled for both kinds of batch
+// (kMayBeVarlen) or for dense batches only; the latter get a dense batch's offsets as constants
+// (0, [B, H, Sq] rows), so that the varlen fields cost them no registers.
+template <bool kMayBeVarlen>
+struct SequenceStart {
+  const ProblemParams& p;  // the CTA's problem (sequence_problem())
+
+  __device__ __forceinline__ int64_t first_row() const { return kMayBeVarlen ? p.first_row : 0; }
+  __device__ __forceinline__ int64_t first_key() const { return kMayBeVarlen ? p.first_key : 0; }
+  // The first of (batch, head)'s rows of LSE, D and the dQ accumulator.
+  __device__ __forceinline__ int64_t rows(int64_t batch, int64_t head) const {
+    return kMayBeVarlen ? p.row_index(batch, head) : (batch * p.heads + head) * p.seq_q;
+  }
+  // Batch entry `batch` in TMA tensor maps, which map a varlen batch's packed tensors as one
+  // entry of all the tokens.
+  __device__ __forceinline__ int64_t map_batch(int64_t batch) const {
+    return kMayBeVarlen && p.cu_seqlens_q != nullptr ? 0 : batch;
+  }
+};
+
 // For the backward's row-wise kernels (D_i, the dQ conversion), which walk every query row of
 // [B, H, Sq]: a varlen batch's rows are those of one batch entry of total_q tokens, [1, H,
 // total_q], which is how LSE and the workspace store them. A dense batch is returned unchanged.

@@ -31,6 +31,7 @@
 #include "kernels/common/mask.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -106,24 +107,28 @@ struct BackwardSmem {
 
 // One warp of the producer warpgroup: K and V once, then per query block Q and dO by TMA (lane
 // 0) and LSE and D by plain copies (all lanes; rows past the end get LSE = +inf, D = 0, so that
-// their P and dS are 0). Each lane arrives on the slot's full barrier after its copies.
-template <typename Traits, typename Element>
+// their P and dS are 0). Each lane arrives on the slot's full barrier after its copies. `start`:
+// the CTA's sequence (in a varlen batch, rows past its end are the next sequence's: P = 0 hides
+// them as it hides rows past the tensor's end).
+template <typename Traits, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<Element>& params,
                                                        BackwardSmem<Traits> smem,
                                                        unsigned char* smem_tiles,
+                                                       SequenceStart<kMayBeVarlen> start,
                                                        const QueryBlockSchedule<Traits::kBlockM>& schedule,
                                                        int64_t k0, int64_t batch,
                                                        int64_t kv_head, int lane) {
   using Smem = BackwardSmem<Traits>;
-  const ProblemParams& p = params.base.problem;
+  const ProblemParams& p = start.p;
+  const int64_t map_batch = start.map_batch(batch);
   if (lane == 0) {
     mbarrier_arrive_expect_bytes(smem.kv_full(), uint32_t(2 * Smem::KvTile::kBytes));
     for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
       const uint32_t block = (column / kTmaBoxColumns) * Smem::KvTile::kColumnBlockBytes;
-      tma_load_box(smem.k().base + block, params.k_map, smem.kv_full(), column, int(k0),
-                   int(kv_head), int(batch));
-      tma_load_box(smem.v().base + block, params.v_map, smem.kv_full(), column, int(k0),
-                   int(kv_head), int(batch));
+      tma_load_box(smem.k().base + block, params.k_map, smem.kv_full(), column,
+                   int(start.first_key() + k0), int(kv_head), int(map_batch));
+      tma_load_box(smem.v().base + block, params.v_map, smem.kv_full(), column,
+                   int(start.first_key() + k0), int(kv_head), int(map_batch));
     }
   }
   for (int64_t it = 0; it < schedule.count; ++it) {
@@ -134,15 +139,15 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
       mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
       for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
         const uint32_t block = (column / kTmaBoxColumns) * Smem::QTile::kColumnBlockBytes;
-        tma_load_box(smem.q(it).base + block, params.q_map, smem.full(it), column, int(q0),
-                     int(head), int(batch));
+        tma_load_box(smem.q(it).base + block, params.q_map, smem.full(it), column,
+                     int(start.first_row() + q0), int(head), int(map_batch));
         tma_load_box(smem.dout(it).base + block, params.dout_map, smem.full(it), column,
-                     int(q0), int(head), int(batch));
+                     int(start.first_row() + q0), int(head), int(map_batch));
       }
     }
     float* lse = reinterpret_cast<float*>(smem_tiles + smem.lse_offset(it));
     float* row_dot = reinterpret_cast<float*>(smem_tiles + smem.row_dot_offset(it));
-    const int64_t row_base = (batch * p.heads + head) * p.seq_q;
+    const int64_t row_base = start.rows(batch, head);
     for (int r = lane; r < Traits::kBlockM; r += 32) {
       const bool valid = q0 + r < p.seq_q;
       lse[r] = valid ? params.base.lse[row_base + q0 + r] : kEmptyRowLse;
@@ -160,14 +165,16 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
 // reduce has completed it frees the stage and passes the turn on.
-template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element>
+template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element,
+          bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
+                                          SequenceStart<kMayBeVarlen> start,
                                           const QueryBlockSchedule<Traits::kBlockM>& schedule,
                                           int64_t batch, int64_t kv_head, int key_block) {
   using Smem = BackwardSmem<Traits>;
   constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
-  const ProblemParams& p = base.problem;
+  const ProblemParams& p = start.p;
   for (int64_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
@@ -177,7 +184,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
       wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockN, kLeftBound>(p, q0, key_block));
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
-    float* target = base.dq_accum + ((batch * p.heads + head) * p.seq_q + q0) * Traits::kHeadDim;
+    float* target = base.dq_accum + (start.rows(batch, head) + q0) * Traits::kHeadDim;
     mbarrier_wait(smem.dq_staged(it), Smem::dq_parity(it));
     bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
     bulk_commit_group();
@@ -201,15 +208,17 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
 }
 
 // Stores a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment into the
-// stage's rows of kHeadDim floats, swizzled as the accumulator's (row0 is a multiple of 8).
+// stage's rows of kHeadDim floats, swizzled as the accumulator's (row0 is a multiple of 8). The
+// accumulator swizzles by the row's place in its [seq_q] rows, [total_q] in a varlen batch:
+// `first_row`, the sequence's first token (0 in a dense batch), shifts it.
 template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles][4], int row0,
-                                         int col0, int lane) {
+                                         int col0, int64_t first_row, int lane) {
   // Both of the thread's rows have query % 8 == lane / 4: one swizzle for all its stores. Read
   // through an opaque move, so that the compiler computes the swizzled columns here rather than
   // keeping them in registers across the whole loop over query blocks.
   int swizzle;
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"(lane / 4));
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"((lane / 4 + int(first_row % 8)) % 8));
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float* row = stage + (row0 + lane / 4 + 8 * half) * kHeadDim + 2 * (lane % 4);
@@ -246,13 +255,22 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   using MmaDq = Wgmma<Element, Traits::kDqCols>;     // dQ: 64 queries x kDqCols
 
   const BackwardParams<Element>& base = params.base;
-  const ProblemParams& p = base.problem;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, block_order(false));
+  const BlockOrder order = block_order(false);
+  // The variant kernels take varlen batches: their problem is their sequence's (sequence.cuh;
+  // the launch's own in a dense batch). The default kernels (dense batches only) read the
+  // launch's constants rather than hold a copy in registers.
+  const ProblemParams sequence =
+      kVariants ? sequence_problem(base.problem, (base.bh_offset + order.head) / base.problem.heads_kv)
+                : ProblemParams{};
+  const ProblemParams& p = kVariants ? sequence : base.problem;
+  const SequenceStart<kVariants> start{p};
+  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, order);
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
+  if (k0 >= p.seq_k) return;  // past the end of a shorter sequence's keys (varlen)
   const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kDeterministic);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -276,10 +294,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
     warpgroup_release_registers<kProducerRegisters>();
     if (thread < kConsumers + 32) {
-      produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
-                                     lane);
+      produce_backward_tiles<Traits>(params, smem, smem_tiles, start, schedule, k0, batch,
+                                     kv_head, lane);
     } else if (thread == kConsumers + 32) {
-      reduce_dq<Traits, kVariants, kDeterministic>(base, smem, schedule, batch, kv_head,
+      reduce_dq<Traits, kVariants, kDeterministic>(base, smem, start, schedule, batch, kv_head,
                                                    int(k0 / kBlockN));
     }
     return;
@@ -410,7 +428,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     using Storage = typename Traits::Storage;
     float* dq_stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
                                                Smem::dq_slot(it) * sizeof(Storage::dq[0]));
-    stage_dq<kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0, lane);
+    stage_dq<kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
+                       start.first_row(), lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
     mbarrier_arrive(smem.dq_staged(it));
   }
@@ -436,30 +455,38 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
   store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
   named_barrier_sync(kComputeBarrier, kConsumers);
-  store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
-                                            k0, p.seq_k, dk_stage, thread, p.head_dim);
-  store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head), base.dv.seq_stride,
-                                            k0, p.seq_k, dv_stage, thread, p.head_dim);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head, start.first_key()),
+                                            base.dk.seq_stride, k0, p.seq_k, dk_stage, thread,
+                                            p.head_dim);
+  store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head, start.first_key()),
+                                            base.dv.seq_stride, k0, p.seq_k, dv_stage, thread,
+                                            p.head_dim);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
 // The TMA descriptors of Q, dO (boxes of Traits::kBlockM rows) and K, V (kBlockN rows); false
-// when a tensor cannot be described to TMA.
+// when a tensor cannot be described to TMA. A varlen batch's tensors as one batch entry of all
+// their tokens (SequenceStart::map_batch()).
 template <typename Traits, typename Element>
 bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const BackwardArgs& args) {
   const AttentionShape& shape = args.shape;
+  const bool varlen = args.varlen.enabled();
+  const int64_t batch = varlen ? 1 : shape.batch;
+  const int64_t seq_q = varlen ? args.varlen.total_q : shape.seq_q;
+  const int64_t seq_k = varlen ? args.varlen.total_k : shape.seq_k;
   const auto map = [&](CUtensorMap& m, const TensorRef& t, int64_t heads, int64_t seq, int rows) {
-    return make_tile_tensor_map(m, t, args.dtype, shape.batch, heads, seq, shape.head_dim, rows);
+    return make_tile_tensor_map(m, t, args.dtype, batch, heads, seq, shape.head_dim, rows);
   };
-  return map(params.q_map, args.q, shape.heads, shape.seq_q, Traits::kBlockM) &&
-         map(params.dout_map, args.dout, shape.heads, shape.seq_q, Traits::kBlockM) &&
-         map(params.k_map, args.k, shape.heads_kv, shape.seq_k, Traits::kBlockN) &&
-         map(params.v_map, args.v, shape.heads_kv, shape.seq_k, Traits::kBlockN);
+  return map(params.q_map, args.q, shape.heads, seq_q, Traits::kBlockM) &&
+         map(params.dout_map, args.dout, shape.heads, seq_q, Traits::kBlockM) &&
+         map(params.k_map, args.k, shape.heads_kv, seq_k, Traits::kBlockN) &&
+         map(params.v_map, args.v, shape.heads_kv, seq_k, Traits::kBlockN);
 }
 
 // Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
 // (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
-// to the mma.sync kernel. sm90::launch_backward() (backward_column_split.cuh) picks it.
+// to the mma.sync kernel. sm90::launch_backward() (backward_column_split.cuh) picks it. A varlen
+// batch runs on the variant kernels, each CTA on its sequence.
 template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
@@ -473,7 +500,7 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  const bool variants = uses_variant_kernels(args);  // true with sums
+  const bool variants = uses_variant_kernels(args) || args.varlen.enabled();  // true with sums
   const bool deterministic = params.base.dq_semaphores != nullptr;
   auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                            : &backward_kernel<Element, kHeadDim, true, false>)

@@ -17,8 +17,8 @@
 // Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
 // reaches the products in both kernels.
-// Variants, deterministic dQ and fp32 sums are not here: launch_column_split_backward() returns
-// false for them and the mma.sync kernel runs.
+// Variants, deterministic dQ, fp32 sums and varlen batches are not here:
+// launch_column_split_backward() returns false for them and the mma.sync kernel runs.
 #pragma once
 
 #include <cstddef>
@@ -180,8 +180,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
     warpgroup_release_registers<Traits::kProducerRegisters>();
     if (thread < kConsumers + 32) {
-      produce_backward_tiles<Traits>(params, smem, smem_tiles, schedule, k0, batch, kv_head,
-                                     lane);
+      produce_backward_tiles<Traits>(params, smem, smem_tiles, SequenceStart<false>{p}, schedule,
+                                     k0, batch, kv_head, lane);
     }
     return;
   }
@@ -303,16 +303,16 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 }
 
 // Launches the prologue, the column-split backward and the dQ conversion; returns false
-// (launching nothing) for what this kernel does not do (variants, fp32 sums, deterministic dQ)
-// and when a tensor cannot be described to TMA, so that the caller falls back to the mma.sync
-// kernel.
+// (launching nothing) for what this kernel does not do (variants, fp32 sums, deterministic dQ,
+// varlen batches) and when a tensor cannot be described to TMA, so that the caller falls back
+// to the mma.sync kernel.
 template <typename Element, int kHeadDim>
 bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
                 "the epilogue stages dK and dV in the tiles' shared memory");
-  if (uses_variant_kernels(args)) return false;  // true with sums
+  if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
   BackwardTmaParams<Element> params{};
   if (!make_backward_tensor_maps<Traits>(params, args)) return false;
   params.base = backward_params<Element>(args);

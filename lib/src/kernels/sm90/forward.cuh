@@ -35,6 +35,7 @@
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/score_mod.cuh"
+#include "kernels/common/sequence.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -170,13 +171,6 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// The batch coordinate of a tensor map for batch entry `batch`: a varlen batch's tensors are
-// mapped as one [total tokens, heads, head_dim] entry, its sequences told apart by their first
-// token (ProblemParams::first_row, first_key).
-__device__ __forceinline__ int64_t tma_batch(const ProblemParams& p, int64_t batch) {
-  return p.cu_seqlens_q != nullptr ? 0 : batch;
-}
-
 // A tile of `rows` rows from (row0, head, batch) of a tensor map, one TMA box per 64 columns.
 template <int kRows, int kCols>
 __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
@@ -193,19 +187,21 @@ __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
 // The producer, for one tile: Q (once the consumers are done with the previous tile's), then K_j
 // and V_j into their slots as soon as the consumers free them. `loaded` counts the key blocks
 // loaded for earlier tiles (slots and barrier phases follow the running count), `q_loads` the
-// Q tiles; the keys start at block first_key_block. p: the tile's problem (its sequence's).
-template <typename Traits, typename Element>
+// Q tiles; the keys start at block first_key_block, the tile's sequence at `start`.
+template <typename Traits, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& params,
-                                              ForwardSmem<Traits> smem, const ProblemParams& p,
+                                              ForwardSmem<Traits> smem,
+                                              SequenceStart<kMayBeVarlen> start,
                                               const ForwardBlock& tile, int64_t loaded,
                                               int64_t q_loads) {
   using Smem = ForwardSmem<Traits>;
-  const int64_t batch = tma_batch(p, tile.batch);
+  const int64_t batch = start.map_batch(tile.batch);
   if (q_loads > 0) mbarrier_wait(smem.q_empty(), uint32_t(q_loads - 1) & 1u);
-  load_tile_tma(smem.q(), params.q_map, smem.q_full(), p.first_row + tile.q0, tile.head, batch);
+  load_tile_tma(smem.q(), params.q_map, smem.q_full(), start.first_row() + tile.q0, tile.head,
+                batch);
   for (int64_t j = 0; j < tile.key_blocks; ++j) {
     const int64_t block = loaded + j;
-    const int64_t k0 = p.first_key + (tile.first_key_block + j) * Traits::kBlockN;
+    const int64_t k0 = start.first_key() + (tile.first_key_block + j) * Traits::kBlockN;
     if (block >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
     load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, tile.kv_head, batch);
     if (block >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
@@ -243,6 +239,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
                                    walk.order(walk.tile(0, cta)).head / params.base.problem.heads)
                 : ProblemParams{};
   const ProblemParams& p = kVariants ? sequence : params.base.problem;
+  const SequenceStart<kVariants> start{p};
   // Plain block order within a head: tiles of one head run together and share its K/V in L2.
   // A tile past the end of a shorter sequence of a varlen batch has no rows and no keys.
   auto tile_block = [&](int64_t tile) {
@@ -281,7 +278,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
            tile = walk.tile(++round, cta)) {
         const ForwardBlock block = tile_block(tile);
         if (block.key_blocks == 0) continue;
-        produce_tiles<Traits>(params, smem, p, block, loaded, q_loads);
+        produce_tiles<Traits>(params, smem, start, block, loaded, q_loads);
         loaded += block.key_blocks;
         ++q_loads;
       }
@@ -307,8 +304,10 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     const ForwardBlock block = tile_block(tile);
     // The output rows of the tile, computed where they are written rather than kept through
     // the key loop.
-    auto out_rows = [&] { return params.base.out.slice(block.batch, block.head, p.first_row); };
-    auto lse_rows = [&] { return params.base.lse + p.row_index(block.batch, block.head); };
+    auto out_rows = [&] {
+      return params.base.out.slice(block.batch, block.head, start.first_row());
+    };
+    auto lse_rows = [&] { return params.base.lse + start.rows(block.batch, block.head); };
     const int64_t q0 = block.q0;
     if (block.key_blocks == 0) {
       store_empty_block<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride,
