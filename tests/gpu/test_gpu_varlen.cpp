@@ -5,9 +5,9 @@
 // alignments (whose diagonal is each sequence's own), windows, softcap and ALiBi with a slope row
 // per sequence, every dtype, tuned and padded head dims, the deterministic backward, and the
 // argument checks.
-// On Hopper the fp16/bf16 forward of a varlen batch runs on the wgmma kernels (dispatch.cuh);
-// the second registration with CUFLASH_DISABLE_WGMMA=1 (tests/CMakeLists.txt) runs these tests on
-// the mma.sync kernels too.
+// On Hopper fp16/bf16 varlen batches run on the wgmma kernels (dispatch.cuh; the backward up to
+// head_dim 128); the second registration with CUFLASH_DISABLE_WGMMA=1 (tests/CMakeLists.txt)
+// runs these tests on the mma.sync kernels too.
 #include <array>
 #include <cstdint>
 #include <limits>

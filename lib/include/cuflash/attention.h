@@ -125,8 +125,9 @@ struct ForwardArgs {
   // (bottom-right: row i sees key j when j <= i + cache_seqlens[b] - seq_q). Null: seq_k.
   const int32_t* cache_seqlens = nullptr;
   // Optional: a variable-length packed batch (VarlenBatch), run by the wgmma kernels' variant
-  // instantiation on Hopper (fp16/bf16) and by the mma.sync kernels elsewhere (never the split
-  // one); it combines with every variant but not with paged K/V, cache_seqlens or splits > 1.
+  // instantiation on Hopper (fp16/bf16; the backward above head_dim 128 on mma.sync) and by the
+  // mma.sync kernels elsewhere (never the split one); it combines with every variant but not
+  // with paged K/V, cache_seqlens or splits > 1.
   VarlenBatch varlen;
   // Optional: the diagonal's offset (types.h, diagonal_offset()) in place of the one the mask
   // gives (seq_k - seq_q, or 0 under causal_top_left), for a block of a larger problem whose
@@ -293,9 +294,9 @@ int64_t kernel_head_dim(int64_t head_dim);
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
 // to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32 and below, for fp32, for the backward of varlen
-// batches, for the backward's variants, fp32 sums and deterministic dQ above head_dim 128, and
-// for tensors whose strides TMA cannot describe).
+// (everywhere else; also always at head_dim 32 and below, for fp32, for the backward's varlen
+// batches, variants, fp32 sums and deterministic dQ above head_dim 128, and for tensors whose
+// strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);

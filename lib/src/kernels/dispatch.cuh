@@ -3,9 +3,9 @@
 //     head_dim 96 runs on the 128 kernels, TMA filling the columns past 96 with zeros), on a
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
-//   - sm80 (mma.sync, every dtype) otherwise and for a varlen batch's backward, with its
-//     Narrow configuration where the grid would leave SMs without a CTA and the device has the
-//     shared memory for it;
+//   - sm80 (mma.sync, every dtype) otherwise and for a varlen batch's backward above head_dim
+//     128, with its Narrow configuration where the grid would leave SMs without a CTA and the
+//     device has the shared memory for it;
 //   - before both, for dense fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh)
 //     where split::plan_forward() routes them: short queries (the query heads of a kv head
 //     stacked, at most a Wide block of rows or of queries: 64, 32 above head_dim 128), small

@@ -218,7 +218,7 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
   // through an opaque move, so that the compiler computes the swizzled columns here rather than
   // keeping them in registers across the whole loop over query blocks.
   int swizzle;
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"((lane / 4 + int(first_row % 8)) % 8));
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"((lane / 4 + int(first_row & 7)) & 7));
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float* row = stage + (row0 + lane / 4 + 8 * half) * kHeadDim + 2 * (lane % 4);
@@ -258,14 +258,16 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   const BlockOrder order = block_order(false);
-  // The variant kernels take varlen batches: their problem is their sequence's (sequence.cuh;
-  // the launch's own in a dense batch). The default kernels (dense batches only) read the
-  // launch's constants rather than hold a copy in registers.
+  // The variant kernels without sums take varlen batches (the API refuses sums with them): their
+  // problem is their sequence's (sequence.cuh; the launch's own in a dense batch). The others
+  // read the launch's constants rather than hold a copy in registers.
+  constexpr bool kMayBeVarlen = kVariants && !kSums;
   const ProblemParams sequence =
-      kVariants ? sequence_problem(base.problem, (base.bh_offset + order.head) / base.problem.heads_kv)
-                : ProblemParams{};
-  const ProblemParams& p = kVariants ? sequence : base.problem;
-  const SequenceStart<kVariants> start{p};
+      kMayBeVarlen
+          ? sequence_problem(base.problem, (base.bh_offset + order.head) / base.problem.heads_kv)
+          : ProblemParams{};
+  const ProblemParams& p = kMayBeVarlen ? sequence : base.problem;
+  const SequenceStart<kMayBeVarlen> start{p};
   const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, order);
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
@@ -500,7 +502,9 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  const bool variants = uses_variant_kernels(args) || args.varlen.enabled();  // true with sums
+  // true with sums; a varlen batch (never with sums) needs the kernels that narrow each CTA to
+  // its sequence
+  const bool variants = uses_variant_kernels(args) || args.varlen.enabled();
   const bool deterministic = params.base.dq_semaphores != nullptr;
   auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                            : &backward_kernel<Element, kHeadDim, true, false>)
