@@ -3,7 +3,8 @@
 // keys (ColumnSplitBackwardConfig in traits.cuh says why).
 //
 // Same contract as sm90/backward.cuh (row_dot and dq_convert kernels around it; dQ added to the
-// fp32 accumulator, here with atomics in plain row order). One CTA per (key block of 64, kv
+// fp32 accumulator: where the stage fits (192) as there, by one bulk reduce per query block from
+// swizzled rows, else (256) with atomics in plain row order). One CTA per (key block of 64, kv
 // head, batch); the producer warpgroup loads K and V once, then Q, dO, LSE and D of every query
 // block into kStages slots (produce_backward_tiles()). Per query block of 64:
 //   warpgroup 0: S^T  = K Q^T                 wgmma, 64 keys x 64 queries, K = head_dim
@@ -167,11 +168,18 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const uint32_t shared_base = shared_address(shared_bytes);
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
+  constexpr bool kDqByReduce = Traits::kDqStages > 0;
   if (thread == kConsumers) {
     mbarrier_init(smem.kv_full(), 1);
     for (int slot = 0; slot < Traits::kStages; ++slot) {
       mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
       mbarrier_init(smem.empty(slot), kConsumers);
+    }
+    if constexpr (kDqByReduce) {
+      for (int stage = 0; stage < Traits::kDqStages; ++stage) {
+        mbarrier_init(smem.dq_staged(stage), kConsumers);
+        mbarrier_init(smem.dq_free(stage), 1);
+      }
     }
     mbarrier_init_fence();
   }
@@ -182,6 +190,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     if (thread < kConsumers + 32) {
       produce_backward_tiles<Traits>(params, smem, smem_tiles, SequenceStart<false>{p}, schedule,
                                      k0, batch, kv_head, lane);
+    } else if (thread == kConsumers + 32) {
+      if constexpr (kDqByReduce) {
+        reduce_dq<Traits, false, false>(base, smem, SequenceStart<false>{p}, schedule, batch,
+                                        kv_head, int(k0 / kBlockN));
+      }
     }
     return;
   }
@@ -267,12 +280,28 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     fence_piece_operands(dk_acc);
     fence_piece_operands(dq_acc);
     mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
-    float* const dq_rows = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
-    add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.wide, q0 + warp_row0,
-                                    Pieces::wide_col(warp_group), p.seq_q, lane);
-    if constexpr (Pieces::kNarrow > 0) {
-      add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.narrow, q0 + warp_row0,
-                                      Pieces::narrow_col(warp_group), p.seq_q, lane);
+    if constexpr (kDqByReduce) {
+      // Stage the part for reduce_dq() once the reduce of the stage's previous block has read it.
+      if (it >= Traits::kDqStages) {
+        mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
+      }
+      float* const stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
+                                                    Smem::dq_slot(it) * sizeof(Storage::dq[0]));
+      stage_dq<kHeadDim>(stage, dq_acc.wide, warp_row0, Pieces::wide_col(warp_group), 0, lane);
+      if constexpr (Pieces::kNarrow > 0) {
+        stage_dq<kHeadDim>(stage, dq_acc.narrow, warp_row0, Pieces::narrow_col(warp_group), 0,
+                           lane);
+      }
+      fence_view_async_shared();  // the stores -> visible to the bulk reduce
+      mbarrier_arrive(smem.dq_staged(it));
+    } else {
+      float* const dq_rows = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
+      add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.wide, q0 + warp_row0,
+                                      Pieces::wide_col(warp_group), p.seq_q, lane);
+      if constexpr (Pieces::kNarrow > 0) {
+        add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.narrow, q0 + warp_row0,
+                                        Pieces::narrow_col(warp_group), p.seq_q, lane);
+      }
     }
   }
 
@@ -328,7 +357,8 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
                           launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream,
                                         params);
                         });
-  launch_backward_dq_convert<Element, kHeadDim>(params.base, stream);
+  // The bulk reduce's accumulator rows are swizzled (dq_swizzled_column()).
+  launch_backward_dq_convert<Element, kHeadDim, (Traits::kDqStages > 0)>(params.base, stream);
   return true;
 }
 

@@ -182,21 +182,26 @@ struct BackwardConfig {
 };
 
 // The shared memory of a column-split backward CTA (head dims above 128): K and V, the Q and dO
-// slots, two P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the LSE and D slots,
-// then the mbarriers. No dQ stage: it does not fit at head_dim 256, dQ goes by atomics.
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages>
+// slots, two P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the dQ stage of the
+// bulk reduce (kDqStages 1; 0 where it does not fit, at head_dim 256: dQ goes by atomics, and
+// the members below are placeholders of a few bytes), the LSE and D slots, then the mbarriers.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages>
 struct ColumnSplitBackwardStorage {
+  static constexpr bool kHasDq = kDqStages > 0;
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
   unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char pt[2][size_t(kBlockN) * kBlockM * 2];  // P^T, from warpgroup 0 to both
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T, from warpgroup 1 to both
+  float dq[kHasDq ? kDqStages : 1][kHasDq ? kBlockM : 1][kHasDq ? kHeadDim : 4];
   float lse[kStages][kBlockM];
   float row_dot[kStages][kBlockM];
   uint64_t kv_full;
   uint64_t full[kStages];
   uint64_t empty[kStages];
+  uint64_t dq_staged[kHasDq ? kDqStages : 1];  // as in BackwardStorage
+  uint64_t dq_free[kHasDq ? kDqStages : 1];
 };
 
 // Backward on wgmma for head dims above 128 (sm90/backward_column_split.cuh): there a warpgroup
@@ -216,7 +221,10 @@ struct ColumnSplitBackwardConfig {
   static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kStages = 2;
-  using Storage = ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages>;
+  // dQ by one bulk reduce per query block from a stage of kBlockM x D floats (backward.cuh's
+  // reduce_dq()) where it fits next to two Q/dO stages (192: 48 KB), else fp32 atomics (256).
+  static constexpr int kDqStages = HeadDim <= 192 ? 1 : 0;
+  using Storage = ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages, kDqStages>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles (the epilogue reuses them to stage dK and dV).
