@@ -101,6 +101,25 @@ struct BackwardSmem {
   static __device__ uint32_t dq_parity(int64_t it) {
     return uint32_t(it / Traits::kDqStages) & 1u;
   }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // Initializes the CTA's mbarriers; one thread, before the CTA barrier that publishes them.
+  __device__ void init_barriers() const {
+    constexpr int kConsumers = Traits::kConsumerThreads;
+    mbarrier_init(kv_full(), 1);
+    for (int slot = 0; slot < Traits::kStages; ++slot) {
+      mbarrier_init(full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
+      mbarrier_init(empty(slot), kConsumers);
+    }
+    if constexpr (Traits::kDqStages > 0) {
+      for (int stage = 0; stage < Traits::kDqStages; ++stage) {
+        mbarrier_init(dq_staged(stage), kConsumers);
+        mbarrier_init(dq_free(stage), 1);
+      }
+    }
+    mbarrier_init_fence();
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -279,18 +298,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const uint32_t shared_base = shared_address(shared_bytes);
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
-  if (thread == kConsumers) {
-    mbarrier_init(smem.kv_full(), 1);
-    for (int slot = 0; slot < Traits::kStages; ++slot) {
-      mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
-      mbarrier_init(smem.empty(slot), kConsumers);
-    }
-    for (int stage = 0; stage < Traits::kDqStages; ++stage) {
-      mbarrier_init(smem.dq_staged(stage), kConsumers);
-      mbarrier_init(smem.dq_free(stage), 1);
-    }
-    mbarrier_init_fence();
-  }
+  if (thread == kConsumers) smem.init_barriers();
   __syncthreads();
 
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading

@@ -169,20 +169,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
   constexpr bool kDqByReduce = Traits::kDqStages > 0;
-  if (thread == kConsumers) {
-    mbarrier_init(smem.kv_full(), 1);
-    for (int slot = 0; slot < Traits::kStages; ++slot) {
-      mbarrier_init(smem.full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
-      mbarrier_init(smem.empty(slot), kConsumers);
-    }
-    if constexpr (kDqByReduce) {
-      for (int stage = 0; stage < Traits::kDqStages; ++stage) {
-        mbarrier_init(smem.dq_staged(stage), kConsumers);
-        mbarrier_init(smem.dq_free(stage), 1);
-      }
-    }
-    mbarrier_init_fence();
-  }
+  if (thread == kConsumers) smem.init_barriers();
   __syncthreads();
 
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
