@@ -55,7 +55,7 @@ struct BackwardSmem {
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using DsTile = SwizzledTile<Traits::kBlockN, Traits::kBlockM>;  // dS^T: keys x queries
-  static_assert(sizeof(Storage::k) == KvTile::kBytes && sizeof(Storage::q[0]) == QTile::kBytes &&
+  static_assert(sizeof(Storage::k) == KvTile::kBytes && Storage::kQTileBytes == QTile::kBytes &&
                 sizeof(Storage::ds[0]) == DsTile::kBytes);
   static_assert(kTileAlignment == kSwizzleAtomBytes);
   uint32_t tiles;  // kTileAlignment-aligned
@@ -65,12 +65,8 @@ struct BackwardSmem {
 
   __device__ KvTile k() const { return {at(offsetof(Storage, k))}; }
   __device__ KvTile v() const { return {at(offsetof(Storage, v))}; }
-  __device__ QTile q(int64_t it) const {
-    return {at(offsetof(Storage, q) + slot(it) * sizeof(Storage::q[0]))};
-  }
-  __device__ QTile dout(int64_t it) const {
-    return {at(offsetof(Storage, dout) + slot(it) * sizeof(Storage::dout[0]))};
-  }
+  __device__ QTile q(int64_t it) const { return {at(Storage::q_offset(slot(it)))}; }
+  __device__ QTile dout(int64_t it) const { return {at(Storage::dout_offset(slot(it)))}; }
   __device__ DsTile ds(int64_t it) const {
     return {at(offsetof(Storage, ds) + uint32_t(it % 2) * sizeof(Storage::ds[0]))};
   }
@@ -87,9 +83,12 @@ struct BackwardSmem {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
   static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
-  // Query block `it`'s dQ stage and its barriers, which complete once per use of the stage.
-  static __device__ int dq_slot(int64_t it) { return int(it % Traits::kDqStages); }
+  // Query block `it`'s dQ stage and its barriers, which complete once per use of the stage. With
+  // kDqInQuerySlots the stage is the block's Q/dO slot, and the slot's empty barrier does
+  // dq_free's work.
+  static __device__ int dq_slot(int64_t it) { return int(it % Traits::kDqSlots); }
   __device__ uint32_t dq_stage(int64_t it) const {
+    if constexpr (Traits::kDqInQuerySlots) return q(it).base;
     return at(offsetof(Storage, dq) + dq_slot(it) * sizeof(Storage::dq[0]));
   }
   __device__ uint32_t dq_staged(int64_t it) const {
@@ -99,7 +98,7 @@ struct BackwardSmem {
     return at(offsetof(Storage, dq_free) + 8 * dq_slot(it));
   }
   static __device__ uint32_t dq_parity(int64_t it) {
-    return uint32_t(it / Traits::kDqStages) & 1u;
+    return uint32_t(it / Traits::kDqSlots) & 1u;
   }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -109,14 +108,13 @@ struct BackwardSmem {
     mbarrier_init(kv_full(), 1);
     for (int slot = 0; slot < Traits::kStages; ++slot) {
       mbarrier_init(full(slot), 1 + 32);  // the TMA bytes' arrival + one per producer lane
-      mbarrier_init(empty(slot), kConsumers);
+      // With the dQ stage in the slot, the reducing thread frees it once the reduce has read it.
+      mbarrier_init(empty(slot), Traits::kDqInQuerySlots ? 1 : kConsumers);
     }
-    if constexpr (Traits::kDqStages > 0) {
-      for (int stage = 0; stage < Traits::kDqStages; ++stage) {
-        mbarrier_init(dq_staged(stage), kConsumers);
-        mbarrier_init(dq_free(stage), 1);
-      }
+    for (int stage = 0; stage < Traits::kDqSlots; ++stage) {
+      mbarrier_init(dq_staged(stage), kConsumers);
     }
+    for (int stage = 0; stage < Traits::kDqStages; ++stage) mbarrier_init(dq_free(stage), 1);
     mbarrier_init_fence();
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -211,6 +209,9 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
       bulk_wait_complete();  // the adds are in before the next key block's turn
       mbarrier_arrive(smem.dq_free(it));
       pass_dq_turn(semaphore);
+    } else if constexpr (Traits::kDqInQuerySlots) {
+      bulk_wait_read<0>();  // then the slot may take a later block's Q and dO
+      mbarrier_arrive(smem.empty(it));
     } else if constexpr (Traits::kDqStages == 2) {
       if (it > 0) {
         bulk_wait_read<1>();  // all but this block's reduce have read their stages

@@ -3,8 +3,8 @@
 // keys (ColumnSplitBackwardConfig in traits.cuh says why).
 //
 // Same contract as sm90/backward.cuh (row_dot and dq_convert kernels around it; dQ added to the
-// fp32 accumulator: where the stage fits (192) as there, by one bulk reduce per query block from
-// swizzled rows, else (256) with atomics in plain row order). One CTA per (key block of 64, kv
+// fp32 accumulator as there, by one bulk reduce per query block from swizzled rows, staged in a
+// stage of its own at 192 and in the block's Q/dO slot at 256). One CTA per (key block of 64, kv
 // head, batch); the producer warpgroup loads K and V once, then Q, dO, LSE and D of every query
 // block into kStages slots (produce_backward_tiles()). Per query block of 64:
 //   warpgroup 0: S^T  = K Q^T                 wgmma, 64 keys x 64 queries, K = head_dim
@@ -13,7 +13,7 @@
 //                (meets warpgroup 0) dS^T = P^T * (dP^T - D) -> shared memory
 //   both meet; warpgroup w, columns c = [w * D/2, (w + 1) * D/2):
 //                dV[:, c] += P^T dO[:, c],  dK[:, c] += dS^T Q[:, c]   A from shared memory
-//                dQ[:, c]  = dS K[:, c]       A = dS^T read M-major; fp32 atomics
+//                dQ[:, c]  = dS K[:, c]       A = dS^T read M-major -> dQ stage
 //                (at D = 192 each half is two wgmma pieces: ColumnPieces says why)
 // Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const uint32_t shared_base = shared_address(shared_bytes);
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
-  constexpr bool kDqByReduce = Traits::kDqStages > 0;
+  static_assert(Traits::kDqSlots > 0, "dQ goes by the bulk reduce");
   if (thread == kConsumers) smem.init_barriers();
   __syncthreads();
 
@@ -178,10 +178,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       produce_backward_tiles<Traits>(params, smem, smem_tiles, SequenceStart<false>{p}, schedule,
                                      k0, batch, kv_head, lane);
     } else if (thread == kConsumers + 32) {
-      if constexpr (kDqByReduce) {
-        reduce_dq<Traits, false, false>(base, smem, SequenceStart<false>{p}, schedule, batch,
-                                        kv_head, int(k0 / kBlockN));
-      }
+      reduce_dq<Traits, false, false>(base, smem, SequenceStart<false>{p}, schedule, batch,
+                                      kv_head, int(k0 / kBlockN));
     }
     return;
   }
@@ -203,7 +201,6 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   mbarrier_wait(smem.kv_full(), 0);
 
   for (int64_t it = 0; it < schedule.count; ++it) {
-    const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
@@ -266,34 +263,36 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     fence_piece_operands(dv_acc);
     fence_piece_operands(dk_acc);
     fence_piece_operands(dq_acc);
-    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
-    if constexpr (kDqByReduce) {
-      // Stage the part for reduce_dq() once the reduce of the stage's previous block has read it.
-      if (it >= Traits::kDqStages) {
-        mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
-      }
-      float* const stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
-                                                    Smem::dq_slot(it) * sizeof(Storage::dq[0]));
-      stage_dq<kHeadDim>(stage, dq_acc.wide, warp_row0, Pieces::wide_col(warp_group), 0, lane);
-      if constexpr (Pieces::kNarrow > 0) {
-        stage_dq<kHeadDim>(stage, dq_acc.narrow, warp_row0, Pieces::narrow_col(warp_group), 0,
-                           lane);
-      }
-      fence_view_async_shared();  // the stores -> visible to the bulk reduce
-      mbarrier_arrive(smem.dq_staged(it));
+    // Q, dO, LSE and D of this slot are no longer read (with the dQ stage in the slot: by
+    // either warpgroup, before one stores its dQ part over them; reduce_dq() frees the slot).
+    if constexpr (Traits::kDqInQuerySlots) {
+      named_barrier_sync(kComputeBarrier, kConsumers);
     } else {
-      float* const dq_rows = base.dq_accum + (batch * p.heads + head) * p.seq_q * kHeadDim;
-      add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.wide, q0 + warp_row0,
-                                      Pieces::wide_col(warp_group), p.seq_q, lane);
-      if constexpr (Pieces::kNarrow > 0) {
-        add_to_dq_accumulator<kHeadDim>(dq_rows, dq_acc.narrow, q0 + warp_row0,
-                                        Pieces::narrow_col(warp_group), p.seq_q, lane);
-      }
+      mbarrier_arrive(smem.empty(it));
     }
+    // Stage the part for reduce_dq() once the reduce of the stage's previous block has read it.
+    if (!Traits::kDqInQuerySlots && it >= Traits::kDqStages) {
+      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
+    }
+    float* const stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
+    stage_dq<kHeadDim>(stage, dq_acc.wide, warp_row0, Pieces::wide_col(warp_group), 0, lane);
+    if constexpr (Pieces::kNarrow > 0) {
+      stage_dq<kHeadDim>(stage, dq_acc.narrow, warp_row0, Pieces::narrow_col(warp_group), 0,
+                         lane);
+    }
+    fence_view_async_shared();  // the stores -> visible to the bulk reduce
+    mbarrier_arrive(smem.dq_staged(it));
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
-  // reading them; the producer loads nothing more), then write whole rows.
+  // reading them; the producer loads nothing more; with dQ staged in the Q/dO slots, the
+  // reduces of the last blocks have read them), then write whole rows.
+  if constexpr (Traits::kDqInQuerySlots) {
+    const int64_t first = schedule.count > Traits::kStages ? schedule.count - Traits::kStages : 0;
+    for (int64_t it = first; it < schedule.count; ++it) {
+      mbarrier_wait(smem.empty(it), Smem::parity(it));
+    }
+  }
   named_barrier_sync(kComputeBarrier, kConsumers);
   constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
   using OutTile = SmemTile<Element, kOutStride>;
@@ -345,7 +344,7 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
                                         params);
                         });
   // The bulk reduce's accumulator rows are swizzled (dq_swizzled_column()).
-  launch_backward_dq_convert<Element, kHeadDim, (Traits::kDqStages > 0)>(params.base, stream);
+  launch_backward_dq_convert<Element, kHeadDim, true>(params.base, stream);
   return true;
 }
 

@@ -49,10 +49,11 @@ struct ForwardStorage {
 // swizzled), the staged dQ parts (fp32), the LSE and D slots (fp32), then the mbarriers.
 template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages>
 struct BackwardStorage {
+  static constexpr size_t kQTileBytes = size_t(kBlockM) * kHeadDim * 2;
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
-  unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
-  unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char q[kStages][kQTileBytes];
+  unsigned char dout[kStages][kQTileBytes];
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
   // Query blocks' dQ parts, fp32 rows in the accumulator's swizzled order
   // (dq_swizzled_column()), each added to it by one bulk reduce.
@@ -64,6 +65,13 @@ struct BackwardStorage {
   uint64_t empty[kStages];   // every consumer is done with the slot
   uint64_t dq_staged[kDqStages];  // every consumer has stored its dQ part in the stage
   uint64_t dq_free[kDqStages];    // the bulk reduce has read the stage: it may be stored again
+
+  static constexpr size_t q_offset(int64_t slot) {
+    return offsetof(BackwardStorage, q) + size_t(slot) * sizeof(q[0]);
+  }
+  static constexpr size_t dout_offset(int64_t slot) {
+    return offsetof(BackwardStorage, dout) + size_t(slot) * sizeof(dout[0]);
+  }
 };
 
 // Forward on Hopper's warpgroup mma (wgmma) and TMA (sm_90a): CTAs of kWarpGroups consumer
@@ -163,6 +171,8 @@ struct BackwardConfig {
               kMaxSmemBytes
           ? 2
           : 1;
+  static constexpr bool kDqInQuerySlots = false;  // see ColumnSplitBackwardConfig
+  static constexpr int kDqSlots = kDqStages;
   using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStages>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
@@ -181,17 +191,19 @@ struct BackwardConfig {
                 "every tile starts on a swizzle boundary");
 };
 
-// The shared memory of a column-split backward CTA (head dims above 128): K and V, the Q and dO
-// slots, two P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the dQ stage of the
-// bulk reduce (kDqStages 1; 0 where it does not fit, at head_dim 256: dQ goes by atomics, and
-// the members below are placeholders of a few bytes), the LSE and D slots, then the mbarriers.
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages>
+// The shared memory of a column-split backward CTA (head dims above 128): K and V, the slots of
+// Q and dO (each slot's Q and dO side by side: 64 x D 16-bit elements each, together the bytes
+// of 64 x D fp32, so that at head_dim 256 they can be the query block's dQ stage once read), two
+// P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the dQ stage of the bulk reduce
+// where it has its own (kDqStages 1 at 192; 0 at 256, and the members below are placeholders of
+// a few bytes), the LSE and D slots, then the mbarriers.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages, int kDqSlots>
 struct ColumnSplitBackwardStorage {
   static constexpr bool kHasDq = kDqStages > 0;
+  static constexpr size_t kQTileBytes = size_t(kBlockM) * kHeadDim * 2;
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
-  unsigned char q[kStages][size_t(kBlockM) * kHeadDim * 2];
-  unsigned char dout[kStages][size_t(kBlockM) * kHeadDim * 2];
+  unsigned char q_dout[kStages][2][kQTileBytes];
   unsigned char pt[2][size_t(kBlockN) * kBlockM * 2];  // P^T, from warpgroup 0 to both
   unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T, from warpgroup 1 to both
   float dq[kHasDq ? kDqStages : 1][kHasDq ? kBlockM : 1][kHasDq ? kHeadDim : 4];
@@ -200,8 +212,13 @@ struct ColumnSplitBackwardStorage {
   uint64_t kv_full;
   uint64_t full[kStages];
   uint64_t empty[kStages];
-  uint64_t dq_staged[kHasDq ? kDqStages : 1];  // as in BackwardStorage
+  uint64_t dq_staged[kDqSlots > 0 ? kDqSlots : 1];  // as in BackwardStorage
   uint64_t dq_free[kHasDq ? kDqStages : 1];
+
+  static constexpr size_t q_offset(int64_t slot) {
+    return offsetof(ColumnSplitBackwardStorage, q_dout) + size_t(slot) * sizeof(q_dout[0]);
+  }
+  static constexpr size_t dout_offset(int64_t slot) { return q_offset(slot) + kQTileBytes; }
 };
 
 // Backward on wgmma for head dims above 128 (sm90/backward_column_split.cuh): there a warpgroup
@@ -221,23 +238,30 @@ struct ColumnSplitBackwardConfig {
   static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kStages = 2;
-  // dQ by one bulk reduce per query block from a stage of kBlockM x D floats (backward.cuh's
-  // reduce_dq()) where it fits next to two Q/dO stages (192: 48 KB), else fp32 atomics (256).
+  // dQ by one bulk reduce per query block (backward.cuh's reduce_dq()) from a stage of
+  // kBlockM x D floats: at 192 a stage of its own (48 KB, it fits next to two Q/dO slots); at
+  // 256, where it does not, the query block's own Q/dO slot once both warpgroups are done
+  // reading it (kDqInQuerySlots). The slot then waits for the reduce to read it before the
+  // producer refills it, which costs less than adding dQ by fp32 atomics (measured at 192).
   static constexpr int kDqStages = HeadDim <= 192 ? 1 : 0;
-  using Storage = ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages, kDqStages>;
+  static constexpr bool kDqInQuerySlots = kDqStages == 0;
+  static constexpr int kDqSlots = kDqInQuerySlots ? kStages : kDqStages;  // places a dQ is staged
+  using Storage =
+      ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages, kDqStages, kDqSlots>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles (the epilogue reuses them to stage dK and dV).
   static constexpr size_t kTileBytes = offsetof(Storage, lse);
   static_assert(kHalfCols % 32 == 0, "whole wgmma pieces (ColumnPieces)");
   static_assert(offsetof(Storage, v) % kTileAlignment == 0 &&
-                    offsetof(Storage, q) % kTileAlignment == 0 &&
-                    offsetof(Storage, dout) % kTileAlignment == 0 &&
+                    offsetof(Storage, q_dout) % kTileAlignment == 0 &&
                     offsetof(Storage, pt) % kTileAlignment == 0 &&
                     offsetof(Storage, ds) % kTileAlignment == 0 &&
-                    sizeof(Storage::q[0]) % kTileAlignment == 0 &&
+                    Storage::kQTileBytes % kTileAlignment == 0 &&
                     sizeof(Storage::ds[0]) % kTileAlignment == 0,
                 "every tile starts on a swizzle boundary");
+  static_assert(sizeof(Storage::q_dout[0]) == size_t(kBlockM) * HeadDim * sizeof(float),
+                "a slot's Q and dO hold a query block's dQ rows");
 };
 
 // One for each of kWgmmaBackwardHeadDims (head_dims.h): the key-split kernel up to 128, the
