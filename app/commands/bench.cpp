@@ -251,7 +251,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   add_problem_options(cmd, o.problem, /*allow_lists=*/true);
   CLI::Option* sweep = cmd.add_option(
-      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, headdims) or a path");
+      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, headdims, varlen, variants) or a path");
   for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
                             "--dtype", "--mask", "--causal", "--layout"}) {
     sweep->excludes(cmd.get_option(shape));

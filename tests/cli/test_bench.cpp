@@ -385,7 +385,7 @@ TEST_CASE("sweep: names are looked up in the search folders, paths are read as g
   } catch (const cli::UsageError& e) {
     const std::string what = e.what();
     CHECK(what.find("--sweep nosuch: no sweep of that name") == 0);
-    CHECK(what.find("fa, headdims, seed, varlen") != std::string::npos);
+    CHECK(what.find("fa, headdims, seed, variants, varlen") != std::string::npos);
   }
   CHECK_THROWS_AS(resolve_sweep("./missing.txt", {}), cli::UsageError);
 }
