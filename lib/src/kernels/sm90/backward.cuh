@@ -120,6 +120,14 @@ struct BackwardSmem {
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 };
 
+// Whether the epilogue can stage dK and dV (kBlockN padded rows of Element each) over the
+// tiles' shared memory, which both backward kernels do.
+template <typename Traits, typename Element>
+inline constexpr bool kEpilogueFitsTiles =
+    2 * size_t(Traits::kBlockN) * (Traits::kHeadDim + kSmemPadElements<int(sizeof(Element))>) *
+        sizeof(Element) <=
+    Traits::kTileBytes;
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // One warp of the producer warpgroup: K and V once, then per query block Q and dO by TMA (lane
@@ -501,9 +509,7 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
 template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
-  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
-  static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
-                "the epilogue stages dK and dV in the tiles' shared memory");
+  static_assert(kEpilogueFitsTiles<Traits, Element>);
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};
   if (!make_backward_tensor_maps<Traits>(params, args)) return false;

@@ -324,9 +324,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 template <typename Element, int kHeadDim>
 bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
-  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
-  static_assert(2 * size_t(Traits::kBlockN) * kOutStride * sizeof(Element) <= Traits::kTileBytes,
-                "the epilogue stages dK and dV in the tiles' shared memory");
+  static_assert(kEpilogueFitsTiles<Traits, Element>);
   if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
   BackwardTmaParams<Element> params{};
   if (!make_backward_tensor_maps<Traits>(params, args)) return false;

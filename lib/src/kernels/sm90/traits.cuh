@@ -150,17 +150,21 @@ struct ForwardTraits<256> : ForwardConfig<256, 2, 64> {};  // 128 x 64
 // of a query block needs dS of all 128 keys, so dS^T goes through shared memory (two buffers,
 // so that one warpgroup may run an iteration ahead) and the two warpgroups split dQ's
 // (kBlockM, D) tile: by rows when kBlockM = 128, by columns (D / 2 each) when kBlockM = 64.
-template <int HeadDim, int BlockM>
-struct BackwardConfig {
-  static constexpr int kHeadDim = HeadDim;
-  static constexpr int kBlockN = 128;  // keys per CTA
-  static constexpr int kBlockM = BlockM;  // queries per iteration
+// The warpgroups of both backward kernels: two consumers and the producer, which hands them
+// its registers (2 x 128 x 240 + 128 x 24 = 64512 of the 65536).
+struct BackwardWarpgroups {
   static constexpr int kConsumerThreads = 256;
-  // 2 x 128 x 240 + 128 x 24 = 64512 of the 65536 registers.
   static constexpr int kConsumerRegisters = 240;
   static constexpr int kProducerRegisters = 24;
   static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
   static constexpr int kThreads = kConsumerThreads + 128;
+};
+
+template <int HeadDim, int BlockM>
+struct BackwardConfig : BackwardWarpgroups {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockN = 128;  // keys per CTA
+  static constexpr int kBlockM = BlockM;  // queries per iteration
   static constexpr int kStages = 2;
   static constexpr bool kDqSplitRows = BlockM == 128;
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
@@ -227,16 +231,11 @@ struct ColumnSplitBackwardStorage {
 // warpgroup 1 dP^T and dS^T, both exchanged through shared memory; then each computes its half
 // of the columns of dV, dK and dQ.
 template <int HeadDim>
-struct ColumnSplitBackwardConfig {
+struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = 64;  // queries per block
   static constexpr int kBlockN = 64;  // keys per CTA
   static constexpr int kHalfCols = HeadDim / 2;  // dK, dV and dQ columns per warpgroup
-  static constexpr int kConsumerThreads = 256;
-  static constexpr int kConsumerRegisters = 240;
-  static constexpr int kProducerRegisters = 24;
-  static_assert(kFitsRegisterFile<kConsumerThreads / 128, kConsumerRegisters, kProducerRegisters>);
-  static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kStages = 2;
   // dQ by one bulk reduce per query block (backward.cuh's reduce_dq()) from a stage of
   // kBlockM x D floats: at 192 a stage of its own (48 KB, it fits next to two Q/dO slots); at
