@@ -132,10 +132,10 @@ __device__ __forceinline__ void probabilities_transposed(float (&st)[kTiles][4],
   }
 }
 
-template <ScoreModKind kKind, int kTiles, bool kHardwareTanh>
+template <ScoreModKind kKind, int kTiles, bool kHardwareTanh, typename OnSoftcapSlope>
 __device__ __forceinline__ void modified_probabilities_transposed_as(
-    float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
-    const ScoreMod<kHardwareTanh>& mod, int64_t distance0, int lane) {
+    float (&st)[kTiles][4], const float* lse, const ScoreMod<kHardwareTanh>& mod,
+    int64_t distance0, int lane, OnSoftcapSlope&& on_softcap_slope) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     const int col = 8 * t + 2 * (lane % 4);
@@ -150,9 +150,12 @@ __device__ __forceinline__ void modified_probabilities_transposed_as(
         if constexpr (kKind == ScoreModKind::none) {
           x = fast_exp2(fmaf(x, mod.scale_log2, -lse_log2[e]));
         } else {
-          x = fast_exp2(mod.template apply<kKind>(x, distance + float(e),
-                                                  softcap_slope[t][2 * half + e]) -
+          float softcap_slope;
+          x = fast_exp2(mod.template apply<kKind>(x, distance + float(e), softcap_slope) -
                         lse_log2[e]);
+          if constexpr (kKind == ScoreModKind::softcap) {
+            on_softcap_slope(t, 2 * half + e, softcap_slope);
+          }
         }
       }
     }
@@ -160,24 +163,25 @@ __device__ __forceinline__ void modified_probabilities_transposed_as(
 }
 
 // probabilities_transposed() through the score modifications, without the mask (hide_columns()
-// follows): P^T = exp2(mod(S^T) - LSE * log2e), and, with a softcap, softcap_slope =
-// d(capped)/d(scaled) per element for apply_softcap_slope().
+// follows): P^T = exp2(mod(S^T) - LSE * log2e). With a softcap, on_softcap_slope(t, i, slope)
+// receives d(capped)/d(scaled) of element st[t][i], for the chain rule of dS (the caller keeps
+// it, or folds it into dP^T at once, which holds no array of slopes).
 // `distance0` is q0 + offset - (key of fragment row `group`): the distance of the block's first
 // query column to that key.
-template <int kTiles, bool kHardwareTanh>
+template <int kTiles, bool kHardwareTanh, typename OnSoftcapSlope>
 __device__ __forceinline__ void modified_probabilities_transposed(
-    float (&st)[kTiles][4], float (&softcap_slope)[kTiles][4], const float* lse,
-    const ScoreMod<kHardwareTanh>& mod, int64_t distance0, int lane) {
+    float (&st)[kTiles][4], const float* lse, const ScoreMod<kHardwareTanh>& mod,
+    int64_t distance0, int lane, OnSoftcapSlope&& on_softcap_slope) {
   switch (mod.kind()) {
     case ScoreModKind::softcap:
-      return modified_probabilities_transposed_as<ScoreModKind::softcap>(st, softcap_slope, lse,
-                                                                         mod, distance0, lane);
+      return modified_probabilities_transposed_as<ScoreModKind::softcap>(st, lse, mod, distance0,
+                                                                         lane, on_softcap_slope);
     case ScoreModKind::alibi:
-      return modified_probabilities_transposed_as<ScoreModKind::alibi>(st, softcap_slope, lse,
-                                                                       mod, distance0, lane);
+      return modified_probabilities_transposed_as<ScoreModKind::alibi>(st, lse, mod, distance0,
+                                                                       lane, on_softcap_slope);
     case ScoreModKind::none:
-      return modified_probabilities_transposed_as<ScoreModKind::none>(st, softcap_slope, lse,
-                                                                      mod, distance0, lane);
+      return modified_probabilities_transposed_as<ScoreModKind::none>(st, lse, mod, distance0,
+                                                                      lane, on_softcap_slope);
   }
 }
 
@@ -203,6 +207,17 @@ __device__ __forceinline__ void apply_softcap_slope(float (&ds)[kTiles][4],
   for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) ds[t][i] *= softcap_slope[t][i];
+  }
+}
+
+// ds = P^T * dpt elementwise (in place): dS^T where dpt already holds (dP^T - D) * slope.
+template <int kTiles>
+__device__ __forceinline__ void multiply_elementwise(float (&ds)[kTiles][4],
+                                                     const float (&pt)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ds[t][i] *= pt[t][i];
   }
 }
 

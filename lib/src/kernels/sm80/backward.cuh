@@ -238,8 +238,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
     [[maybe_unused]] const ScoreModFor<Element> mod =
         kVariants ? score_mod<Element>(p, batch, head) : ScoreModFor<Element>{};
     if constexpr (kVariants) {
-      modified_probabilities_transposed(st, softcap_slope, lse_s, mod,
-                                        warp_q0 + p.offset - fragment_key[0], lane);
+      modified_probabilities_transposed(st, lse_s, mod, warp_q0 + p.offset - fragment_key[0],
+                                        lane, [&](int t, int i, float slope) {
+                                          softcap_slope[t][i] = slope;  // dP^T comes later
+                                        });
       if (masked) {
         hide_columns(st, visible_columns<true, kWarpQueries>(p, true, fragment_key, warp_q0),
                      lane);

@@ -371,21 +371,25 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    [[maybe_unused]] float softcap_slope[kVariants ? kQueryTiles : 1][4];
-    [[maybe_unused]] ScoreModFor<Element> mod;
+    // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
+    // the products that keep their packed forms alive start (register pressure). With a
+    // softcap, dS^T also takes the slope of the cap, folded into dP^T as each P is computed:
+    // an array of slopes would cost 4 * kQueryTiles more live registers (spills).
     if constexpr (kVariants) {
-      mod = score_mod<Element>(p, batch, head);
-      modified_probabilities_transposed(st, softcap_slope, lse, mod,
-                                        q0 + p.offset - fragment_key[0], lane);
+      const ScoreModFor<Element> mod = score_mod<Element>(p, batch, head);
+      modified_probabilities_transposed(
+          st, lse, mod, q0 + p.offset - fragment_key[0], lane, [&](int t, int i, float slope) {
+            dpt[t][i] = (dpt[t][i] - row_dot[8 * t + 2 * (lane % 4) + i % 2]) * slope;
+          });
       if (masked) hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
+      if (mod.kind() == ScoreModKind::softcap) {
+        multiply_elementwise(dpt, st);
+      } else {
+        score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+      }
     } else {
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
-    }
-    // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
-    // the products that keep their packed forms alive start (register pressure).
-    score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-    if constexpr (kVariants) {
-      if (mod.kind() == ScoreModKind::softcap) apply_softcap_slope(dpt, softcap_slope);
+      score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     }
     uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
