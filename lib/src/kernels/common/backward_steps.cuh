@@ -199,25 +199,15 @@ __device__ __forceinline__ void hide_columns(float (&pt)[kTiles][4],
   }
 }
 
-// dS^T *= d(capped)/d(scaled): the softcap's chain rule on score_gradients_transposed()'s result.
-template <int kTiles>
-__device__ __forceinline__ void apply_softcap_slope(float (&ds)[kTiles][4],
-                                                    const float (&softcap_slope)[kTiles][4]) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) ds[t][i] *= softcap_slope[t][i];
-  }
-}
-
-// ds = P^T * dpt elementwise (in place): dS^T where dpt already holds (dP^T - D) * slope.
+// ds *= factor elementwise: dS^T = P^T * dpt where dpt already holds (dP^T - D) * slope, or
+// the softcap's chain rule on score_gradients_transposed()'s result (factor: the slopes).
 template <int kTiles>
 __device__ __forceinline__ void multiply_elementwise(float (&ds)[kTiles][4],
-                                                     const float (&pt)[kTiles][4]) {
+                                                     const float (&factor)[kTiles][4]) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ds[t][i] *= pt[t][i];
+    for (int i = 0; i < 4; ++i) ds[t][i] *= factor[t][i];
   }
 }
 

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
     score_gradients_transposed(st, st, dpt, row_dot_s, lane);  // st now holds dS^T
     if constexpr (kVariants) {
-      if (mod.kind() == ScoreModKind::softcap) apply_softcap_slope(st, softcap_slope);
+      if (mod.kind() == ScoreModKind::softcap) multiply_elementwise(st, softcap_slope);
     }
 
     // dK += dS^T Q: (16 keys, kPartCols)
