@@ -262,9 +262,13 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
 // (base.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled with
-// kVariants only). Template flags rather than runtime ones, because the kernels sit at the
-// register limit (the sums' epilogue as a runtime branch: 3-4 % slower at head_dim 128).
-template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false>
+// kVariants only); kVarlen: a varlen batch without variants on the default kernel (the variant
+// kernels take varlen batches too). Template flags rather than runtime ones, because the kernels
+// sit at the register limit (the sums' epilogue as a runtime branch: 3-4 % slower at head_dim
+// 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
+// its softcap slopes left the registers).
+template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
+          bool kVarlen = false>
 __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -286,10 +290,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   const BlockOrder order = block_order(false);
-  // The variant kernels without sums take varlen batches (the API refuses sums with them): their
-  // problem is their sequence's (sequence.cuh; the launch's own in a dense batch). The others
-  // read the launch's constants rather than hold a copy in registers.
-  constexpr bool kMayBeVarlen = kVariants && !kSums;
+  // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
+  // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
+  // dense batch). The others read the launch's constants rather than hold a copy in registers.
+  static_assert(!kVarlen || !(kVariants || kDeterministic || kSums), "the default kernel's twin");
+  constexpr bool kMayBeVarlen = kVarlen || (kVariants && !kSums);
   const ProblemParams sequence =
       kMayBeVarlen
           ? sequence_problem(base.problem, (base.bh_offset + order.head) / base.problem.heads_kv)
@@ -509,7 +514,8 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
 // Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
 // (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
 // to the mma.sync kernel. sm90::launch_backward() (backward_column_split.cuh) picks it. A varlen
-// batch runs on the variant kernels, each CTA on its sequence.
+// batch runs each CTA on its sequence: on the default kernel's varlen twin, or with variants or
+// deterministic dQ on the variant kernels.
 template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
@@ -521,12 +527,14 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
 
-  // true with sums; a varlen batch (never with sums) needs the kernels that narrow each CTA to
-  // its sequence
-  const bool variants = uses_variant_kernels(args) || args.varlen.enabled();
+  // uses_variant_kernels() is true with sums; a varlen batch (never with sums) needs a kernel
+  // that narrows each CTA to its sequence
+  const bool varlen = args.varlen.enabled();
   const bool deterministic = params.base.dq_semaphores != nullptr;
+  const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
   auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                            : &backward_kernel<Element, kHeadDim, true, false>)
+                 : varlen ? &backward_kernel<Element, kHeadDim, false, false, false, true>
                           : (deterministic ? &backward_kernel<Element, kHeadDim, false, true>
                                            : &backward_kernel<Element, kHeadDim, false, false>);
   if (args.sums.enabled()) {
