@@ -39,13 +39,13 @@ struct BackwardWorkspace {
 };
 
 // Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
-// compiled_head_dim() and the wgmma ones at the next of their head dims, so that one size serves
-// every device and dtype (the head_dim itself for a head_dim no kernel takes, which backward()
-// refuses).
+// compiled_head_dim() and the wgmma ones at their tiles' columns (of the next of their head
+// dims), so that one size serves every device and dtype (the head_dim itself for a head_dim no
+// kernel takes, which backward() refuses).
 inline int64_t dq_accum_columns(const AttentionShape& s) {
   const int compiled = compiled_head_dim(s.head_dim);
   if (compiled == 0) return s.head_dim;
-  return std::max(compiled, wgmma_head_dim(kWgmmaBackwardHeadDims, compiled));
+  return std::max(compiled, wgmma_tile_columns(wgmma_head_dim(kWgmmaBackwardHeadDims, compiled)));
 }
 
 inline size_t dq_accum_bytes(const AttentionShape& s) {

@@ -32,6 +32,7 @@
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/sequence.cuh"
+#include "kernels/sm90/column_pieces.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
@@ -278,12 +279,14 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
   constexpr int kQueryTiles = kBlockM / 8;  // n8 tiles of S^T, dP^T per warp
-  constexpr int kDimTiles = kHeadDim / 8;   // n8 tiles of dK, dV per warp
+  // The products' columns: the call's head dims up to kDim (96: the tiles hold 128 columns, the
+  // last 32 TMA's zeros, which the products skip), dK and dV as ColumnPieces.
+  constexpr int kDim = Traits::kComputeDim;
+  using Pieces = ColumnPieces<kDim>;
   constexpr int kDqTiles = Traits::kDqCols / 8;
   constexpr int kConsumerRegisters = Traits::kConsumerRegisters;
   constexpr int kProducerRegisters = Traits::kProducerRegisters;
   using MmaScores = Wgmma<Element, kBlockM>;         // S^T, dP^T: 64 keys x kBlockM
-  using MmaKeys = Wgmma<Element, kHeadDim>;          // dV, dK: 64 keys x D
   using MmaDq = Wgmma<Element, Traits::kDqCols>;     // dQ: 64 queries x kDqCols
 
   const BackwardParams<Element>& base = params.base;
@@ -338,10 +341,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int dq_row0 = Traits::kDqSplitRows ? 64 * warp_group : 0;
   const int dq_col0 = Traits::kDqSplitRows ? 0 : Traits::kDqCols * warp_group;
 
-  float dk_acc[kDimTiles][4];  // dK (16 keys of this warp, D), without the scale
-  float dv_acc[kDimTiles][4];
-  zero(dk_acc);
-  zero(dv_acc);
+  PieceAccumulators<Pieces> dk_acc;  // dK (16 keys of this warp, kDim), without the scale
+  PieceAccumulators<Pieces> dv_acc;
+  zero_pieces(dk_acc);
+  zero_pieces(dv_acc);
   mbarrier_wait(smem.kv_full(), 0);
 
   for (int64_t it = 0; it < schedule.count; ++it) {
@@ -356,12 +359,12 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     float dpt[kQueryTiles][4];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    for (int kk = 0; kk < kDim / 16; ++kk) {
       MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
                                    k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
     }
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    for (int kk = 0; kk < kDim / 16; ++kk) {
       MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
                                    k_major_descriptor(dout_tile, 0, 16 * kk), kk > 0);
     }
@@ -416,13 +419,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      MmaKeys::template rs<1>(dv_acc, p_fragments[kk], n_major_descriptor(dout_tile, 16 * kk),
-                              true);
+      piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
     }
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      MmaKeys::template rs<1>(dk_acc, ds_fragments[kk], n_major_descriptor(q_tile, 16 * kk),
-                              true);
+      piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
     }
     wgmma_commit();
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
@@ -430,8 +431,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     // dV and dK finish before dQ starts, so that their A operands' registers are free for dQ's
     // accumulators (at 240 registers per thread, overlapping them spills).
     wgmma_wait<0>();
-    wgmma_fence_operands(dv_acc);
-    wgmma_fence_operands(dk_acc);
+    fence_piece_operands(dv_acc);
+    fence_piece_operands(dk_acc);
     wgmma_fence_operands(p_fragments);
     wgmma_fence_operands(ds_fragments);
 
@@ -456,17 +457,17 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     using Storage = typename Traits::Storage;
     float* dq_stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
                                                Smem::dq_slot(it) * sizeof(Storage::dq[0]));
-    stage_dq<kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
+    stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
                        start.first_row(), lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
     mbarrier_arrive(smem.dq_staged(it));
   }
 
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
-    add_accumulators_to_sum(base.dk_sum.slice(batch, kv_head), base.dk_sum.seq_stride,
-                            k0 + warp_key0, p.seq_k, p.head_dim, dk_acc, p.scale, lane);
-    add_accumulators_to_sum(base.dv_sum.slice(batch, kv_head), base.dv_sum.seq_stride,
-                            k0 + warp_key0, p.seq_k, p.head_dim, dv_acc, 1.f, lane);
+    add_pieces_to_sum(base.dk_sum.slice(batch, kv_head), base.dk_sum.seq_stride, k0 + warp_key0,
+                      p.seq_k, p.head_dim, dk_acc, p.scale, lane);
+    add_pieces_to_sum(base.dv_sum.slice(batch, kv_head), base.dv_sum.seq_stride, k0 + warp_key0,
+                      p.seq_k, p.head_dim, dv_acc, 1.f, lane);
     return;
   }
 
@@ -474,19 +475,20 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   // reading them; the producer loads nothing more, and its dQ reduces read only the dQ stage
   // after them), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
-  constexpr int kOutStride = kHeadDim + kSmemPadElements<int(sizeof(Element))>;
+  constexpr int kTileDim = Traits::kHeadDim;
+  constexpr int kOutStride = kTileDim + kSmemPadElements<int(sizeof(Element))>;
   using OutTile = SmemTile<Element, kOutStride>;
   const OutTile dk_stage{reinterpret_cast<Element*>(smem_tiles)};
   const OutTile dv_stage{reinterpret_cast<Element*>(smem_tiles) + kBlockN * kOutStride};
   const float scale[2] = {p.scale, p.scale};
   const float unit[2] = {1.f, 1.f};
-  store_accumulators(dk_stage, dk_acc, warp_key0, scale, lane);
-  store_accumulators(dv_stage, dv_acc, warp_key0, unit, lane);
+  store_pieces(dk_stage, dk_acc, warp_key0, scale, 0, lane);
+  store_pieces(dv_stage, dv_acc, warp_key0, unit, 0, lane);
   named_barrier_sync(kComputeBarrier, kConsumers);
-  store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head, start.first_key()),
+  store_tile<kBlockN, kTileDim, kConsumers>(base.dk.slice(batch, kv_head, start.first_key()),
                                             base.dk.seq_stride, k0, p.seq_k, dk_stage, thread,
                                             p.head_dim);
-  store_tile<kBlockN, kHeadDim, kConsumers>(base.dv.slice(batch, kv_head, start.first_key()),
+  store_tile<kBlockN, kTileDim, kConsumers>(base.dv.slice(batch, kv_head, start.first_key()),
                                             base.dv.seq_stride, k0, p.seq_k, dv_stage, thread,
                                             p.head_dim);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -520,12 +522,13 @@ template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;
   static_assert(kEpilogueFitsTiles<Traits, Element>);
+  constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};
   if (!make_backward_tensor_maps<Traits>(params, args)) return false;
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
-  launch_backward_prologue<Element, kHeadDim>(params.base, stream);
+  launch_backward_prologue<Element, kTileDim>(params.base, stream);
 
   // uses_variant_kernels() is true with sums; a varlen batch (never with sums) needs a kernel
   // that narrows each CTA to its sequence
@@ -547,7 +550,7 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
     launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
   });
-  launch_backward_dq_convert<Element, kHeadDim, true>(params.base, stream);
+  launch_backward_dq_convert<Element, kTileDim, true>(params.base, stream);
   return true;
 }
 

@@ -33,36 +33,12 @@
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/sm90/backward.cuh"
+#include "kernels/sm90/column_pieces.cuh"
 #include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/traits.cuh"
 #include "kernels/sm90/wgmma.cuh"
 
 namespace cuflash::detail::sm90 {
-
-// A warpgroup's D/2 columns of dK, dV and dQ as wgmma pieces. The B operands of those products
-// (dO, Q, K) are N-major swizzled tiles, and an N-major operand may start inside a 64-column
-// swizzle block only when it stays inside that block. D/2 = 128 (D = 256) is one wide piece per
-// warpgroup, at 0 and 128. D/2 = 96 (D = 192) is a 64-column piece on a block boundary and a
-// 32-column one inside block 1: warpgroup 0 takes [0, 64) + [64, 96), warpgroup 1 [96, 128) +
-// [128, 192).
-template <int kHalfCols>
-struct ColumnPieces {
-  static constexpr int kNarrow = kHalfCols % 64;  // 0 or 32
-  static constexpr int kWide = kHalfCols - kNarrow;
-  static_assert(kNarrow == 0 || kNarrow == 32, "the narrow piece is half a swizzle block");
-  static_assert(kWide > 0 && (kNarrow == 0 || kWide == 64), "the narrow piece lies in block 1");
-  __device__ static int wide_col(int warp_group) {
-    return warp_group == 0 ? 0 : kHalfCols + kNarrow;
-  }
-  __device__ static int narrow_col(int warp_group) { return warp_group == 0 ? kWide : kHalfCols; }
-};
-
-// One product's accumulators over a warpgroup's pieces (16 rows of a warp each).
-template <typename Pieces>
-struct PieceAccumulators {
-  float wide[Pieces::kWide / 8][4];
-  float narrow[Pieces::kNarrow > 0 ? Pieces::kNarrow / 8 : 1][4];  // unused when kNarrow is 0
-};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -85,12 +61,6 @@ __device__ __forceinline__ void piece_products(PieceAccumulators<Pieces>& acc,
           acc.narrow, a, n_major_descriptor(b_tile, 16 * kk, narrow_col), accumulate || kk > 0);
     }
   }
-}
-
-template <typename Pieces>
-__device__ __forceinline__ void fence_piece_operands(PieceAccumulators<Pieces>& acc) {
-  wgmma_fence_operands(acc.wide);
-  if constexpr (Pieces::kNarrow > 0) wgmma_fence_operands(acc.narrow);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -194,10 +164,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 
   PieceAccumulators<Pieces> dk_acc;  // dK (16 keys of this warp, D/2), without the scale
   PieceAccumulators<Pieces> dv_acc;
-  zero(dk_acc.wide);
-  zero(dk_acc.narrow);
-  zero(dv_acc.wide);
-  zero(dv_acc.narrow);
+  zero_pieces(dk_acc);
+  zero_pieces(dv_acc);
   mbarrier_wait(smem.kv_full(), 0);
 
   for (int64_t it = 0; it < schedule.count; ++it) {
@@ -301,14 +269,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const OutTile dv_stage{stage + kBlockN * kOutStride};
   const float scale[2] = {p.scale, p.scale};
   const float unit[2] = {1.f, 1.f};
-  const int wide_col = Pieces::wide_col(warp_group);
-  store_accumulators(OutTile{dk_stage.data + wide_col}, dk_acc.wide, warp_row0, scale, lane);
-  store_accumulators(OutTile{dv_stage.data + wide_col}, dv_acc.wide, warp_row0, unit, lane);
-  if constexpr (Pieces::kNarrow > 0) {
-    const int narrow_col = Pieces::narrow_col(warp_group);
-    store_accumulators(OutTile{dk_stage.data + narrow_col}, dk_acc.narrow, warp_row0, scale, lane);
-    store_accumulators(OutTile{dv_stage.data + narrow_col}, dv_acc.narrow, warp_row0, unit, lane);
-  }
+  store_pieces(dk_stage, dk_acc, warp_row0, scale, warp_group, lane);
+  store_pieces(dv_stage, dv_acc, warp_row0, unit, warp_group, lane);
   named_barrier_sync(kComputeBarrier, kConsumers);
   store_tile<kBlockN, kHeadDim, kConsumers>(base.dk.slice(batch, kv_head), base.dk.seq_stride,
                                             k0, p.seq_k, dk_stage, thread, p.head_dim);

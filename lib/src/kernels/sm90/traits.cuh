@@ -160,9 +160,14 @@ struct BackwardWarpgroups {
   static constexpr int kThreads = kConsumerThreads + 128;
 };
 
-template <int HeadDim, int BlockM>
+// ComputeDim: the columns of the products, where the tiles hold more (96 on 128-column tiles:
+// TMA fills the last 32 with zeros, which the products skip, and the dQ accumulator keeps rows of
+// kHeadDim).
+template <int HeadDim, int BlockM, int ComputeDim = HeadDim>
 struct BackwardConfig : BackwardWarpgroups {
-  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDim = HeadDim;  // of the tiles, the dQ stage and accumulator rows
+  static constexpr int kComputeDim = ComputeDim;
+  static_assert(ComputeDim <= HeadDim && ComputeDim % 32 == 0, "whole column pieces");
   static constexpr int kBlockN = 128;  // keys per CTA
   static constexpr int kBlockM = BlockM;  // queries per iteration
   static constexpr int kStages = 2;
@@ -269,6 +274,8 @@ template <int kHeadDim>
 struct BackwardTraits;
 template <>
 struct BackwardTraits<64> : BackwardConfig<64, 64> {};
+template <>
+struct BackwardTraits<96> : BackwardConfig<128, 64, 96> {};
 template <>
 struct BackwardTraits<128> : BackwardConfig<128, 64> {};
 template <>
