@@ -298,7 +298,8 @@ size_t differing_elements(const HostBytes& a, const HostBytes& b, size_t element
 
 // backward() with sums adds exactly the fp32 values it would otherwise round and store: zeroed
 // sums rounded to the dtype equal the plain call's dQ, dK and dV bit for bit, and a second call
-// doubles them exactly. Every family: wgmma (fp16 / bf16 at 64, 96 padded, 128), mma.sync
+// doubles them exactly. Every family: wgmma (fp16 / bf16 at 64, at 80 and 96 on 128-column
+// tiles with 96-column products, 80 ending inside the narrow piece, 128), mma.sync
 // (fp32, and 192 with its column split), with and without the causal mask. Deterministic mode,
 // because the default one adds each dQ with atomics in a varying order: two calls' fp32 dQ
 // differ in their last bits (measured: 9.8 % of the elements at fp16 D=64), sums or not. Sums
@@ -308,7 +309,7 @@ TEST_CASE("backward into fp32 sums: the plain call's gradients, added", "[gpu][s
   require_gpu();
   uint64_t seed = 6000;
   for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
-    for (int64_t head_dim : {64, 96, 128, 192}) {
+    for (int64_t head_dim : {64, 80, 96, 128, 192}) {
       for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
         Problem c = make_problem(dtype, head_dim, mask, 300, 257, 2, 4, 2, Layout::bhsd);
         c.deterministic = true;

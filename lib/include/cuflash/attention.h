@@ -285,7 +285,8 @@ bool is_supported_head_dim(int64_t head_dim);
 // 64, 96, 128, 192, 256. Any other supported head_dim runs on the kernels of the next one,
 // kernel_head_dim(head_dim), with the extra columns treated as zeros (never read or written);
 // fp16/bf16 on the wgmma kernels (tensor_core_kernels()) run from head_dim 40 on at the next
-// of 64, 128 (backward) and 192, 256 (forward) instead, 96 on the 128 ones.
+// of 64, 128, 192, 256 instead, 96 on the 128 ones (the backward's on 128-column tiles with
+// 96-column products).
 std::vector<int> tuned_head_dims();
 // 0 when head_dim is not supported.
 int64_t kernel_head_dim(int64_t head_dim);
@@ -338,7 +339,7 @@ void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream
 
 // Bytes of device scratch backward() needs: an fp32 dQ accumulator of batch*heads*seq_q*C
 // floats, C the columns of the widest kernel that may run: kernel_head_dim(head_dim), or 128
-// where it is 96 (the wgmma backward's next head dim; the same size for every dtype and
+// where it is 96 (the wgmma backward's tiles there; the same size for every dtype and
 // device) (head_dim for an unsupported one), and the row
 // sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes; with
 // `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,

@@ -1,6 +1,7 @@
 // The one place that chooses a kernel family and its configuration for a launch:
 //   - sm90 (wgmma + TMA), for fp16 / bf16, at the next of its head dims from 64 on (head_dims.h:
-//     head_dim 96 runs on the 128 kernels, TMA filling the columns past 96 with zeros), on a
+//     the forward's 96 runs on the 128 kernels, TMA filling the columns past 96 with zeros; the
+//     backward's on 128-column tiles with products of 96 columns), on a
 //     compute capability 9.0 device of a build with sm_90a (use_sm90_kernels()), when every
 //     tensor can be described to TMA;
 //   - sm80 (mma.sync, every dtype) otherwise and for a varlen batch's backward above head_dim
@@ -18,8 +19,8 @@
 // which keeps the number of kernels (and the build time) down.
 // kHeadDim is the compiled head dim; the call's own (args.shape.head_dim) may be smaller
 // (head_dims.h), which every family handles with zero columns. The sm90 kernels of a head dim
-// are compiled in the instantiation files of each compiled head dim they serve (128's in 96's
-// too): simpler than sharing them, for a few more kernels to build.
+// are compiled in the instantiation files of each compiled head dim they serve (the forward's
+// 128 in 96's too): simpler than sharing them, for a few more kernels to build.
 // Included by the generated instantiation files, one per (direction, dtype, head_dim).
 #pragma once
 
