@@ -471,6 +471,12 @@ def flex_call(torch, c, args, views):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     if _compiled_flex is None:
+        # Every case's masks and score_mods are closures of their own, each a recompile: allow
+        # more than the default few, past which torch.compile falls back to the unfused eager
+        # flex_attention (which materialises the scores).
+        for limit in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, 256)
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     q, k, v = views
     device = q.device
