@@ -64,13 +64,13 @@ SWEEP_DEFAULTS = {
     "sk": None,
     "window": "-1:-1",  # cuflash's sliding window, softcap and ALiBi: SDPA's fused kernels have
     "softcap": "0",  # none of them, so such cases are named as cuflash names them and skipped
-    "alibi": "0",
+    "alibi": "0",  # (FlexAttention, --backends flex, runs them)
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
     "deterministic": "0",  # cuflash's deterministic backward: SDPA times its own default backward
     "ranks": "0",  # cuflash's context parallelism on one GPU: part of the name, SDPA runs one call
-    "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): named, skipped
+    "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): skipped but by flex
     "seqlens_k": "none",
 }  # hkv = h and sk = sq by default
 CHOICES = {
@@ -471,33 +471,38 @@ def flex_call(torch, c, args, views):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     if _compiled_flex is None:
-        # Every case's masks and score_mods are closures of their own, each a recompile: allow
-        # more than the default few, past which torch.compile falls back to the unfused eager
-        # flex_attention (which materialises the scores).
-        for limit in ("recompile_limit", "cache_size_limit"):
-            if hasattr(torch._dynamo.config, limit):
-                setattr(torch._dynamo.config, limit, 256)
-        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+        # A fallback of torch.compile to the eager flex_attention (which materialises the
+        # scores) must fail, not be timed.
+        for flag in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+            if hasattr(torch._dynamo.config, flag):
+                setattr(torch._dynamo.config, flag, True)
+        _compiled_flex = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+    # Every case's masks and score_mods are closures of their own: start each from an empty
+    # cache, so that a sweep never reaches the recompile limit.
+    torch._dynamo.reset()
     q, k, v = views
     device = q.device
     lengths_q = c.get("seqlens") or [c["sq"]]
     lengths_k = c.get("seqlens_k") or [c["sk"]]
-    as_index = lambda values: torch.tensor(values, device=device, dtype=torch.int64)
-    # Per token: its sequence, and its place in it (a dense batch is one sequence of the batch).
-    doc_q = torch.repeat_interleave(as_index(range(len(lengths_q))), as_index(lengths_q))
-    doc_k = torch.repeat_interleave(as_index(range(len(lengths_k))), as_index(lengths_k))
-    start_q = as_index([0] + list(itertools.accumulate(lengths_q))[:-1])
-    start_k = as_index([0] + list(itertools.accumulate(lengths_k))[:-1])
+    as_index = lambda values: torch.tensor(list(values), device=device, dtype=torch.int32)
     offsets = [band(c, sq, sk)[0] for sq, sk in zip(lengths_q, lengths_k)]
-    offset = as_index(offsets)
     _, left, right = band(c, lengths_q[0], lengths_k[0])  # the sides do not depend on lengths
     varlen = bool(c.get("seqlens"))
+    # i + offset - j in a sequence's own positions is qi - ki + shift, shift = offset -
+    # (first query token) + (first key token) of the query's sequence: one lookup, none when
+    # every shift is the same (a dense batch, or sequences of equal query and key lengths).
+    starts_q = [0] + list(itertools.accumulate(lengths_q))[:-1]
+    starts_k = [0] + list(itertools.accumulate(lengths_k))[:-1]
+    shifts = [o - a + b for o, a, b in zip(offsets, starts_q, starts_k)]
+    if varlen:
+        doc_q = torch.repeat_interleave(as_index(range(len(lengths_q))), as_index(lengths_q))
+        doc_k = torch.repeat_interleave(as_index(range(len(lengths_k))), as_index(lengths_k))
+        shift_q = torch.repeat_interleave(as_index(shifts), as_index(lengths_q))
 
-    def distance(qi, ki):  # query position + the sequence's offset - key position
-        if not varlen:  # no lookups in a dense batch's kernel
-            return qi + offsets[0] - ki
-        d = doc_q[qi]
-        return (qi - start_q[d]) + offset[d] - (ki - start_k[doc_k[ki]])
+    def distance(qi, ki):
+        if len(set(shifts)) == 1:
+            return qi - ki + shifts[0]
+        return qi - ki + shift_q[qi]
 
     def mask_mod(b, h, qi, ki):
         visible = doc_q[qi] == doc_k[ki] if varlen else qi >= 0
@@ -510,8 +515,9 @@ def flex_call(torch, c, args, views):
     block_mask = None
     if masked(c) or varlen:
         block_mask = create_block_mask(mask_mod, None, None, sum(lengths_q), sum(lengths_k), device)
+        torch.cuda.empty_cache()  # the dense mask it went through is not the kernel's memory
     cap = float(c.get("softcap") or 0.0)
-    slopes = as_index([0]).float()
+    slopes = None
     if c.get("alibi") == "1":
         slopes = torch.tensor(alibi_slopes(c["h"]), device=device, dtype=torch.float32)
 
@@ -556,8 +562,9 @@ def first_call(torch, fn):
         warnings.simplefilter("always")
         try:
             return fn()
-        except RuntimeError as e:
-            if "No available kernel" in str(e) or "not supported" in str(e).lower():
+        except (RuntimeError, ValueError, NotImplementedError) as e:
+            text = str(e).lower()
+            if "no available kernel" in text or "not supported" in text or "nyi" in text:
                 why = "; ".join(str(w.message).splitlines()[0] for w in caught[:2])
                 raise Unsupported(f"{str(e).splitlines()[0]} {why}".strip()[:300])
             raise
@@ -601,6 +608,8 @@ def run_backend(torch, timer, c, backend, args, seed, result):
         forward = call(torch, c, args, (q[1], k[1], v[1]))
         out = first_call(torch, forward)  # on the timer's stream: autograd runs backward there too
         grad = lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)
+        if backend == "flex" and args.pass_ != "fwd":
+            grad()  # compiles flex's backward before its memory is measured
         work = [("fwd", forward)] if args.pass_ != "bwd" else []
         work += [("bwd", grad)] if args.pass_ != "fwd" else []
         memory = {name: measure_memory(torch, fn) for name, fn in work}
@@ -699,9 +708,9 @@ def case_fields(c, p, s, peak):
         "seq_k": c["sk"],
         "head_dim": c["d"],
         "mask": c["mask"],
-        "window": None,  # the variants cuflash's rows name; SDPA cases have none
-        "softcap": 0,
-        "alibi": False,
+        "window": list(c["window"]) if max(c.get("window", (-1, -1))) >= 0 else None,
+        "softcap": c.get("softcap") or 0,
+        "alibi": c.get("alibi") == "1",
         "layout": c["layout"],
         "deterministic": False,  # SDPA times its own default backward
         "flops": p["flops"],
