@@ -298,12 +298,24 @@ def pass_flops(c, pass_name):
 
 
 def pass_bytes(c, pass_name):
-    """Bytes one call must move at least (app/bench/stats.h): Q, O and K, V once forward."""
+    """Bytes one call must move at least (app/bench/stats.cpp): Q and O, and the K and V rows
+    some query sees, once forward; backward also dO, dQ and dK, dV written whole. A varlen
+    batch: the sum over its sequences."""
+    if c.get("seqlens"):
+        return sum(
+            pass_bytes(dict(c, b=1, sq=q, sk=k, seqlens=None, seqlens_k=None), pass_name)
+            for q, k in zip(c["seqlens"], c["seqlens_k"])
+        )
     element = 4 if c["dtype"] == "fp32" else 2
     q = c["b"] * c["h"] * c["sq"] * c["d"] * element
-    keys = sum(c["cache"]) if c.get("cache") else c["b"] * c["sk"]
+    offset, left, right = band(c, c["sq"], c["sk"])
+    first_key = max(offset - left, 0)  # the first row's band start ...
+    key_end = min(c["sq"] - 1 + offset + right + 1, c["sk"])  # ... to the last row's end
+    keys = sum(c["cache"]) if c.get("cache") else c["b"] * max(key_end - first_key, 0)
     kv = keys * c["hkv"] * c["d"] * element
-    return 4 * (q + kv) if pass_name == "bwd" else 2 * (q + kv)
+    if pass_name == "bwd":
+        return 4 * q + 2 * kv + 2 * c["b"] * c["sk"] * c["hkv"] * c["d"] * element
+    return 2 * (q + kv)
 
 
 def summarize(samples):
