@@ -8,6 +8,10 @@ direct call per sample), kernel-only time from CUDA events, median. Forward and 
 timed on their own; the forward that builds the backward's autograd graph runs outside the
 timed region. Each available backend is timed: flash, cuDNN, efficient (memory-efficient);
 math (which materialises the N x N scores) only when asked for and below --math-max-scores.
+`--backends flex` adds PyTorch's FlexAttention (torch.compile'd flex_attention, not an SDPA
+backend; its files are named sdpa-flex like the others'), the one baseline with cuflash's
+sliding windows, softcap, ALiBi and packed variable-length batches: a block mask and a
+score_mod that follow cuflash's definitions (README, "What is supported").
 
 Output: a table on stdout; with --out-dir a result package like cuflash's: metadata.json,
 sdpa-<backend>.json (Google-Benchmark-style JSON, one file per backend, so compare.py can diff
@@ -21,6 +25,7 @@ one line per row; --samples adds every sample's row and the six aggregate rows, 
   python3 share/tools/sdpa_bench.py --sweep fa --list          # the case names; needs no GPU
 """
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -38,8 +43,9 @@ SWEEP_DIR = os.path.join(ROOT, "share", "sweeps")
 
 TARGET_SAMPLE_MS = 1.0  # graph samples last about this long ...
 MAX_CALLS_PER_SAMPLE = 100  # ... with at most this many calls (timing.h in cuflash)
-BACKEND_NAMES = ("flash", "cudnn", "efficient", "math")
-FP32_BACKENDS = ("efficient", "math")  # flash and cuDNN attention have no fp32 kernels
+BACKEND_NAMES = ("flash", "cudnn", "efficient", "math", "flex")
+FP32_BACKENDS = ("efficient", "math", "flex")  # flash and cuDNN attention have no fp32 kernels
+UNBOUNDED = 1 << 62  # a window side without a bound
 
 # --- Sweeps: the same format and expansion order as app/bench/sweep.cpp ---------------------------
 
@@ -58,13 +64,13 @@ SWEEP_DEFAULTS = {
     "sk": None,
     "window": "-1:-1",  # cuflash's sliding window, softcap and ALiBi: SDPA's fused kernels have
     "softcap": "0",  # none of them, so such cases are named as cuflash names them and skipped
-    "alibi": "0",
+    "alibi": "0",  # (FlexAttention, --backends flex, runs them)
     "layout": "bhsd",
     "splits": "0",  # cuflash's forced key splits: part of the name, no effect on SDPA
     "page_size": "0",  # cuflash's paged K/V cache: SDPA has none, so such cases are skipped
     "deterministic": "0",  # cuflash's deterministic backward: SDPA times its own default backward
     "ranks": "0",  # cuflash's context parallelism on one GPU: part of the name, SDPA runs one call
-    "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): named, skipped
+    "seqlens": "none",  # cuflash's variable-length packed batches (layout thd): skipped but by flex
     "seqlens_k": "none",
 }  # hkv = h and sk = sq by default
 CHOICES = {
@@ -255,12 +261,35 @@ def select_cases(args):
 # --- FLOPs and statistics (app/bench/stats.h) -----------------------------------------------------
 
 
-def visible_pairs(c):
-    sq, sk = c["sq"], c["sk"]
-    if c["mask"] == "none":
+def band(c, sq, sk):
+    """The diagonal's offset and the window's two sides (problem.h's VisibleBand): query i sees
+    key j when i + offset - left <= j <= i + offset + right; a causal mask makes right 0."""
+    offset = 0 if c["mask"] == "causal-top-left" else sk - sq
+    left, right = c.get("window", (-1, -1))
+    left = UNBOUNDED if left < 0 else left
+    right = 0 if c["mask"] != "none" else (UNBOUNDED if right < 0 else right)
+    return offset, left, right
+
+
+def masked(c):
+    return c["mask"] != "none" or max(c.get("window", (-1, -1))) >= 0
+
+
+def sequence_pairs(c, sq, sk):
+    if not masked(c):
         return sq * sk
-    offset = sk - sq if c["mask"] == "causal" else 0
-    return sum(min(max(i + offset + 1, 0), sk) for i in range(sq))
+    offset, left, right = band(c, sq, sk)
+    return sum(
+        max(min(i + offset + right + 1, sk) - max(i + offset - left, 0), 0) for i in range(sq)
+    )
+
+
+def visible_pairs(c):
+    """As app/bench/stats.cpp: the pairs inside the mask and window, summed over the sequences
+    of a varlen batch."""
+    if c.get("seqlens"):
+        return sum(sequence_pairs(c, q, k) for q, k in zip(c["seqlens"], c["seqlens_k"]))
+    return sequence_pairs(c, c["sq"], c["sk"])
 
 
 def pass_flops(c, pass_name):
@@ -269,12 +298,24 @@ def pass_flops(c, pass_name):
 
 
 def pass_bytes(c, pass_name):
-    """Bytes one call must move at least (app/bench/stats.h): Q, O and K, V once forward."""
+    """Bytes one call must move at least (app/bench/stats.cpp): Q and O, and the K and V rows
+    some query sees, once forward; backward also dO, dQ and dK, dV written whole. A varlen
+    batch: the sum over its sequences."""
+    if c.get("seqlens"):
+        return sum(
+            pass_bytes(dict(c, b=1, sq=q, sk=k, seqlens=None, seqlens_k=None), pass_name)
+            for q, k in zip(c["seqlens"], c["seqlens_k"])
+        )
     element = 4 if c["dtype"] == "fp32" else 2
     q = c["b"] * c["h"] * c["sq"] * c["d"] * element
-    keys = sum(c["cache"]) if c.get("cache") else c["b"] * c["sk"]
+    offset, left, right = band(c, c["sq"], c["sk"])
+    first_key = max(offset - left, 0)  # the first row's band start ...
+    key_end = min(c["sq"] - 1 + offset + right + 1, c["sk"])  # ... to the last row's end
+    keys = sum(c["cache"]) if c.get("cache") else c["b"] * max(key_end - first_key, 0)
     kv = keys * c["hkv"] * c["d"] * element
-    return 4 * (q + kv) if pass_name == "bwd" else 2 * (q + kv)
+    if pass_name == "bwd":
+        return 4 * q + 2 * kv + 2 * c["b"] * c["sk"] * c["hkv"] * c["d"] * element
+    return 2 * (q + kv)
 
 
 def summarize(samples):
@@ -421,13 +462,101 @@ def sdpa_call(torch, c, args, views):
     return lambda: F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
+def alibi_slopes(heads):
+    """The ALiBi paper's slopes, as problem.h's alibi_default_slopes()."""
+
+    def power_of_two(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    below = 1 << (heads.bit_length() - 1)
+    return (power_of_two(below) + power_of_two(2 * below)[0::2])[:heads]
+
+
+_compiled_flex = None
+
+
+def flex_call(torch, c, args, views):
+    """A function running FlexAttention forward on the case: the mask and the window as a block
+    mask, softcap and ALiBi as a score_mod (softcap first, as cuflash), a varlen batch as
+    documents of the packed tokens with each sequence's own diagonal."""
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if _compiled_flex is None:
+        # A fallback of torch.compile to the eager flex_attention (which materialises the
+        # scores) must fail, not be timed.
+        for flag in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+            if hasattr(torch._dynamo.config, flag):
+                setattr(torch._dynamo.config, flag, True)
+        _compiled_flex = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+    # Every case's masks and score_mods are closures of their own: start each from an empty
+    # cache, so that a sweep never reaches the recompile limit.
+    torch._dynamo.reset()
+    q, k, v = views
+    device = q.device
+    lengths_q = c.get("seqlens") or [c["sq"]]
+    lengths_k = c.get("seqlens_k") or [c["sk"]]
+    as_index = lambda values: torch.tensor(list(values), device=device, dtype=torch.int32)
+    offsets = [band(c, sq, sk)[0] for sq, sk in zip(lengths_q, lengths_k)]
+    _, left, right = band(c, lengths_q[0], lengths_k[0])  # the sides do not depend on lengths
+    varlen = bool(c.get("seqlens"))
+    # i + offset - j in a sequence's own positions is qi - ki + shift, shift = offset -
+    # (first query token) + (first key token) of the query's sequence: one lookup, none when
+    # every shift is the same (a dense batch, or sequences of equal query and key lengths).
+    starts_q = [0] + list(itertools.accumulate(lengths_q))[:-1]
+    starts_k = [0] + list(itertools.accumulate(lengths_k))[:-1]
+    shifts = [o - a + b for o, a, b in zip(offsets, starts_q, starts_k)]
+    if varlen:
+        doc_q = torch.repeat_interleave(as_index(range(len(lengths_q))), as_index(lengths_q))
+        doc_k = torch.repeat_interleave(as_index(range(len(lengths_k))), as_index(lengths_k))
+        shift_q = torch.repeat_interleave(as_index(shifts), as_index(lengths_q))
+
+    def distance(qi, ki):
+        if len(set(shifts)) == 1:
+            return qi - ki + shifts[0]
+        return qi - ki + shift_q[qi]
+
+    def mask_mod(b, h, qi, ki):
+        visible = doc_q[qi] == doc_k[ki] if varlen else qi >= 0
+        if right < UNBOUNDED:
+            visible = visible & (distance(qi, ki) >= -right)
+        if left < UNBOUNDED:
+            visible = visible & (distance(qi, ki) <= left)
+        return visible
+
+    block_mask = None
+    if masked(c) or varlen:
+        block_mask = create_block_mask(mask_mod, None, None, sum(lengths_q), sum(lengths_k), device)
+        torch.cuda.empty_cache()  # the dense mask it went through is not the kernel's memory
+    cap = float(c.get("softcap") or 0.0)
+    slopes = None
+    if c.get("alibi") == "1":
+        slopes = torch.tensor(alibi_slopes(c["h"]), device=device, dtype=torch.float32)
+
+    def score_mod(score, b, h, qi, ki):
+        if cap > 0:
+            score = cap * torch.tanh(score / cap)
+        if c.get("alibi") == "1":
+            score = score - slopes[h] * torch.abs(distance(qi, ki)).to(score.dtype)
+        return score
+
+    kwargs = dict(block_mask=block_mask, enable_gqa=c["hkv"] != c["h"])
+    if cap > 0 or c.get("alibi") == "1":
+        kwargs["score_mod"] = score_mod
+    if args.scale is not None:
+        kwargs["scale"] = args.scale
+    return lambda: _compiled_flex(q, k, v, **kwargs)
+
+
 def check_backend_fits(c, backend, args):
+    if c.get("page_size"):
+        raise Unsupported(f"{backend} has no paged K/V cache (page_size {c['page_size']})")
+    if c.get("cache"):
+        raise Unsupported(f"{backend} has no per-sequence key lengths (--cache-seqlens)")
+    if backend == "flex":
+        return
     if max(c.get("window", (-1, -1))) >= 0 or c.get("softcap") or c.get("alibi") == "1":
         raise Unsupported("SDPA's fused kernels have no sliding window, softcap or ALiBi")
-    if c.get("page_size"):
-        raise Unsupported(f"SDPA has no paged K/V cache (page_size {c['page_size']})")
-    if c.get("cache"):
-        raise Unsupported("SDPA has no per-sequence key lengths (--cache-seqlens)")
     if c.get("seqlens"):
         raise Unsupported("SDPA has no variable-length packed batches (seqlens)")
     if c["dtype"] == "fp32" and backend not in FP32_BACKENDS:
@@ -445,8 +574,9 @@ def first_call(torch, fn):
         warnings.simplefilter("always")
         try:
             return fn()
-        except RuntimeError as e:
-            if "No available kernel" in str(e) or "not supported" in str(e).lower():
+        except (RuntimeError, ValueError, NotImplementedError) as e:
+            text = str(e).lower()
+            if "no available kernel" in text or "not supported" in text or "nyi" in text:
                 why = "; ".join(str(w.message).splitlines()[0] for w in caught[:2])
                 raise Unsupported(f"{str(e).splitlines()[0]} {why}".strip()[:300])
             raise
@@ -477,16 +607,21 @@ def run_backend(torch, timer, c, backend, args, seed, result):
         "cudnn": SDPBackend.CUDNN_ATTENTION,
         "efficient": SDPBackend.EFFICIENT_ATTENTION,
         "math": SDPBackend.MATH,
+        "flex": None,  # not through SDPA: no backend to pin
     }[backend]
+    call = flex_call if backend == "flex" else sdpa_call
+    pinned = contextlib.nullcontext() if kind is None else sdpa_kernel([kind])
     torch.cuda.empty_cache()
     free_before = torch.cuda.mem_get_info()[0]
     q, k, v, dout = make_inputs(torch, c, seed, args.pass_ != "fwd")
     torch.cuda.synchronize()  # the inputs were made on the default stream; the timer uses its own
     leaves = (q[0], k[0], v[0])
-    with sdpa_kernel([kind]), torch.cuda.stream(timer.stream):
-        forward = sdpa_call(torch, c, args, (q[1], k[1], v[1]))
+    with pinned, torch.cuda.stream(timer.stream):
+        forward = call(torch, c, args, (q[1], k[1], v[1]))
         out = first_call(torch, forward)  # on the timer's stream: autograd runs backward there too
         grad = lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)
+        if backend == "flex" and args.pass_ != "fwd":
+            grad()  # compiles flex's backward before its memory is measured
         work = [("fwd", forward)] if args.pass_ != "bwd" else []
         work += [("bwd", grad)] if args.pass_ != "fwd" else []
         memory = {name: measure_memory(torch, fn) for name, fn in work}
@@ -585,9 +720,9 @@ def case_fields(c, p, s, peak):
         "seq_k": c["sk"],
         "head_dim": c["d"],
         "mask": c["mask"],
-        "window": None,  # the variants cuflash's rows name; SDPA cases have none
-        "softcap": 0,
-        "alibi": False,
+        "window": list(c["window"]) if max(c.get("window", (-1, -1))) >= 0 else None,
+        "softcap": c.get("softcap") or 0,
+        "alibi": c.get("alibi") == "1",
         "layout": c["layout"],
         "deterministic": False,  # SDPA times its own default backward
         "flops": p["flops"],
@@ -892,7 +1027,8 @@ def parse_args(argv):
     p.add_argument(
         "--backends",
         default="flash,cudnn,efficient",
-        help="comma list of flash, cudnn, efficient, math (math is opt-in)",
+        help="comma list of flash, cudnn, efficient, math, flex (math and flex are opt-in; flex: "
+        "FlexAttention, the baseline for windows, softcap, ALiBi and varlen batches)",
     )
     p.add_argument(
         "--math-max-scores",
