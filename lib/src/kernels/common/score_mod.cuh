@@ -1,7 +1,7 @@
 // Softcap and ALiBi on mma accumulator fragments, for the kernels compiled with kVariants
 // (dispatched at launch, uses_variant_kernels(); the default kernels never see this code).
-// Scores leave in log2 units, ready for exp2: the softmax then multiplies them by 1 instead of
-// scale * log2(e).
+// ScoreMod::apply() gives scores in log2 units, ready for exp2 (the backward);
+// ForwardScoreMod gives them in units that the forward softmax's multiply-add scales.
 #pragma once
 
 #include <cstdint>
@@ -82,12 +82,62 @@ __device__ __forceinline__ ScoreModFor<Element> score_mod(const ProblemParams& p
   return {p.scale_log2, p.softcap_in, p.softcap_out, slope * kLog2e};
 }
 
-template <ScoreModKind kKind, int kTiles, bool kHardwareTanh>
+// Which loop the forward's modify_scores() runs (once per block of scores, as ScoreModKind): a
+// softcap without ALiBi has a loop of its own that spends nothing on a bias.
+enum class ForwardScoreModKind { none, alibi, softcap, softcap_alibi };
+
+// The forward's form of a ScoreMod. Its scores leave in "score units" that the softmax's fused
+// multiply-add, spent on every score anyway, turns into log2 units: tanh(x * softcap_in) with a
+// softcap (unit softcap * log2 e), the raw x without one (unit scale * log2 e), then minus slope
+// * |distance| with ALiBi (the slope divided by the unit once, here). Against apply()'s log2
+// units that saves a multiply per score, and a softcap without ALiBi spends nothing on a bias:
+// on an H200 (B=1 H=16 S=16k D=128 bf16 causal) the forward took 2.044 -> 1.722 ms with ALiBi
+// and 2.352 -> 2.179 with softcap 30. The backward keeps apply(): there the same change cost
+// 2-5 % (its sm90 variant kernel spilled more; performance log).
+template <bool kHardwareTanh>
+struct ForwardScoreMod {
+  float unit;        // log2 units per score unit: the softmax's scale
+  float softcap_in;  // scale / softcap; 0: no softcap
+  float slope;       // ALiBi slope in score units per key of distance; 0 without ALiBi
+
+  __device__ __forceinline__ static ForwardScoreMod of(const ScoreMod<kHardwareTanh>& mod) {
+    const float unit = mod.softcap_in != 0.f ? mod.softcap_out : mod.scale_log2;
+    return {unit, mod.softcap_in, __fdividef(mod.slope_log2, unit)};
+  }
+
+  __device__ __forceinline__ ForwardScoreModKind kind() const {
+    if (softcap_in != 0.f) {
+      return slope != 0.f ? ForwardScoreModKind::softcap_alibi : ForwardScoreModKind::softcap;
+    }
+    return slope != 0.f ? ForwardScoreModKind::alibi : ForwardScoreModKind::none;
+  }
+
+  template <ForwardScoreModKind kKind>
+  __device__ __forceinline__ float apply(float x, float distance) const {
+    constexpr bool kCap =
+        kKind == ForwardScoreModKind::softcap || kKind == ForwardScoreModKind::softcap_alibi;
+    constexpr bool kBias =
+        kKind == ForwardScoreModKind::alibi || kKind == ForwardScoreModKind::softcap_alibi;
+    float score = x;
+    if constexpr (kCap) {
+      score = kHardwareTanh ? hardware_tanh(x * softcap_in) : fast_tanh(x * softcap_in);
+    }
+    if constexpr (kBias) score = fmaf(-slope, fabsf(distance), score);
+    return score;
+  }
+};
+
+template <typename Element>
+__device__ __forceinline__ ForwardScoreMod<sizeof(Element) == 2> forward_score_mod(
+    const ProblemParams& p, int64_t batch, int64_t head) {
+  return ForwardScoreMod<sizeof(Element) == 2>::of(score_mod<Element>(p, batch, head));
+}
+
+template <ForwardScoreModKind kKind, int kTiles, bool kHardwareTanh>
 __device__ __forceinline__ void modify_scores_as(float (&s)[kTiles][4],
-                                                 const ScoreMod<kHardwareTanh>& mod,
+                                                 const ForwardScoreMod<kHardwareTanh>& mod,
                                                  const ProblemParams& p, int64_t k0, int64_t row,
                                                  int lane) {
-  float unused;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     // Distances stay exact in float up to 2^24, far beyond where the bias has any weight left.
@@ -97,33 +147,30 @@ __device__ __forceinline__ void modify_scores_as(float (&s)[kTiles][4],
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[t][2 * half + e];
-        x = mod.template apply<kKind>(x, base - float(8 * t + e), unused);
+        x = mod.template apply<kKind>(x, base - float(8 * t + e));
       }
     }
   }
 }
 
 // Modifies this thread's part of a warp's 16 x (8 * kTiles) block of raw scores (keys k0..;
-// `row` the query of fragment row `group`) into log2-unit scores. Call only when mod.kind() is
-// not none (the softmax then takes scale 1, see modified_scale()).
+// `row` the query of fragment row `group`) into score units, for a softmax scaled by mod.unit
+// (a window alone leaves the scores raw).
 template <int kTiles, bool kHardwareTanh>
 __device__ __forceinline__ void modify_scores(float (&s)[kTiles][4],
-                                              const ScoreMod<kHardwareTanh>& mod,
+                                              const ForwardScoreMod<kHardwareTanh>& mod,
                                               const ProblemParams& p, int64_t k0, int64_t row,
                                               int lane) {
-  if (mod.kind() == ScoreModKind::softcap) {
-    modify_scores_as<ScoreModKind::softcap>(s, mod, p, k0, row, lane);
-  } else {
-    modify_scores_as<ScoreModKind::alibi>(s, mod, p, k0, row, lane);
+  switch (mod.kind()) {
+    case ForwardScoreModKind::softcap:
+      return modify_scores_as<ForwardScoreModKind::softcap>(s, mod, p, k0, row, lane);
+    case ForwardScoreModKind::softcap_alibi:
+      return modify_scores_as<ForwardScoreModKind::softcap_alibi>(s, mod, p, k0, row, lane);
+    case ForwardScoreModKind::alibi:
+      return modify_scores_as<ForwardScoreModKind::alibi>(s, mod, p, k0, row, lane);
+    case ForwardScoreModKind::none:
+      return;
   }
-}
-
-// The scale the forward softmax applies to the scores it gets: 1 for modified scores (already in
-// log2 units), scale * log2(e) for raw ones (the default kernels, and a window alone).
-template <bool kHardwareTanh>
-__device__ __forceinline__ float modified_scale(const ScoreMod<kHardwareTanh>& mod,
-                                                const ProblemParams& p) {
-  return mod.kind() == ScoreModKind::none ? p.scale_log2 : 1.f;
 }
 
 }  // namespace cuflash::detail

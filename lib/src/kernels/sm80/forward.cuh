@@ -175,11 +175,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) zero(o_acc[mi]);
-  const ScoreModFor<Element> mod =
-      kVariants ? score_mod<Element>(p, block.batch, block.head) : ScoreModFor<Element>{};
-  // Modified scores are already in log2 units.
-  const float softmax_scale = kVariants ? modified_scale(mod, p) : p.scale_log2;
-  const bool modifies = kVariants && mod.kind() != ScoreModKind::none;
+  const ForwardScoreMod<sizeof(Element) == 2> mod =
+      kVariants ? forward_score_mod<Element>(p, block.batch, block.head)
+                : ForwardScoreMod<sizeof(Element) == 2>{};
+  // Modified scores are in the mod's units (scale_log2 where they stay raw).
+  const float softmax_scale = kVariants ? mod.unit : p.scale_log2;
+  const bool modifies = kVariants && mod.kind() != ForwardScoreModKind::none;
 
   for (int64_t key_block = 0; key_block < num_key_blocks; ++key_block) {
     const int stage = static_cast<int>(key_block % kStages);

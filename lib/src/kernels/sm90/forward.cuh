@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) +
                                                     Traits::kOutOffset)};
-  [[maybe_unused]] ScoreModFor<Element> mod;
+  [[maybe_unused]] ForwardScoreMod<sizeof(Element) == 2> mod;
   int64_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
 
@@ -334,14 +334,14 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     // Modifies (kVariants) and masks S_j where needed and turns it into P_j (unnormalized
     // probabilities).
     OnlineSoftmax softmax;
-    if constexpr (kVariants) mod = score_mod<Element>(p, block.batch, block.head);
-    // Modified scores are in log2 units already.
-    const float softmax_scale = kVariants ? modified_scale(mod, p) : p.scale_log2;
+    if constexpr (kVariants) mod = forward_score_mod<Element>(p, block.batch, block.head);
+    // Modified scores are in the mod's units (scale_log2 where they stay raw).
+    const float softmax_scale = kVariants ? mod.unit : p.scale_log2;
     auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t j, float (&rescale)[2]) {
       const int64_t k0 = (block.first_key_block + j) * kBlockN;
       const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
       if constexpr (kVariants) {
-        if (mod.kind() != ScoreModKind::none) modify_scores(s, mod, p, k0, fragment_row, lane);
+        modify_scores(s, mod, p, k0, fragment_row, lane);
       }
       if (crosses_end || crosses_band<kVariants>(p, q0, kBlockM, k0, kBlockN)) {
         mask_scores<kVariants>(s, p, k0, fragment_row, lane);
