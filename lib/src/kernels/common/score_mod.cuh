@@ -127,10 +127,15 @@ struct ForwardScoreMod {
   }
 };
 
+// The ForwardScoreMod of the kernels of `Element` (as ScoreModFor).
 template <typename Element>
-__device__ __forceinline__ ForwardScoreMod<sizeof(Element) == 2> forward_score_mod(
-    const ProblemParams& p, int64_t batch, int64_t head) {
-  return ForwardScoreMod<sizeof(Element) == 2>::of(score_mod<Element>(p, batch, head));
+using ForwardScoreModFor = ForwardScoreMod<sizeof(Element) == 2>;
+
+template <typename Element>
+__device__ __forceinline__ ForwardScoreModFor<Element> forward_score_mod(const ProblemParams& p,
+                                                                         int64_t batch,
+                                                                         int64_t head) {
+  return ForwardScoreModFor<Element>::of(score_mod<Element>(p, batch, head));
 }
 
 template <ForwardScoreModKind kKind, int kTiles, bool kHardwareTanh>

@@ -175,9 +175,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   OnlineSoftmax softmax[kMTiles];
 #pragma unroll
   for (int mi = 0; mi < kMTiles; ++mi) zero(o_acc[mi]);
-  const ForwardScoreMod<sizeof(Element) == 2> mod =
+  const ForwardScoreModFor<Element> mod =
       kVariants ? forward_score_mod<Element>(p, block.batch, block.head)
-                : ForwardScoreMod<sizeof(Element) == 2>{};
+                : ForwardScoreModFor<Element>{};
   // Modified scores are in the mod's units (scale_log2 where they stay raw).
   const float softmax_scale = kVariants ? mod.unit : p.scale_log2;
   const bool modifies = kVariants && mod.kind() != ForwardScoreModKind::none;

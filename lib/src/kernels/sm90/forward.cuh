@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) +
                                                     Traits::kOutOffset)};
-  [[maybe_unused]] ForwardScoreMod<sizeof(Element) == 2> mod;
+  [[maybe_unused]] ForwardScoreModFor<Element> mod;
   int64_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
 
