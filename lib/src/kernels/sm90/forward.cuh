@@ -61,33 +61,36 @@ struct ForwardSmem {
   static_assert(kTileAlignment == kSwizzleAtomBytes);
   uint32_t tiles;  // kTileAlignment-aligned
 
-  static __device__ uint32_t slot(int64_t block) { return uint32_t(block % Traits::kStages); }
+  // Blocks are counted in 32 unsigned bits: the slot and phase are then a mask and a shift, and
+  // stay right past a wrap (2^32 is a multiple of 2 * kStages).
+  static_assert((Traits::kStages & (Traits::kStages - 1)) == 0, "a power of two");
+  static __device__ uint32_t slot(uint32_t block) { return block % Traits::kStages; }
   __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
 
   __device__ QTile q() const { return {at(offsetof(Storage, q))}; }
-  __device__ KvTile k(int64_t block) const {
+  __device__ KvTile k(uint32_t block) const {
     return {at(offsetof(Storage, k) + slot(block) * sizeof(Storage::k[0]))};
   }
-  __device__ KvTile v(int64_t block) const {
+  __device__ KvTile v(uint32_t block) const {
     return {at(offsetof(Storage, v) + slot(block) * sizeof(Storage::v[0]))};
   }
   __device__ uint32_t q_full() const { return at(offsetof(Storage, q_full)); }
   __device__ uint32_t q_empty() const { return at(offsetof(Storage, q_empty)); }
-  __device__ uint32_t k_full(int64_t block) const {
+  __device__ uint32_t k_full(uint32_t block) const {
     return at(offsetof(Storage, k_full) + 8 * slot(block));
   }
-  __device__ uint32_t v_full(int64_t block) const {
+  __device__ uint32_t v_full(uint32_t block) const {
     return at(offsetof(Storage, v_full) + 8 * slot(block));
   }
-  __device__ uint32_t k_empty(int64_t block) const {
+  __device__ uint32_t k_empty(uint32_t block) const {
     return at(offsetof(Storage, k_empty) + 8 * slot(block));
   }
-  __device__ uint32_t v_empty(int64_t block) const {
+  __device__ uint32_t v_empty(uint32_t block) const {
     return at(offsetof(Storage, v_empty) + 8 * slot(block));
   }
   // Block j is the (j / kStages)-th use of its slot: the parity of the barrier phase to wait for.
-  static __device__ uint32_t parity(int64_t block) {
-    return uint32_t(block / Traits::kStages) & 1u;
+  static __device__ uint32_t parity(uint32_t block) {
+    return (block / Traits::kStages) & 1u;
   }
 };
 
@@ -200,11 +203,12 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
   load_tile_tma(smem.q(), params.q_map, smem.q_full(), start.first_row() + tile.q0, tile.head,
                 batch);
   for (int64_t j = 0; j < tile.key_blocks; ++j) {
-    const int64_t block = loaded + j;
+    const int64_t count = loaded + j;  // this CTA's key blocks so far
+    const uint32_t block = uint32_t(count);
     const int64_t k0 = start.first_key() + (tile.first_key_block + j) * Traits::kBlockN;
-    if (block >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
+    if (count >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
     load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, tile.kv_head, batch);
-    if (block >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
+    if (count >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
     load_tile_tma(smem.v(block), params.v_map, smem.v_full(block), k0, tile.kv_head, batch);
   }
 }
@@ -296,7 +300,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) +
                                                     Traits::kOutOffset)};
   [[maybe_unused]] ForwardScoreModFor<Element> mod;
-  int64_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
+  uint32_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
 
   for (int64_t round = 0, tile = walk.tile(0, cta); tile < walk.tiles;
@@ -320,7 +324,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     const uint32_t q_parity = uint32_t(q_loads) & 1u;
     ++q_loads;
     // Running index of this tile's key block j: its slot and barrier phase.
-    auto slot_of = [&](int64_t j) { return consumed + j; };
+    auto slot_of = [&](int64_t j) { return consumed + uint32_t(j); };
 
     // S_j = Q K_j^T into s (64 x kBlockN per warpgroup); the first k step overwrites s.
     auto issue_scores = [&](float (&s)[kScoreTiles][4], int64_t j) {
@@ -436,7 +440,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     wgmma_fence_operands(o_acc);
     wgmma_fence_operands(p_fragments);
     mbarrier_arrive(smem.v_empty(slot_of(last)));
-    consumed += num_key_blocks;
+    consumed += uint32_t(num_key_blocks);
 
     // Epilogue: normalize, stage O in padded rows, write whole rows with 16-byte stores. The
     // first consumer barrier orders the previous tile's reads of the staging rows (or, staged
