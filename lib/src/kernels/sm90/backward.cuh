@@ -61,44 +61,48 @@ struct BackwardSmem {
   static_assert(kTileAlignment == kSwizzleAtomBytes);
   uint32_t tiles;  // kTileAlignment-aligned
 
-  static __device__ uint32_t slot(int64_t it) { return uint32_t(it % Traits::kStages); }
+  // Query block `it` of the CTA's schedule (32 unsigned bits: slots and phases without 64-bit
+  // division).
+  static __device__ uint32_t slot(uint32_t it) { return it % Traits::kStages; }
   __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
 
   __device__ KvTile k() const { return {at(offsetof(Storage, k))}; }
   __device__ KvTile v() const { return {at(offsetof(Storage, v))}; }
-  __device__ QTile q(int64_t it) const { return {at(Storage::q_offset(slot(it)))}; }
-  __device__ QTile dout(int64_t it) const { return {at(Storage::dout_offset(slot(it)))}; }
-  __device__ DsTile ds(int64_t it) const {
+  __device__ QTile q(uint32_t it) const { return {at(Storage::q_offset(slot(it)))}; }
+  __device__ QTile dout(uint32_t it) const { return {at(Storage::dout_offset(slot(it)))}; }
+  __device__ DsTile ds(uint32_t it) const {
     return {at(offsetof(Storage, ds) + uint32_t(it % 2) * sizeof(Storage::ds[0]))};
   }
   // LSE and D of the query block, kBlockM floats each (offsets in bytes from `tiles`).
-  __device__ uint32_t lse_offset(int64_t it) const {
+  __device__ uint32_t lse_offset(uint32_t it) const {
     return uint32_t(offsetof(Storage, lse) + slot(it) * sizeof(Storage::lse[0]));
   }
-  __device__ uint32_t row_dot_offset(int64_t it) const {
+  __device__ uint32_t row_dot_offset(uint32_t it) const {
     return uint32_t(offsetof(Storage, row_dot) + slot(it) * sizeof(Storage::row_dot[0]));
   }
   __device__ uint32_t kv_full() const { return at(offsetof(Storage, kv_full)); }
-  __device__ uint32_t full(int64_t it) const { return at(offsetof(Storage, full) + 8 * slot(it)); }
-  __device__ uint32_t empty(int64_t it) const {
+  __device__ uint32_t full(uint32_t it) const {
+    return at(offsetof(Storage, full) + 8 * slot(it));
+  }
+  __device__ uint32_t empty(uint32_t it) const {
     return at(offsetof(Storage, empty) + 8 * slot(it));
   }
-  static __device__ uint32_t parity(int64_t it) { return uint32_t(it / Traits::kStages) & 1u; }
+  static __device__ uint32_t parity(uint32_t it) { return (it / Traits::kStages) & 1u; }
   // Query block `it`'s dQ stage and its barriers, which complete once per use of the stage. With
   // kDqInQuerySlots the stage is the block's Q/dO slot, and the slot's empty barrier does
   // dq_free's work.
-  static __device__ int dq_slot(int64_t it) { return int(it % Traits::kDqSlots); }
-  __device__ uint32_t dq_stage(int64_t it) const {
+  static __device__ int dq_slot(uint32_t it) { return int(it % Traits::kDqSlots); }
+  __device__ uint32_t dq_stage(uint32_t it) const {
     if constexpr (Traits::kDqInQuerySlots) return q(it).base;
     return at(offsetof(Storage, dq) + dq_slot(it) * sizeof(Storage::dq[0]));
   }
-  __device__ uint32_t dq_staged(int64_t it) const {
+  __device__ uint32_t dq_staged(uint32_t it) const {
     return at(offsetof(Storage, dq_staged) + 8 * dq_slot(it));
   }
-  __device__ uint32_t dq_free(int64_t it) const {
+  __device__ uint32_t dq_free(uint32_t it) const {
     return at(offsetof(Storage, dq_free) + 8 * dq_slot(it));
   }
-  static __device__ uint32_t dq_parity(int64_t it) {
+  static __device__ uint32_t dq_parity(uint32_t it) {
     return uint32_t(it / Traits::kDqSlots) & 1u;
   }
 
@@ -157,7 +161,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
                    int(start.first_key() + k0), int(kv_head), int(map_batch));
     }
   }
-  for (int64_t it = 0; it < schedule.count; ++it) {
+  for (uint32_t it = 0; it < schedule.count; ++it) {
     if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
@@ -201,7 +205,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
   using Smem = BackwardSmem<Traits>;
   constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = start.p;
-  for (int64_t it = 0; it < schedule.count; ++it) {
+  for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     int* semaphore = nullptr;
@@ -347,7 +351,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   zero_pieces(dv_acc);
   mbarrier_wait(smem.kv_full(), 0);
 
-  for (int64_t it = 0; it < schedule.count; ++it) {
+  for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     const auto q_tile = smem.q(it);

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   zero_pieces(dv_acc);
   mbarrier_wait(smem.kv_full(), 0);
 
-  for (int64_t it = 0; it < schedule.count; ++it) {
+  for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t q0 = schedule.q0(p, it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
@@ -256,8 +256,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   // reading them; the producer loads nothing more; with dQ staged in the Q/dO slots, the
   // reduces of the last blocks have read them), then write whole rows.
   if constexpr (Traits::kDqInQuerySlots) {
-    const int64_t first = schedule.count > Traits::kStages ? schedule.count - Traits::kStages : 0;
-    for (int64_t it = first; it < schedule.count; ++it) {
+    const uint32_t first =
+        uint32_t(schedule.count > Traits::kStages ? schedule.count - Traits::kStages : 0);
+    for (uint32_t it = first; it < schedule.count; ++it) {
       mbarrier_wait(smem.empty(it), Smem::parity(it));
     }
   }
