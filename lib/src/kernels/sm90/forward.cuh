@@ -120,13 +120,13 @@ struct TileWalk {
 // each head, and where the number of CTAs and the blocks per head do not fit together the static
 // shares drift apart (B=1, H=8, 16k causal, D=128: the largest share 1.78x the mean, 0.80 ->
 // 1.40 ms), which the hardware's order avoids.
-// For the default kernels (the variant ones never walk): no left bound of the band.
-template <typename Traits>
+// For the kernels that walk (plain, and window: kLeftBound; the variant kernels never walk).
+template <typename Traits, bool kLeftBound>
 bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   // A tile's key blocks depend on its query block only (dense problems: every head alike).
   std::vector<int64_t> blocks(size_t(walk.num_m_blocks));
   for (int64_t block = 0; block < walk.num_m_blocks; ++block) {
-    blocks[size_t(block)] = forward_block<Traits::kBlockM, Traits::kBlockN, false>(
+    blocks[size_t(block)] = forward_block<Traits::kBlockM, Traits::kBlockN, kLeftBound>(
                                 p, 0, walk.num_m_blocks, BlockOrder{block, 0})
                                 .key_blocks;
   }
@@ -156,12 +156,12 @@ bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& 
 
 // The same, remembered per shape: the estimate walks every tile (host time in proportion to
 // the tiles), and training calls the same shapes again and again. A tile's key blocks follow
-// from the rows, the keys and the band's right end alone.
-template <typename Traits>
+// from the rows, the keys and the band's ends alone.
+template <typename Traits, bool kLeftBound>
 bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   if (walk.ctas >= walk.tiles) return true;  // one tile a CTA either way
-  using Key = std::array<int64_t, 5>;
-  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_last};
+  using Key = std::array<int64_t, 6>;
+  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_last, p.band_first};
   static std::mutex mutex;
   static std::map<Key, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
@@ -169,7 +169,7 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
   if (found != known.end()) return found->second;
   constexpr size_t kMaxRemembered = 4096;  // a bound for programs that sweep shapes
   if (known.size() >= kMaxRemembered) known.clear();
-  return known[key] = estimate_persistent_walk_is_faster<Traits>(p, walk);
+  return known[key] = estimate_persistent_walk_is_faster<Traits, kLeftBound>(p, walk);
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -215,7 +215,14 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim, bool kVariants>
+// The three forward kernels of a head_dim: `plain` (dense batches, causal or no mask, and a
+// band bounded on the right only), `window` (the same with a band bounded on the left too: the
+// default kernel's tile walk, so that the short key loops of a window overlap one tile's
+// epilogue with the next one's loads), `variants` (softcap, ALiBi, varlen batches: one tile a
+// CTA, their registers going to the score modifications).
+enum class ForwardKernel { plain, window, variants };
+
+template <typename Element, int kHeadDim, ForwardKernel kKernel>
 __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     forward_kernel(const __grid_constant__ ForwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -230,14 +237,16 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   constexpr int kOutTiles = kHeadDim / 8;   // n8 tiles of O per warp
   using Mma = Wgmma<Element, kBlockN>;      // S = Q K^T: 64 x kBlockN per warpgroup
   using MmaOut = Wgmma<Element, kHeadDim>;  // O += P V: 64 x D per warpgroup
+  constexpr bool kVariants = kKernel == ForwardKernel::variants;
+  constexpr bool kLeftBound = kKernel != ForwardKernel::plain;
 
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   const TileWalk walk{params.tiles, params.base.num_m_blocks, gridDim.x};
   const int64_t cta = blockIdx.x;
   // The variant kernels run one tile a CTA and take varlen batches: their problem is that of
-  // their tile's sequence (sequence.cuh; the launch's own in a dense batch). The default kernels
-  // (dense batches only) read the launch's constants rather than hold a copy in registers.
+  // their tile's sequence (sequence.cuh; the launch's own in a dense batch). The plain and
+  // window kernels (dense batches only) read the launch's constants rather than hold a copy.
   const ProblemParams sequence =
       kVariants ? sequence_problem(params.base.problem,
                                    walk.order(walk.tile(0, cta)).head / params.base.problem.heads)
@@ -254,7 +263,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       none.q0 = p.seq_q;
       return none;
     }
-    return forward_block<kBlockM, kBlockN, kVariants>(p, 0, m_blocks, order);
+    return forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
   };
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -341,15 +350,25 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     if constexpr (kVariants) mod = forward_score_mod<Element>(p, block.batch, block.head);
     // Modified scores are in the mod's units (scale_log2 where they stay raw).
     const float softmax_scale = kVariants ? mod.unit : p.scale_log2;
+    // The window kernel works out once a tile which key blocks need no mask (32-bit compares in
+    // the loop rather than the band's 64-bit bounds: the walk's registers).
+    [[maybe_unused]] const UnmaskedBlocks unmasked =
+        kKernel == ForwardKernel::window
+            ? unmasked_blocks<kBlockM, kBlockN>(p, q0, block.first_key_block, num_key_blocks)
+            : UnmaskedBlocks{};
     auto exponentiate = [&](float (&s)[kScoreTiles][4], int64_t j, float (&rescale)[2]) {
       const int64_t k0 = (block.first_key_block + j) * kBlockN;
-      const bool crosses_end = masks_end && k0 + kBlockN > p.seq_k;
       if constexpr (kVariants) {
         modify_scores(s, mod, p, k0, fragment_row, lane);
       }
-      if (crosses_end || crosses_band<kVariants>(p, q0, kBlockM, k0, kBlockN)) {
-        mask_scores<kVariants>(s, p, k0, fragment_row, lane);
+      bool masked;
+      if constexpr (kKernel == ForwardKernel::window) {
+        masked = !unmasked.contains(int(j));
+      } else {
+        masked = (masks_end && k0 + kBlockN > p.seq_k) ||
+                 crosses_band<kLeftBound>(p, q0, kBlockM, k0, kBlockN);
       }
+      if (masked) mask_scores<kLeftBound>(s, p, k0, fragment_row, lane);
       softmax.exponentiate(s, softmax_scale, rescale);
     };
     uint32_t p_fragments[kBlockN / 16][4];  // P_j as A operands, k16 slices of keys
@@ -473,6 +492,16 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
 // described to TMA, so that the caller falls back to the mma.sync kernel. A varlen batch runs on
 // the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
 // batch entry of all the tokens.
+// The kernel of a call: window for a dense batch whose only variant is a band with a left end,
+// variants for any other variant or a varlen batch, plain otherwise.
+inline ForwardKernel forward_kernel_for(const ForwardArgs& args) {
+  if (args.varlen.enabled()) return ForwardKernel::variants;
+  if (!uses_variant_kernels(args)) return ForwardKernel::plain;
+  ForwardArgs without_window = args;
+  without_window.window.left = -1;
+  return uses_variant_kernels(without_window) ? ForwardKernel::variants : ForwardKernel::window;
+}
+
 template <typename Element, int kHeadDim>
 bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   using Traits = ForwardTraits<kHeadDim>;
@@ -501,15 +530,28 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   // One CTA per tile needs the tiles to fit a 1-D grid (2^31 - 1); beyond, the mma.sync kernels
   // (grids in chunks) run the call.
   if (params.tiles > std::numeric_limits<int32_t>::max()) return false;
-  const bool variants = uses_variant_kernels(args) || varlen;
+  const ForwardKernel kind = forward_kernel_for(args);
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
-  const bool persistent = Traits::kPersistent && !variants &&
-                          persistent_walk_is_faster<Traits>(base.problem, walk);
+  bool persistent = false;
+  if (Traits::kPersistent && kind == ForwardKernel::plain) {
+    persistent = persistent_walk_is_faster<Traits, false>(base.problem, walk);
+  } else if (Traits::kPersistent && kind == ForwardKernel::window) {
+    persistent = persistent_walk_is_faster<Traits, true>(base.problem, walk);
+  }
   const int64_t ctas = persistent ? walk.ctas : params.tiles;
 
-  auto* kernel = variants ? &forward_kernel<Element, kHeadDim, true>
-                          : &forward_kernel<Element, kHeadDim, false>;
+  auto* kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::plain>;
+  switch (kind) {
+    case ForwardKernel::plain:
+      break;
+    case ForwardKernel::window:
+      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::window>;
+      break;
+    case ForwardKernel::variants:
+      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::variants>;
+      break;
+  }
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Traits::kThreads, Traits::kSmemBytes,
                 stream, params);
