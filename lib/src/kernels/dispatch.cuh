@@ -16,7 +16,8 @@
 // window bounded on the left (uses_variant_kernels()), so that the default kernels carry none of
 // their code and keep their registers: they serve no mask, the causal masks and windows bounded
 // on the right only, which move the causal bound. In sm80 only for the default configuration,
-// which keeps the number of kernels (and the build time) down.
+// which keeps the number of kernels (and the build time) down. The sm90 forward has a third,
+// for a window bounded on the left alone (sm90/forward.cuh, ForwardKernel).
 // kHeadDim is the compiled head dim; the call's own (args.shape.head_dim) may be smaller
 // (head_dims.h), which every family handles with zero columns. The sm90 kernels of a head dim
 // are compiled in the instantiation files of each compiled head dim they serve (the forward's

@@ -11,8 +11,9 @@ namespace cuflash::detail {
 
 // Whether the block of queries [q0, q0 + rows) x keys [k0, k0 + cols) holds a pair the band
 // (causal mask, window) hides: its first row has the band's leftmost right end, its last row
-// the rightmost left end. kLeftBound: the band may have a left end (the kVariants kernels; the
-// default ones never see a window bounded on the left, uses_variant_kernels()).
+// the rightmost left end. kLeftBound: the band may have a left end (the variant kernels, and the
+// sm90 forward's window kernel; the default ones never see a window bounded on the left,
+// uses_variant_kernels()).
 template <bool kLeftBound>
 __device__ __forceinline__ bool crosses_band(const ProblemParams& p, int64_t q0, int rows,
                                              int64_t k0, int cols) {

@@ -141,7 +141,8 @@ ProblemParams problem_params(const Args& args) {
 // epilogue only the variant kernels carry. The default kernels serve none, causal masks and
 // windows bounded on the right only (the causal bound, moved), with the registers and
 // instructions they always had (the sums' epilogue in them cost the sm90 backward 3-4 % at
-// head_dim 128: performance log).
+// head_dim 128: performance log). The sm90 forward runs a window bounded on the left, and
+// nothing else of the variants, on a kernel of its own (sm90/forward.cuh, ForwardKernel).
 template <typename Args>
 bool uses_variant_kernels(const Args& args) {
   bool variants = args.softcap > 0.f || args.alibi.data != nullptr || args.window.left >= 0;

@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const int warp_group = thread / 128;
   const int warp_group_row0 = 64 * warp_group;  // this warpgroup's rows within the block
   const int warp_row0 = warp_group_row0 + 16 * ((thread / 32) % 4);
-  const bool masks_end = p.seq_k % kBlockN != 0;
+  [[maybe_unused]] const bool masks_end = p.seq_k % kBlockN != 0;  // (not the window kernel)
   using OutTile = SmemTile<Element, Traits::kOutStride>;
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) +
@@ -488,10 +488,6 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
-// described to TMA, so that the caller falls back to the mma.sync kernel. A varlen batch runs on
-// the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
-// batch entry of all the tokens.
 // The kernel of a call: window for a dense batch whose only variant is a band with a left end,
 // variants for any other variant or a varlen batch, plain otherwise.
 inline ForwardKernel forward_kernel_for(const ForwardArgs& args) {
@@ -502,6 +498,10 @@ inline ForwardKernel forward_kernel_for(const ForwardArgs& args) {
   return uses_variant_kernels(without_window) ? ForwardKernel::variants : ForwardKernel::window;
 }
 
+// Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
+// described to TMA, so that the caller falls back to the mma.sync kernel. A varlen batch runs on
+// the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
+// batch entry of all the tokens.
 template <typename Element, int kHeadDim>
 bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   using Traits = ForwardTraits<kHeadDim>;
@@ -533,11 +533,12 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   const ForwardKernel kind = forward_kernel_for(args);
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
+  // The variant kernels never walk; the others do where the estimate says it pays.
   bool persistent = false;
-  if (Traits::kPersistent && kind == ForwardKernel::plain) {
-    persistent = persistent_walk_is_faster<Traits, false>(base.problem, walk);
-  } else if (Traits::kPersistent && kind == ForwardKernel::window) {
-    persistent = persistent_walk_is_faster<Traits, true>(base.problem, walk);
+  if (Traits::kPersistent && kind != ForwardKernel::variants) {
+    persistent = kind == ForwardKernel::window
+                     ? persistent_walk_is_faster<Traits, true>(base.problem, walk)
+                     : persistent_walk_is_faster<Traits, false>(base.problem, walk);
   }
   const int64_t ctas = persistent ? walk.ctas : params.tiles;
 
