@@ -509,6 +509,40 @@ void check_problem(const std::string& direction, const AttentionShape& s, int ra
   }
 }
 
+// Moves a pair of buffers one rank along the ring, every rank at once, on the transfer
+// streams (one NCCL group): rank r sends `buffers(rs).sent` (what it holds at step `step`, sized
+// for the shard it holds) to the next rank and receives `buffers(rs).received` (sized for the
+// shard it holds next) from the previous one. `what` names the buffers in errors.
+struct BufferPair {
+  DeviceBuffer* sent;      // [2]: K and V, or dK and dV
+  DeviceBuffer* received;  // [2]
+};
+
+template <typename Buffers>
+void rotate(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, int step,
+            ncclDataType_t type, const char* what, Buffers&& buffers) {
+  const int n = ring.ranks();
+  const std::string send_error = std::string("ncclSend of ") + what;
+  const std::string receive_error = std::string("ncclRecv of ") + what;
+  ring.mark_group(false);
+  NcclGroup group;
+  for (int r = 0; r < n; ++r) {
+    const BufferPair pair = buffers(ring.scratch[size_t(r)]);
+    const size_t held = size_t(shard_elements(l, s, (r - step % n + n) % n));
+    const size_t next = size_t(shard_elements(l, s, (r - (step + 1) % n + n) % n));
+    for (int i = 0; i < 2; ++i) {
+      check_nccl(ncclSend(pair.sent[i].data(), held, type, ring.next(r), ring.comms[size_t(r)],
+                          ring.transfer[size_t(r)]),
+                 send_error.c_str());
+      check_nccl(ncclRecv(pair.received[i].data(), next, type, ring.previous(r),
+                          ring.comms[size_t(r)], ring.transfer[size_t(r)]),
+                 receive_error.c_str());
+    }
+  }
+  group.end();
+  ring.mark_group(true);
+}
+
 // Starts the transfer of step `step` on every rank: each sends the shard it holds (buffer
 // step % 2) to the next rank and receives the next one into the other buffer, once its own
 // blocks of the previous step no longer read that buffer; kv_arrived[step] follows it.
@@ -520,25 +554,9 @@ void pass_kv(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, DTy
       ring.wait(r, ring.transfer[size_t(r)], ring.computed[size_t(r)][size_t(step - 1)]);
     }
   }
-  ring.mark_group(false);
-  NcclGroup group;
-  for (int r = 0; r < n; ++r) {
-    RankScratch& rs = ring.scratch[size_t(r)];
-    const int held_owner = (r - step % n + n) % n;
-    const int next_owner = (r - (step + 1) % n + n) % n;
-    for (int t = 0; t < 2; ++t) {
-      check_nccl(ncclSend(rs.kv[step % 2][t].data(), size_t(shard_elements(l, s, held_owner)),
-                          nccl_type(dtype), ring.next(r), ring.comms[size_t(r)],
-                          ring.transfer[size_t(r)]),
-                 "ncclSend of a K/V shard");
-      check_nccl(ncclRecv(rs.kv[(step + 1) % 2][t].data(),
-                          size_t(shard_elements(l, s, next_owner)), nccl_type(dtype),
-                          ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
-                 "ncclRecv of a K/V shard");
-    }
-  }
-  group.end();
-  ring.mark_group(true);
+  rotate(ring, l, s, step, nccl_type(dtype), "a K/V shard", [&](RankScratch& rs) {
+    return BufferPair{rs.kv[step % 2], rs.kv[(step + 1) % 2]};
+  });
   for (int r = 0; r < n; ++r) {
     ring.record(r, ring.kv_arrived[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
   }
@@ -601,25 +619,9 @@ void pass_sums(Ring::Impl& ring, const RingLayout& l, const AttentionShape& s, i
   for (int r = 0; r < n; ++r) {
     ring.wait(r, ring.transfer[size_t(r)], ring.summed[size_t(r)][size_t(step)]);
   }
-  ring.mark_group(false);
-  NcclGroup group;
-  for (int r = 0; r < n; ++r) {
-    RankScratch& rs = ring.scratch[size_t(r)];
-    const int held_owner = (r - step % n + n) % n;
-    const int next_owner = (r - (step + 1) % n + n) % n;
-    for (int g = 0; g < 2; ++g) {
-      check_nccl(ncclSend(rs.grad_sums[step % 2][g].data(),
-                          size_t(shard_elements(l, s, held_owner)), ncclFloat32, ring.next(r),
-                          ring.comms[size_t(r)], ring.transfer[size_t(r)]),
-                 "ncclSend of dK/dV sums");
-      check_nccl(ncclRecv(rs.grad_arrived[(step + 1) % 2][g].data(),
-                          size_t(shard_elements(l, s, next_owner)), ncclFloat32,
-                          ring.previous(r), ring.comms[size_t(r)], ring.transfer[size_t(r)]),
-                 "ncclRecv of dK/dV sums");
-    }
-  }
-  group.end();
-  ring.mark_group(true);
+  rotate(ring, l, s, step, ncclFloat32, "dK/dV sums", [&](RankScratch& rs) {
+    return BufferPair{rs.grad_sums[step % 2], rs.grad_arrived[(step + 1) % 2]};
+  });
   for (int r = 0; r < n; ++r) {
     ring.record(r, ring.sums_arrived[size_t(r)][size_t(step)], ring.transfer[size_t(r)]);
   }
