@@ -34,16 +34,17 @@ const CLI::Validator kPositiveInteger(
     },
     "POSITIVE");
 
-// A finite number > 0 (CLI11's PositiveNumber lets nan and inf through).
-const CLI::Validator kPositiveFinite(
+// A scale or softcap: within [2^-100, 2^100], the library's bounds (outside them the softmax is
+// uniform to float precision, or the scores overflow).
+const CLI::Validator kScoreUnit(
     [](std::string& text) -> std::string {
       try {
         size_t used = 0;
         const double value = std::stod(text, &used);
-        if (used == text.size() && std::isfinite(value) && value > 0) return {};
+        if (used == text.size() && value >= 0x1p-100 && value <= 0x1p100) return {};
       } catch (const std::exception&) {
       }
-      return "'" + text + "' is not a positive finite number";
+      return "'" + text + "' is not a number within [2^-100, 2^100] (about 7.9e-31 to 1.3e30)";
     },
     "POSITIVE");
 
@@ -326,7 +327,7 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   mask->check(CLI::IsMember(kMaskNames));
   command.add_flag("--causal", o.causal, "Shorthand for --mask causal")->excludes(mask);
   command.add_option("--scale", o.scale, "Softmax scale (default: 1/sqrt(head_dim))")
-      ->check(kPositiveFinite);
+      ->check(kScoreUnit);
   CLI::Option* window = command.add_option(
       "--window", o.window,
       "Sliding window LEFT,RIGHT: query i sees keys i+off-LEFT .. i+off+RIGHT (off: the "
@@ -336,7 +337,7 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
   window->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_list(command, "--softcap", o.softcap,
            "Soft cap C > 0 of the scores: s -> C * tanh(s / C)" + list, allow_lists)
-      ->check(kPositiveFinite);
+      ->check(kScoreUnit);
   CLI::Option* alibi =
       command.add_flag("--alibi", o.alibi, "ALiBi bias with the paper's slopes for the heads");
   command.add_option("--alibi-slopes", o.alibi_slopes_file,

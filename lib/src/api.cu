@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -109,31 +110,48 @@ void validate_problem(const std::string& context, const AttentionShape& s, DType
   }
 }
 
+// The bounds of a scale and a softcap, 2^-100 and 2^100: the forward measures scores in units
+// of one of them (score_mod.cuh), and an ALiBi slope divided by a smaller unit could overflow
+// float. Outside them the softmax is uniform to float precision, or the scores overflow.
+constexpr float kMinScoreUnit = 0x1p-100f;
+constexpr float kMaxScoreUnit = 0x1p100f;
+
+bool within_score_unit_bounds(float value) {
+  return value >= kMinScoreUnit && value <= kMaxScoreUnit;
+}
+
+std::string to_string_exact(float value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(value));
+  return text;
+}
+
 // The scale the kernels use: `scale`, or 1/sqrt(head_dim) for 0.
 float effective_scale(const std::string& context, float scale, int64_t head_dim) {
-  if (std::isnan(scale) || std::isinf(scale) || scale < 0.f) {
-    invalid(context, "scale must be finite and non-negative (0 selects 1/sqrt(head_dim)), got " +
-                         std::to_string(scale));
+  if (scale != 0.f && !within_score_unit_bounds(scale)) {
+    invalid(context, "scale must be 0 (1/sqrt(head_dim)) or within [2^-100, 2^100], got " +
+                         to_string_exact(scale));
   }
   return scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : scale;
 }
 
-// Window bounds >= -1, softcap finite and >= 0, ALiBi slopes aligned with a valid stride.
+// Window bounds >= -1, softcap 0 or within the bounds of a scale, ALiBi slopes aligned with a
+// valid stride.
 void validate_variants(const std::string& context, const AttentionShape& s, Window window,
-                       float softcap, AlibiSlopes alibi) {
+                       float scale, float softcap, AlibiSlopes alibi) {
   if (window.left < -1 || window.right < -1) {
     invalid(context, "window bounds must be >= -1 (-1: unbounded), got " +
                          std::to_string(window.left) + "," + std::to_string(window.right));
   }
-  if (!std::isfinite(softcap) || softcap < 0.f) {
-    invalid(context, "softcap must be finite and non-negative (0: off), got " +
-                         std::to_string(softcap));
+  if (softcap != 0.f && !within_score_unit_bounds(softcap)) {
+    invalid(context, "softcap must be 0 (off) or within [2^-100, 2^100], got " +
+                         to_string_exact(softcap));
   }
-  // The kernels divide by it: a softcap so small that 1 / softcap overflows would turn a zero
-  // score into inf * 0 = NaN.
-  if (softcap > 0.f && !std::isfinite(1.f / softcap)) {
-    invalid(context, "softcap " + std::to_string(softcap) + " is too small (1 / softcap is not "
-                     "a finite float)");
+  // The kernels multiply each score by scale / softcap: an overflow would turn a zero score
+  // into inf * 0 = NaN.
+  if (softcap != 0.f && !std::isfinite(scale / softcap)) {
+    invalid(context, "scale / softcap (" + to_string_exact(scale) + " / " +
+                         to_string_exact(softcap) + ") overflows float");
   }
   if (alibi.data != nullptr) {
     if (reinterpret_cast<uintptr_t>(alibi.data) % alignof(float) != 0) {
@@ -389,7 +407,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   validate_problem(context, s, args.dtype, args.mask);
   ForwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
-  validate_variants(context, s, args.window, args.softcap, args.alibi);
+  validate_variants(context, s, args.window, resolved.scale, args.softcap, args.alibi);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(),
                            args.paged.enabled(), args.cache_seqlens != nullptr);
   if (args.varlen.enabled()) {
@@ -547,7 +565,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   validate_problem(context, s, args.dtype, args.mask);
   BackwardArgs resolved = args;
   resolved.scale = effective_scale(context, args.scale, s.head_dim);
-  validate_variants(context, s, args.window, args.softcap, args.alibi);
+  validate_variants(context, s, args.window, resolved.scale, args.softcap, args.alibi);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
   if (args.sums.enabled() && args.varlen.enabled()) {
     invalid(context, "sums (fp32 gradient sums) do not combine with a varlen batch");

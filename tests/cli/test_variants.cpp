@@ -113,6 +113,9 @@ TEST_CASE("bad variant values: one line, exit 2, nothing written", "[cli][varian
   check_refused(tmp, "--softcap -3", "--softcap");
   check_refused(tmp, "--softcap nan", "--softcap");
   check_refused(tmp, "--softcap inf", "--softcap");
+  check_refused(tmp, "--softcap 1e-31", "--softcap");
+  check_refused(tmp, "--scale 1e-39", "--scale");
+  check_refused(tmp, "--scale 2e30", "--scale");
   numpy_save(tmp, tmp.path / "three.npy", "np.ones(3, np.float32)");
   numpy_save(tmp, tmp.path / "nan.npy", "np.array([1, 2, 3, 4, 5, 6, 7, np.nan], np.float32)");
   numpy_save(tmp, tmp.path / "f64.npy", "np.ones(8)");

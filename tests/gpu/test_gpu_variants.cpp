@@ -162,6 +162,34 @@ TEST_CASE("variants on larger grids: per-batch slopes, bshd, all three together"
   }
 }
 
+// At the smallest scale and softcap accepted, 2^-100, slopes of 1e9 are beyond float in the
+// forward's score units (slope / unit ~ 1e39): each query row's weight all goes to the key at
+// distance 0, and nothing may turn into NaN there (it did, as inf * 0, before the slope was held
+// at FLT_MAX).
+TEST_CASE("ALiBi slopes beyond float in score units at the smallest scale and softcap",
+          "[gpu][variants]") {
+  require_gpu();
+  uint64_t seed = 2700;
+  for (const DType dtype : kDtypes) {
+    for (const bool softcap : {false, true}) {
+      Problem p = make_problem(dtype, 64, Mask::causal_bottom_right, 113, 113, 1, 4, 2,
+                               Layout::bhsd);
+      p.scale = 0x1p-100;
+      if (softcap) p.softcap = 0x1p-100;
+      p.alibi_slopes = std::vector<float>(4, 1e9f);
+      ++seed;
+      DYNAMIC_SECTION(describe(p) << (softcap ? " softcap 2^-100" : "") << " slopes 1e9") {
+        INFO(describe(p));
+        CaseInputs in = make_inputs(p, seed);
+        for (const TensorCheck& check : run_and_check(p, in)) {
+          INFO(check.report);
+          CHECK(check.pass);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("a huge softcap and zero slopes give the plain attention's results",
           "[gpu][variants]") {
   require_gpu();
@@ -206,6 +234,15 @@ TEST_CASE("bad variant arguments are refused, naming the field", "[gpu][argument
   BackwardArgs backward_arguments = device.backward_args();
   backward_arguments.softcap = std::numeric_limits<float>::infinity();
   refused([&] { backward(backward_arguments); }, "softcap");
+  args = device.forward_args();
+  args.scale = 1e-31f;  // below 2^-100: ALiBi slopes in its units could overflow
+  refused([&] { forward(args); }, "scale");
+  args = device.forward_args();
+  args.softcap = 1e-31f;
+  refused([&] { forward(args); }, "softcap");
+  args.scale = 0x1p100f;
+  args.softcap = 0x1p-100f;  // each within bounds, scale / softcap not a float
+  refused([&] { forward(args); }, "softcap");
   DeviceBuffer slopes(16 * sizeof(float));
   args = device.forward_args();
   args.alibi = {slopes.as<const float>(), 2};  // neither 0 nor >= heads

@@ -99,9 +99,9 @@ struct ForwardArgs {
   AttentionShape shape;
   DType dtype = DType::fp16;
   Mask mask = Mask::none;
-  float scale = 0.f;  // softmax scale: finite and >= 0; 0 means 1/sqrt(head_dim)
+  float scale = 0.f;  // softmax scale: 0 means 1/sqrt(head_dim), else within [2^-100, 2^100]
   Window window;      // bounds >= -1 (-1: unbounded)
-  float softcap = 0.f;  // finite and >= 0; 0: off
+  float softcap = 0.f;  // 0: off, else within [2^-100, 2^100], scale / softcap a float
   AlibiSlopes alibi;
   TensorRef q, k, v;  // inputs
   TensorRef out;      // output O, same shape as q

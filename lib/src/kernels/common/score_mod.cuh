@@ -4,6 +4,7 @@
 // ForwardScoreMod gives them in units that the forward softmax's multiply-add scales.
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 #include "kernels/common/params.cuh"
@@ -100,9 +101,15 @@ struct ForwardScoreMod {
   float softcap_in;  // scale / softcap; 0: no softcap
   float slope;       // ALiBi slope in score units per key of distance; 0 without ALiBi
 
+  // The unit is at least 2^-100 log2 e (the API's bounds on scale and softcap), yet a slope
+  // divided by it may overflow: held at +-FLT_MAX it stays exact wherever it matters (a bias of
+  // FLT_MAX score units is over 2^28 in log2 units, a weight of 0 beside the key at distance 0),
+  // and infinity never meets a distance of 0 (inf * 0: NaN on the diagonal).
   __device__ __forceinline__ static ForwardScoreMod of(const ScoreMod<kHardwareTanh>& mod) {
     const float unit = mod.softcap_in != 0.f ? mod.softcap_out : mod.scale_log2;
-    return {unit, mod.softcap_in, __fdividef(mod.slope_log2, unit)};
+    float slope = mod.slope_log2 / unit;  // once a CTA: an exact division (NaN stays NaN)
+    if (fabsf(slope) > FLT_MAX) slope = copysignf(FLT_MAX, slope);
+    return {unit, mod.softcap_in, slope};
   }
 
   __device__ __forceinline__ ForwardScoreModKind kind() const {
