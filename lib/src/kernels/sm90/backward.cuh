@@ -274,10 +274,10 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false>
-__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
+__global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardTraits<kHeadDim>;
+  using Traits = BackwardTraits<kHeadDim, kDeterministic>;
   using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -524,8 +524,10 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
 // deterministic dQ on the variant kernels.
 template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
-  using Traits = BackwardTraits<kHeadDim>;
-  static_assert(kEpilogueFitsTiles<Traits, Element>);
+  using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
+  using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
+  static_assert(kEpilogueFitsTiles<Traits, Element> &&
+                kEpilogueFitsTiles<DeterministicTraits, Element>);
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};
@@ -548,11 +550,13 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
   }
-  allow_dynamic_smem(kernel, Traits::kSmemBytes);
+  const size_t smem_bytes =
+      deterministic ? DeterministicTraits::kSmemBytes : Traits::kSmemBytes;
+  allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
     const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
-    launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
+    launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
   });
   launch_backward_dq_convert<Element, kTileDim, true>(params.base, stream);
   return true;
