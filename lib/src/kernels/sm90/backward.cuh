@@ -358,7 +358,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     const auto dout_tile = smem.dout(it);
     mbarrier_wait(smem.full(it), Smem::parity(it));
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup).
+    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup), committed
+    // apart: the default kernels compute P^T from S^T while dP^T is still being multiplied.
     float st[kQueryTiles][4];
     float dpt[kQueryTiles][4];
     wgmma_fence();
@@ -367,6 +368,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
                                    k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
     }
+    if constexpr (!kVariants) wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < kDim / 16; ++kk) {
       MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
@@ -375,10 +377,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     wgmma_commit();
 
     // P^T; query column c of key row r is visible as visible_columns() says. Rows past Sq
-    // have LSE = +inf: P = 0.
-    wgmma_wait<0>();
-    wgmma_fence_operands(st);
-    wgmma_fence_operands(dpt);
+    // have LSE = +inf: P = 0. The variant kernels wait for both products: the softcap's
+    // slopes fold into dP^T as P^T is computed.
+    if constexpr (kVariants) {
+      wgmma_wait<0>();
+      wgmma_fence_operands(st);
+      wgmma_fence_operands(dpt);
+    }
     const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
     const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
@@ -400,7 +405,11 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
         score_gradients_transposed(dpt, st, dpt, row_dot, lane);
       }
     } else {
+      wgmma_wait<1>();  // S^T
+      wgmma_fence_operands(st);
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+      wgmma_wait<0>();  // dP^T
+      wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     }
     uint32_t p_fragments[kBlockM / 16][4];
