@@ -428,40 +428,34 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       }
     }
 
-    // dV += P^T dO and dK += dS^T Q (dO and Q read N-major).
+    // dV += P^T dO first; dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all
+    // 128 keys once both warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K
+    // N-major); dK += dS^T Q last, so that dQ is staged while dK is multiplied (dO and Q read
+    // N-major).
+    float dq_acc[kDqTiles][4];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
     }
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
-    }
     wgmma_commit();
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
     named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
-    // dV and dK finish before dQ starts, so that their A operands' registers are free for dQ's
-    // accumulators (at 240 registers per thread, overlapping them spills).
-    wgmma_wait<0>();
-    fence_piece_operands(dv_acc);
-    fence_piece_operands(dk_acc);
-    wgmma_fence_operands(p_fragments);
-    wgmma_fence_operands(ds_fragments);
-
-    // dQ part (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys:
-    // dS read M-major from the dS^T tile, K read N-major.
-    float dq_acc[kDqTiles][4];
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
                                n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ
+    fence_piece_operands(dv_acc);
+    wgmma_fence_operands(p_fragments);
     wgmma_fence_operands(dq_acc);
-    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
     // Stage it for reduce_dq() once the reduce of the stage's previous block has read it.
     if (it >= Traits::kDqStages) {
@@ -474,6 +468,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
                        start.first_row(), lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
     mbarrier_arrive(smem.dq_staged(it));
+    wgmma_wait<0>();  // dK
+    fence_piece_operands(dk_acc);
+    wgmma_fence_operands(ds_fragments);
+    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
   }
 
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
