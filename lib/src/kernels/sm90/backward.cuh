@@ -8,13 +8,14 @@
 // warpgroup loads K, V once and then Q, dO (TMA) and LSE, D (plain copies) of every query block
 // into kStages slots. Per consumer warpgroup and query block:
 //   S^T  = K_w Q^T,  dP^T = V_w dO^T           wgmma, operands from swizzled shared tiles
-//   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked
-//   dV  += P^T dO                               wgmma, A = P^T from registers, runs while
-//   dS^T = P^T * (dP^T - D)                     ... this is computed
-//   dK  += dS^T Q                               wgmma, A = dS^T from registers
-//   dS^T -> shared memory; both warpgroups meet; dQ part = dS K   wgmma, A = dS read M-major
-//                                               from shared memory
-//   dQ part -> shared memory (fp32 rows, swizzled as the accumulator's); a thread of the
+//   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked: while dP^T is multiplied
+//   dS^T = P^T * (dP^T - D); dS^T -> shared memory
+//   dV  += P^T dO                               wgmma, A = P^T from registers
+//   both warpgroups meet (dS^T in place)
+//   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
+//   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
+//   dQ part -> shared memory                    ... this is staged
+//   (fp32 rows, swizzled as the accumulator's); a thread of the
 //   producer warpgroup adds the tile to the accumulator with one bulk reduce (reduce_dq()): a
 //   TMA request in place of a vector atomic per pair of floats from every consumer thread, and
 //   in deterministic mode the same thread keeps the dQ turns, so that the consumers never wait
