@@ -9,8 +9,8 @@
 // into kStages slots. Per consumer warpgroup and query block:
 //   S^T  = K_w Q^T,  dP^T = V_w dO^T           wgmma, operands from swizzled shared tiles
 //   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked: while dP^T is multiplied
-//   dS^T = P^T * (dP^T - D); dS^T -> shared memory
-//   dV  += P^T dO                               wgmma, A = P^T from registers
+//   dV  += P^T dO                               wgmma, A = P^T from registers, runs while
+//   dS^T = P^T * (dP^T - D); dS^T -> shared memory  ... this is computed
 //   both warpgroups meet (dS^T in place)
 //   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
@@ -389,10 +389,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
-    // the products that keep their packed forms alive start (register pressure). With a
-    // softcap, dS^T also takes the slope of the cap, folded into dP^T as each P is computed:
-    // an array of slopes would cost 4 * kQueryTiles more live registers (spills).
+    // dS^T = P^T * (dP^T - D) into dpt; P^T and dS^T then go into A operands and S^T and
+    // dP^T die (register pressure). With a softcap, dS^T also takes the slope of the cap,
+    // folded into dP^T as each P is computed: an array of slopes would cost 4 * kQueryTiles
+    // more live registers (spills).
     if constexpr (kVariants) {
       const ScoreModFor<Element> mod = score_mod<Element>(p, batch, head);
       modified_probabilities_transposed(
@@ -405,20 +405,37 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       } else {
         score_gradients_transposed(dpt, st, dpt, row_dot, lane);
       }
+    }
+    // dV += P^T dO (dO read N-major), issued as soon as P^T is packed: the default kernels
+    // multiply it while dS^T is computed; the variant kernels have dS^T with P^T.
+    uint32_t p_fragments[kBlockM / 16][4];
+    const auto issue_dv = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
+      }
+      wgmma_commit();
+    };
+    if constexpr (kVariants) {
+      issue_dv();
     } else {
       wgmma_wait<1>();  // S^T
       wgmma_fence_operands(st);
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
-      wgmma_wait<0>();  // dP^T
+      issue_dv();
+      wgmma_wait<1>();  // dP^T
       wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     }
-    uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
@@ -429,19 +446,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       }
     }
 
-    // dV += P^T dO first; dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all
-    // 128 keys once both warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K
-    // N-major); dK += dS^T Q last, so that dQ is staged while dK is multiplied (dO and Q read
-    // N-major).
+    // dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys once both
+    // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major); dK += dS^T
+    // Q last (Q read N-major), so that dQ is staged while dK is multiplied.
     float dq_acc[kDqTiles][4];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
-    }
-    wgmma_commit();
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
     named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
+    wgmma_fence();  // ds_fragments were written after dV's products were issued
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
