@@ -179,7 +179,8 @@ struct BackwardConfig : BackwardWarpgroups {
   static constexpr bool kDqStagesFit =
       kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStageCount>) <=
       kMaxSmemBytes;
-  static constexpr int kDqStages = MaxDqStages >= 4 && kDqStagesFit<4> ? 4
+  static constexpr int kDqStages = MaxDqStages >= 4 && kDqStagesFit<4>   ? 4
+                                   : MaxDqStages >= 3 && kDqStagesFit<3> ? 3
                                    : MaxDqStages >= 2 && kDqStagesFit<2> ? 2
                                                                          : 1;
   static constexpr bool kDqInQuerySlots = false;  // see ColumnSplitBackwardConfig
