@@ -15,11 +15,10 @@
 //   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
 //   dQ part -> shared memory                    ... this is staged
-//   (fp32 rows, swizzled as the accumulator's); a thread of the
-//   producer warpgroup adds the tile to the accumulator with one bulk reduce (reduce_dq()): a
-//   TMA request in place of a vector atomic per pair of floats from every consumer thread, and
-//   in deterministic mode the same thread keeps the dQ turns, so that the consumers never wait
-//   for them.
+// The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
+// warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
+// place of a vector atomic per pair of floats from every consumer thread, and in deterministic
+// mode the same thread keeps the dQ turns, so that the consumers never wait for them.
 #pragma once
 
 #include <cstddef>
