@@ -15,11 +15,10 @@
 //   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
 //   dQ part -> shared memory                    ... this is staged
-//   (fp32 rows, swizzled as the accumulator's); a thread of the
-//   producer warpgroup adds the tile to the accumulator with one bulk reduce (reduce_dq()): a
-//   TMA request in place of a vector atomic per pair of floats from every consumer thread, and
-//   in deterministic mode the same thread keeps the dQ turns, so that the consumers never wait
-//   for them.
+// The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
+// warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
+// place of a vector atomic per pair of floats from every consumer thread, and in deterministic
+// mode the same thread keeps the dQ turns, so that the consumers never wait for them.
 #pragma once
 
 #include <cstddef>
@@ -191,11 +190,12 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
 // dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
 // one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
-// (dq_free) once the reduce has read it: with two stages, checked after issuing the next block's,
-// so that two reduces may be in flight.
+// (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
+// issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
-// reduce has completed it frees the stage and passes the turn on.
+// reduce has completed it frees the stage and passes the turn on; its up to four stages let the
+// consumers run that many blocks ahead of the turns.
 template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element,
           bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
@@ -547,6 +547,10 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
   static_assert(kEpilogueFitsTiles<Traits, Element> &&
                 kEpilogueFitsTiles<DeterministicTraits, Element>);
+  static_assert(DeterministicTraits::kBlockM == Traits::kBlockM &&
+                    DeterministicTraits::kBlockN == Traits::kBlockN &&
+                    DeterministicTraits::kThreads == Traits::kThreads,
+                "the maps and the grid below serve both");
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};

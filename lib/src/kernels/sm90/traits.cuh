@@ -96,6 +96,7 @@ struct ForwardConfig {
   static constexpr bool kAlternate = WarpGroups == 2;
   // Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers; three:
   // 3 x 128 x 160 + 128 x 32 = 65536.
+  static_assert(WarpGroups == 2 || WarpGroups == 3, "a register split for each count");
   static constexpr int kConsumerRegisters = WarpGroups == 2 ? 232 : 160;
   static constexpr int kProducerRegisters = WarpGroups == 2 ? 40 : 32;
   static_assert(kFitsRegisterFile<WarpGroups, kConsumerRegisters, kProducerRegisters>);
@@ -183,7 +184,8 @@ struct BackwardConfig : BackwardWarpgroups {
   static constexpr bool kDqStagesFit =
       kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStageCount>) <=
       kMaxSmemBytes;
-  static constexpr int kDqStages = MaxDqStages >= 4 && kDqStagesFit<4> ? 4
+  static constexpr int kDqStages = MaxDqStages >= 4 && kDqStagesFit<4>   ? 4
+                                   : MaxDqStages >= 3 && kDqStagesFit<3> ? 3
                                    : MaxDqStages >= 2 && kDqStagesFit<2> ? 2
                                                                          : 1;
   static constexpr bool kDqInQuerySlots = false;  // see ColumnSplitBackwardConfig
