@@ -115,15 +115,17 @@ class LineParser {
     }
   }
 
-  // A finite softcap >= 0 (0: off).
+  // A softcap: 0 (off) or within the library's bounds, [2^-100, 2^100].
   double softcap(const std::string& text) const {
     try {
       size_t used = 0;
       const double value = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(value) && value >= 0) return value;
+      if (used == text.size() && (value == 0 || (value >= 0x1p-100 && value <= 0x1p100))) {
+        return value;
+      }
     } catch (const std::exception&) {
     }
-    fail("softcap: '" + text + "' is not a finite number >= 0 (0: off)");
+    fail("softcap: '" + text + "' is not 0 (off) or a number within [2^-100, 2^100]");
   }
 
   [[noreturn]] void fail(const std::string& message) const {

@@ -127,6 +127,10 @@ TEST_CASE("bad variant values: one line, exit 2, nothing written", "[cli][varian
   const Outcome sweep = cuflash("bench --list --sweep " + (tmp.path / "bad.txt").string(), tmp);
   CHECK(sweep.exit_code == 2);
   CHECK(sweep.err.find("bad.txt:1: window") != std::string::npos);
+  std::ofstream(tmp.path / "tiny.txt") << "sq=64 softcap=1e-31\n";
+  const Outcome tiny = cuflash("bench --list --sweep " + (tmp.path / "tiny.txt").string(), tmp);
+  CHECK(tiny.exit_code == 2);
+  CHECK(tiny.err.find("tiny.txt:1: softcap") != std::string::npos);
   const Outcome mixed = cuflash("bench --list --softcap 3 --sweep seed", tmp);
   CHECK(mixed.exit_code == 2);
   CHECK(mixed.err.find("--sweep") != std::string::npos);
