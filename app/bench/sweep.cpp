@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 
 // The source tree's share/sweeps, recorded by CMake so a binary in a build folder finds the
 // named sweeps without being installed.
@@ -115,12 +116,12 @@ class LineParser {
     }
   }
 
-  // A softcap: 0 (off) or within the library's bounds, [2^-100, 2^100].
+  // A softcap: 0 (off) or within the library's bounds, [2^-100, 2^100] (within_scale_bounds()).
   double softcap(const std::string& text) const {
     try {
       size_t used = 0;
       const double value = std::stod(text, &used);
-      if (used == text.size() && (value == 0 || (value >= 0x1p-100 && value <= 0x1p100))) {
+      if (used == text.size() && (value == 0 || within_scale_bounds(value))) {
         return value;
       }
     } catch (const std::exception&) {

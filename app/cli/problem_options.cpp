@@ -34,14 +34,13 @@ const CLI::Validator kPositiveInteger(
     },
     "POSITIVE");
 
-// A scale or softcap: within [2^-100, 2^100], the library's bounds (outside them the softmax is
-// uniform to float precision, or the scores overflow).
+// A scale or softcap: within the library's bounds, [2^-100, 2^100] (within_scale_bounds()).
 const CLI::Validator kScoreUnit(
     [](std::string& text) -> std::string {
       try {
         size_t used = 0;
         const double value = std::stod(text, &used);
-        if (used == text.size() && value >= 0x1p-100 && value <= 0x1p100) return {};
+        if (used == text.size() && within_scale_bounds(value)) return {};
       } catch (const std::exception&) {
       }
       return "'" + text + "' is not a number within [2^-100, 2^100] (about 7.9e-31 to 1.3e30)";

@@ -110,17 +110,8 @@ void validate_problem(const std::string& context, const AttentionShape& s, DType
   }
 }
 
-// The bounds of a scale and a softcap, 2^-100 and 2^100: the forward measures scores in units
-// of one of them (score_mod.cuh), and an ALiBi slope divided by a smaller unit could overflow
-// float. Outside them the softmax is uniform to float precision, or the scores overflow.
-constexpr float kMinScoreUnit = 0x1p-100f;
-constexpr float kMaxScoreUnit = 0x1p100f;
-
-bool within_score_unit_bounds(float value) {
-  return value >= kMinScoreUnit && value <= kMaxScoreUnit;
-}
-
-std::string to_string_exact(float value) {
+// A float as "%g" writes it (1e-31 rather than std::to_string's 0.000000).
+std::string short_float(float value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", static_cast<double>(value));
   return text;
@@ -128,9 +119,9 @@ std::string to_string_exact(float value) {
 
 // The scale the kernels use: `scale`, or 1/sqrt(head_dim) for 0.
 float effective_scale(const std::string& context, float scale, int64_t head_dim) {
-  if (scale != 0.f && !within_score_unit_bounds(scale)) {
+  if (scale != 0.f && !within_scale_bounds(scale)) {
     invalid(context, "scale must be 0 (1/sqrt(head_dim)) or within [2^-100, 2^100], got " +
-                         to_string_exact(scale));
+                         short_float(scale));
   }
   return scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : scale;
 }
@@ -143,15 +134,15 @@ void validate_variants(const std::string& context, const AttentionShape& s, Wind
     invalid(context, "window bounds must be >= -1 (-1: unbounded), got " +
                          std::to_string(window.left) + "," + std::to_string(window.right));
   }
-  if (softcap != 0.f && !within_score_unit_bounds(softcap)) {
+  if (softcap != 0.f && !within_scale_bounds(softcap)) {
     invalid(context, "softcap must be 0 (off) or within [2^-100, 2^100], got " +
-                         to_string_exact(softcap));
+                         short_float(softcap));
   }
   // The kernels multiply each score by scale / softcap: an overflow would turn a zero score
   // into inf * 0 = NaN.
   if (softcap != 0.f && !std::isfinite(scale / softcap)) {
-    invalid(context, "scale / softcap (" + to_string_exact(scale) + " / " +
-                         to_string_exact(softcap) + ") overflows float");
+    invalid(context, "scale / softcap (" + short_float(scale) + " / " +
+                         short_float(softcap) + ") overflows float");
   }
   if (alibi.data != nullptr) {
     if (reinterpret_cast<uintptr_t>(alibi.data) % alignof(float) != 0) {

@@ -92,6 +92,15 @@ struct AlibiSlopes {
   int64_t batch_stride = 0;
 };
 
+// The bounds of a scale and of a softcap (0 aside: the default scale, no softcap). Beyond them
+// the softmax is uniform to float precision or the scores overflow; and the forward measures
+// scores in units of one of the two, in which an ALiBi slope must stay a float.
+inline constexpr double kMinScaleOrSoftcap = 0x1p-100;
+inline constexpr double kMaxScaleOrSoftcap = 0x1p100;
+inline bool within_scale_bounds(double value) {
+  return value >= kMinScaleOrSoftcap && value <= kMaxScaleOrSoftcap;
+}
+
 // The variants of the scores, in the order they apply (problem.h has the semantics): the scaled
 // score s = scale * q.k, then softcap * tanh(s / softcap) when softcap > 0, then minus the ALiBi
 // bias, then the causal mask and the window.
