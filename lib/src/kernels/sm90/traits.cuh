@@ -94,11 +94,9 @@ struct ForwardConfig {
   // The two consumer warpgroups take turns at issuing their products, so that the softmax of
   // one runs while the products of the other occupy the tensor cores.
   static constexpr bool kAlternate = WarpGroups == 2;
-  // Two consumer warpgroups: 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers; three:
-  // 3 x 128 x 160 + 128 x 32 = 65536.
-  static_assert(WarpGroups == 2 || WarpGroups == 3, "a register split for each count");
-  static constexpr int kConsumerRegisters = WarpGroups == 2 ? 232 : 160;
-  static constexpr int kProducerRegisters = WarpGroups == 2 ? 40 : 32;
+  // 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers.
+  static constexpr int kConsumerRegisters = 232;
+  static constexpr int kProducerRegisters = 40;
   static_assert(kFitsRegisterFile<WarpGroups, kConsumerRegisters, kProducerRegisters>);
   // O staged in padded rows for whole-row stores (kSmemPadElements of 16-bit elements: 8).
   static constexpr int kOutStride = HeadDim + 8;
@@ -133,11 +131,8 @@ struct ForwardTraits;
 // Chosen by measurement on an H200 (fp16, B=4 H=32 S=4096 and B=1 H=8 S=1024 at D=64; B=4 H=16
 // S=4096 and B=1 H=16 S=16384 at D=128) among block N 64, 128 and 192 at D=64, and 3 stages
 // instead of 2 (slower at D=128: the third slot costs more than it hides).
-// At D=64 three consumer warpgroups (192 query rows) share each K/V block: a third less L2 ->
-// shared traffic per FLOP and a third warpgroup to cover the softmax, without the turns; at
-// 160 registers a consumer, 96-key blocks leave no spills (128-key ones spill 8 bytes).
 template <>
-struct ForwardTraits<64> : ForwardConfig<64, 3, 96> {};   // 192 x 96 blocks
+struct ForwardTraits<64> : ForwardConfig<64, 2, 128> {};   // 128 x 128 blocks
 template <>
 struct ForwardTraits<128> : ForwardConfig<128, 2, 128> {};  // 128 x 128
 // Above 128 the O accumulator (D / 2 registers a thread) and the K/V slots (two stages of block
