@@ -30,18 +30,14 @@ __device__ __forceinline__ void cp_async_16(void* destination, const void* sourc
                : "memory");
 }
 
-// The same with the L2::128B hint and an evict-first policy: a miss in L2 fetches the whole
-// 128-byte line from memory, and the lines are the first L2 gives up. For streams read once, in
-// order and in whole lines (the split kernel's K/V blocks), where the line's other sectors are
-// the next requests and nothing is read again: the hint made decoding 1-3 % faster on the H200
-// (performance log, decode v5), the policy a further ~4 % in an experiment build (decode load
-// experiment).
+// The same with the L2::128B hint: a miss in L2 fetches the whole 128-byte line from memory. For
+// streams read once, in order and in whole lines (the split kernel's K/V blocks), where the
+// line's other sectors are the next requests: 1-3 % faster decoding on the H200 (performance
+// log, decode v5).
 __device__ __forceinline__ void cp_async_16_whole_line(void* destination, const void* source) {
-  uint64_t policy;  // not volatile: one per thread wherever the compiler can share it
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(
                    shared_address(destination)),
-               "l"(source), "l"(policy)
+               "l"(source)
                : "memory");
 }
 
