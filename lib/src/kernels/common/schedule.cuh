@@ -103,14 +103,21 @@ struct QueryBlockSchedule {
   int64_t blocks_per_head;
   int64_t count;  // iterations
   bool deterministic_order;
-  __device__ int64_t head(const ProblemParams& p, int64_t kv_head, int64_t it) const {
-    const int64_t in_group = deterministic_order ? it % p.heads_per_kv : it / blocks_per_head;
-    return kv_head * p.heads_per_kv + in_group;
+  // Iteration `it`'s head and first query row, in the arithmetic of the counter's type: the
+  // sm90 kernels count in 32 bits (count < 2^32: a query block is 64 rows of a Q that fits in
+  // memory), where a division is a few instructions rather than a 64-bit routine.
+  template <typename Counter>
+  __device__ int64_t head(const ProblemParams& p, int64_t kv_head, Counter it) const {
+    const Counter in_group =
+        deterministic_order ? it % Counter(p.heads_per_kv) : it / Counter(blocks_per_head);
+    return kv_head * p.heads_per_kv + int64_t(in_group);
   }
-  __device__ int64_t q0(const ProblemParams& p, int64_t it) const {
-    const int64_t block = deterministic_order
-                              ? first_m_block + blocks_per_head - 1 - it / p.heads_per_kv
-                              : first_m_block + it % blocks_per_head;
+  template <typename Counter>
+  __device__ int64_t q0(const ProblemParams& p, Counter it) const {
+    const int64_t block =
+        deterministic_order
+            ? first_m_block + blocks_per_head - 1 - int64_t(it / Counter(p.heads_per_kv))
+            : first_m_block + int64_t(it % Counter(blocks_per_head));
     return block * kBlockM;
   }
 };

@@ -8,17 +8,17 @@
 // warpgroup loads K, V once and then Q, dO (TMA) and LSE, D (plain copies) of every query block
 // into kStages slots. Per consumer warpgroup and query block:
 //   S^T  = K_w Q^T,  dP^T = V_w dO^T           wgmma, operands from swizzled shared tiles
-//   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked
+//   P^T  = exp2(S^T * scale*log2e - LSE * log2e), masked: while dP^T is multiplied
 //   dV  += P^T dO                               wgmma, A = P^T from registers, runs while
-//   dS^T = P^T * (dP^T - D)                     ... this is computed
-//   dK  += dS^T Q                               wgmma, A = dS^T from registers
-//   dS^T -> shared memory; both warpgroups meet; dQ part = dS K   wgmma, A = dS read M-major
-//                                               from shared memory
-//   dQ part -> shared memory (fp32 rows, swizzled as the accumulator's); a thread of the
-//   producer warpgroup adds the tile to the accumulator with one bulk reduce (reduce_dq()): a
-//   TMA request in place of a vector atomic per pair of floats from every consumer thread, and
-//   in deterministic mode the same thread keeps the dQ turns, so that the consumers never wait
-//   for them.
+//   dS^T = P^T * (dP^T - D); dS^T -> shared memory  ... this is computed
+//   both warpgroups meet (dS^T in place)
+//   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
+//   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
+//   dQ part -> shared memory                    ... this is staged
+// The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
+// warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
+// place of a vector atomic per pair of floats from every consumer thread, and in deterministic
+// mode the same thread keeps the dQ turns, so that the consumers never wait for them.
 #pragma once
 
 #include <cstddef>
@@ -190,11 +190,12 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
 // dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
 // one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
-// (dq_free) once the reduce has read it: with two stages, checked after issuing the next block's,
-// so that two reduces may be in flight.
+// (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
+// issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
-// reduce has completed it frees the stage and passes the turn on.
+// reduce has completed it frees the stage and passes the turn on; its up to four stages let the
+// consumers run that many blocks ahead of the turns.
 template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element,
           bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
@@ -274,10 +275,10 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false>
-__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
+__global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardTraits<kHeadDim>;
+  using Traits = BackwardTraits<kHeadDim, kDeterministic>;
   using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -358,7 +359,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const auto dout_tile = smem.dout(it);
     mbarrier_wait(smem.full(it), Smem::parity(it));
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup).
+    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup), committed
+    // apart: the default kernels compute P^T from S^T while dP^T is still being multiplied.
     float st[kQueryTiles][4];
     float dpt[kQueryTiles][4];
     wgmma_fence();
@@ -367,6 +369,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
                                    k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
     }
+    if constexpr (!kVariants) wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < kDim / 16; ++kk) {
       MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
@@ -375,18 +378,21 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     wgmma_commit();
 
     // P^T; query column c of key row r is visible as visible_columns() says. Rows past Sq
-    // have LSE = +inf: P = 0.
-    wgmma_wait<0>();
-    wgmma_fence_operands(st);
-    wgmma_fence_operands(dpt);
+    // have LSE = +inf: P = 0. The variant kernels wait for both products: the softcap's
+    // slopes fold into dP^T as P^T is computed.
+    if constexpr (kVariants) {
+      wgmma_wait<0>();
+      wgmma_fence_operands(st);
+      wgmma_fence_operands(dpt);
+    }
     const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
     const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
     const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
     const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    // dS^T = P^T * (dP^T - D) into dpt, then both as A operands: S^T and dP^T die here, before
-    // the products that keep their packed forms alive start (register pressure). With a
-    // softcap, dS^T also takes the slope of the cap, folded into dP^T as each P is computed:
-    // an array of slopes would cost 4 * kQueryTiles more live registers (spills).
+    // dS^T = P^T * (dP^T - D) into dpt; P^T and dS^T then go into A operands and S^T and
+    // dP^T die (register pressure). With a softcap, dS^T also takes the slope of the cap,
+    // folded into dP^T as each P is computed: an array of slopes would cost 4 * kQueryTiles
+    // more live registers (spills).
     if constexpr (kVariants) {
       const ScoreModFor<Element> mod = score_mod<Element>(p, batch, head);
       modified_probabilities_transposed(
@@ -399,16 +405,37 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       } else {
         score_gradients_transposed(dpt, st, dpt, row_dot, lane);
       }
+    }
+    // dV += P^T dO (dO read N-major), issued as soon as P^T is packed: the default kernels
+    // multiply it while dS^T is computed; the variant kernels have dS^T with P^T.
+    uint32_t p_fragments[kBlockM / 16][4];
+    const auto issue_dv = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
+      }
+      wgmma_commit();
+    };
+    if constexpr (kVariants) {
+      issue_dv();
     } else {
+      wgmma_wait<1>();  // S^T
+      wgmma_fence_operands(st);
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+      issue_dv();
+      wgmma_wait<1>();  // dP^T
+      wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     }
-    uint32_t p_fragments[kBlockM / 16][4];
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
@@ -419,40 +446,28 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
       }
     }
 
-    // dV += P^T dO and dK += dS^T Q (dO and Q read N-major).
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
-    }
-    wgmma_commit();
+    // dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys once both
+    // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major); dK += dS^T
+    // Q last (Q read N-major), so that dQ is staged while dK is multiplied.
+    float dq_acc[kDqTiles][4];
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
     named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
-    // dV and dK finish before dQ starts, so that their A operands' registers are free for dQ's
-    // accumulators (at 240 registers per thread, overlapping them spills).
-    wgmma_wait<0>();
-    fence_piece_operands(dv_acc);
-    fence_piece_operands(dk_acc);
-    wgmma_fence_operands(p_fragments);
-    wgmma_fence_operands(ds_fragments);
-
-    // dQ part (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys:
-    // dS read M-major from the dS^T tile, K read N-major.
-    float dq_acc[kDqTiles][4];
-    wgmma_fence();
+    wgmma_fence();  // ds_fragments were written after dV's products were issued
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
                                n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ
+    fence_piece_operands(dv_acc);
+    wgmma_fence_operands(p_fragments);
     wgmma_fence_operands(dq_acc);
-    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
 
     // Stage it for reduce_dq() once the reduce of the stage's previous block has read it.
     if (it >= Traits::kDqStages) {
@@ -465,6 +480,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
                        start.first_row(), lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
     mbarrier_arrive(smem.dq_staged(it));
+    wgmma_wait<0>();  // dK
+    fence_piece_operands(dk_acc);
+    wgmma_fence_operands(ds_fragments);
+    mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
   }
 
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
@@ -524,8 +543,14 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
 // deterministic dQ on the variant kernels.
 template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
-  using Traits = BackwardTraits<kHeadDim>;
-  static_assert(kEpilogueFitsTiles<Traits, Element>);
+  using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
+  using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
+  static_assert(kEpilogueFitsTiles<Traits, Element> &&
+                kEpilogueFitsTiles<DeterministicTraits, Element>);
+  static_assert(DeterministicTraits::kBlockM == Traits::kBlockM &&
+                    DeterministicTraits::kBlockN == Traits::kBlockN &&
+                    DeterministicTraits::kThreads == Traits::kThreads,
+                "the maps and the grid below serve both");
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
   const AttentionShape& shape = args.shape;
   BackwardTmaParams<Element> params{};
@@ -548,11 +573,13 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
   }
-  allow_dynamic_smem(kernel, Traits::kSmemBytes);
+  const size_t smem_bytes =
+      deterministic ? DeterministicTraits::kSmemBytes : Traits::kSmemBytes;
+  allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
     const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
-    launch_kernel(kernel, grid, Traits::kThreads, Traits::kSmemBytes, stream, params);
+    launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
   });
   launch_backward_dq_convert<Element, kTileDim, true>(params.base, stream);
   return true;
