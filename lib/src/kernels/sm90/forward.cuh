@@ -316,8 +316,10 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   // w's own 128 threads and an arrival of the other warpgroup's 128. Warpgroup 0 goes first,
   // and the turns run on across the CTA's tiles: warpgroup 0 issues a tile's first scores as
   // soon as warpgroup 1 has issued the previous tile's last products, while warpgroup 1 still
-  // writes its rows. Warpgroup 1 opens the first turn before the walk and warpgroup 0 takes the
-  // last hand-over after it, so that no arrival is left pending when the CTA ends.
+  // writes its rows. Warpgroup 1 opens the first turn at the first tile with key blocks and
+  // warpgroup 0 takes the last hand-over after the walk, so that no arrival is left pending when
+  // the CTA ends. (Opened before the walk instead, the turn made ptxas spill 84-184 bytes in the
+  // one-tile kernels of head_dim 256.)
   auto wait_for_turn = [&] {
     if constexpr (Traits::kAlternate) {
       named_barrier_sync(kFirstTurnBarrier + warp_group, kConsumers);
@@ -328,9 +330,6 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       named_barrier_arrive(kFirstTurnBarrier + (1 - warp_group), kConsumers);
     }
   };
-  if constexpr (Traits::kAlternate) {
-    if (warp_group == 1) pass_turn();
-  }
 
   for (int64_t round = 0, tile = walk.tile(0, cta); tile < walk.tiles;
        tile = walk.tile(++round, cta)) {
@@ -409,6 +408,9 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       wgmma_commit();
     };
 
+    if constexpr (Traits::kAlternate) {
+      if (warp_group == 1 && q_loads == 1) pass_turn();  // the first turn: warpgroup 0's
+    }
     {  // S_0 -> P_0 (O is still 0: nothing to rescale)
       float s[kScoreTiles][4];
       float rescale[2];
@@ -501,7 +503,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     if constexpr (!Traits::kPersistent || kVariants) break;
   }
   if constexpr (Traits::kAlternate) {
-    if (warp_group == 0) wait_for_turn();  // warpgroup 1's last hand-over
+    if (warp_group == 0 && q_loads > 0) wait_for_turn();  // warpgroup 1's last hand-over
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
