@@ -75,6 +75,7 @@ __device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
 // Ids of the named barriers the kernels use (0 is __syncthreads's).
 inline constexpr int kComputeBarrier = 1;    // the threads that compute, without the others
 inline constexpr int kFirstTurnBarrier = 2;  // sm90 forward: warpgroup g waits on this + g
+inline constexpr int kFirstRowsBarrier = 4;  // sm90 forward: warpgroup g's own rows, this + g
 
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -312,6 +312,25 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   uint32_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
 
+  // Turns (Traits::kAlternate): named barrier 2 + w opens when warpgroup w may issue; it needs
+  // w's own 128 threads and an arrival of the other warpgroup's 128. Warpgroup 0 goes first,
+  // and the turns run on across the CTA's tiles: warpgroup 0 issues a tile's first scores as
+  // soon as warpgroup 1 has issued the previous tile's last products, while warpgroup 1 still
+  // writes its rows. Warpgroup 1 opens the first turn at the first tile with key blocks and
+  // warpgroup 0 takes the last hand-over after the walk, so that no arrival is left pending when
+  // the CTA ends. (Opened before the walk instead, the turn made ptxas spill 84-184 bytes in the
+  // one-tile kernels of head_dim 256.)
+  auto wait_for_turn = [&] {
+    if constexpr (Traits::kAlternate) {
+      named_barrier_sync(kFirstTurnBarrier + warp_group, kConsumers);
+    }
+  };
+  auto pass_turn = [&] {
+    if constexpr (Traits::kAlternate) {
+      named_barrier_arrive(kFirstTurnBarrier + (1 - warp_group), kConsumers);
+    }
+  };
+
   for (int64_t round = 0, tile = walk.tile(0, cta); tile < walk.tiles;
        tile = walk.tile(++round, cta)) {
     const ForwardBlock block = tile_block(tile);
@@ -389,26 +408,9 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       wgmma_commit();
     };
 
-    // Turns (Traits::kAlternate): named barrier 2 + w opens when warpgroup w may issue; it needs
-    // w's own 128 threads and an arrival of the other warpgroup's 128. Warpgroup 0 goes first.
-    // Each warpgroup issues num_key_blocks + 1 times a tile; warpgroup 1 skips its last
-    // hand-over, so that no arrival is left pending when the tile ends.
-    auto wait_for_turn = [&] {
-      if constexpr (Traits::kAlternate) {
-        named_barrier_sync(kFirstTurnBarrier + warp_group, kConsumers);
-      }
-    };
-    auto pass_turn = [&](bool last) {
-      if constexpr (Traits::kAlternate) {
-        if (!(last && warp_group == 1)) {
-          named_barrier_arrive(kFirstTurnBarrier + (1 - warp_group), kConsumers);
-        }
-      }
-    };
     if constexpr (Traits::kAlternate) {
-      if (warp_group == 1) named_barrier_arrive(kFirstTurnBarrier, kConsumers);
+      if (warp_group == 1 && q_loads == 1) pass_turn();  // the first turn: warpgroup 0's
     }
-
     {  // S_0 -> P_0 (O is still 0: nothing to rescale)
       float s[kScoreTiles][4];
       float rescale[2];
@@ -417,7 +419,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       wait_for_turn();
       wgmma_fence();
       issue_scores(s, 0);
-      pass_turn(false);
+      pass_turn();
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       mbarrier_arrive(smem.k_empty(slot_of(0)));
@@ -435,7 +437,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       wgmma_fence();
       issue_scores(s, j + 1);
       issue_products(j);
-      pass_turn(false);
+      pass_turn();
       wgmma_wait<1>();  // S_j+1 is ready; P_j V_j may still run
       wgmma_fence_operands(s);
       mbarrier_arrive(smem.k_empty(slot_of(j + 1)));
@@ -454,17 +456,26 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     wait_for_turn();
     wgmma_fence();
     issue_products(last);
-    pass_turn(true);
+    pass_turn();
     wgmma_wait<0>();
     wgmma_fence_operands(o_acc);
     wgmma_fence_operands(p_fragments);
     mbarrier_arrive(smem.v_empty(slot_of(last)));
     consumed += uint32_t(num_key_blocks);
 
-    // Epilogue: normalize, stage O in padded rows, write whole rows with 16-byte stores. The
-    // first consumer barrier orders the previous tile's reads of the staging rows (or, staged
-    // over the tiles, every warpgroup's last wgmma reads) before the overwrite.
-    named_barrier_sync(kComputeBarrier, kConsumers);
+    // Epilogue: normalize, stage O in padded rows, write whole rows with 16-byte stores. With
+    // rows of its own to stage O in (kPersistent), each warpgroup writes its 64 rows alone, so
+    // that the other one's products run meanwhile; staged over the tiles, O waits for every
+    // warpgroup's last wgmma reads. The first barrier orders the previous reads of the staging
+    // rows before the overwrite, the second the stores before the reads.
+    const auto sync_writers = [&] {
+      if constexpr (Traits::kPersistent) {
+        named_barrier_sync(kFirstRowsBarrier + warp_group, 128);
+      } else {
+        named_barrier_sync(kComputeBarrier, kConsumers);
+      }
+    };
+    sync_writers();
     float normalizer[2];
     float row_lse[2];
     softmax.finish(normalizer, row_lse);
@@ -477,13 +488,22 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
         if (row < p.seq_q) lse[row] = row_lse[half];
       }
     }
-    named_barrier_sync(kComputeBarrier, kConsumers);
-    store_tile<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride, q0, p.seq_q,
-                                              out_tile, thread, p.head_dim);
+    sync_writers();
+    if constexpr (Traits::kPersistent) {
+      store_tile<64, kHeadDim, 128>(out_rows(), params.base.out.seq_stride, q0 + warp_group_row0,
+                                    p.seq_q, OutTile{out_tile.at(warp_group_row0, 0)},
+                                    thread % 128, p.head_dim);
+    } else {
+      store_tile<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride, q0,
+                                                p.seq_q, out_tile, thread, p.head_dim);
+    }
     // One tile per CTA (a head_dim without room for O's staging rows, or the variant kernels,
     // which need the walk's registers: softcap 30, B=1 H=16 16k causal, 516 -> 480 TFLOP/s):
     // saying so frees them.
     if constexpr (!Traits::kPersistent || kVariants) break;
+  }
+  if constexpr (Traits::kAlternate) {
+    if (warp_group == 0 && q_loads > 0) wait_for_turn();  // warpgroup 1's last hand-over
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
