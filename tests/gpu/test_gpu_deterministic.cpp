@@ -32,6 +32,20 @@ Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
   return p;
 }
 
+// How many of kRuns - 1 more runs give dQ, dK or dV bytes other than the first run's.
+int runs_differing_from_first(const Problem& p, const CaseInputs& in) {
+  const auto backward_bytes = [&] {
+    return run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes).backward;
+  };
+  const HostBackwardResult first = backward_bytes();
+  int differing = 0;
+  for (int run = 1; run < kRuns; ++run) {
+    const HostBackwardResult again = backward_bytes();
+    differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
+  }
+  return differing;
+}
+
 // Calls check(problem, seed) in one section per dtype x head_dim x mask.
 template <typename Check>
 void for_each_case(Check&& check) {
@@ -111,18 +125,7 @@ TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits
             INFO(check.report);
             CHECK(check.pass);
           }
-          const CaseInputs in = make_inputs(p, seed);
-          const auto backward_bytes = [&] {
-            return run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes)
-                .backward;
-          };
-          const HostBackwardResult first = backward_bytes();
-          int differing = 0;
-          for (int run = 1; run < kRuns; ++run) {
-            const HostBackwardResult again = backward_bytes();
-            differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
-          }
-          CHECK(differing == 0);
+          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
         }
       }
     }
@@ -157,18 +160,7 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
             INFO(check.report);
             CHECK(check.pass);
           }
-          const CaseInputs in = make_inputs(p, seed);
-          const HostBackwardResult first =
-              run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes)
-                  .backward;
-          int differing = 0;
-          for (int run = 1; run < kRuns; ++run) {
-            const HostBackwardResult again =
-                run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes)
-                    .backward;
-            differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
-          }
-          CHECK(differing == 0);
+          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
         }
       }
     }
