@@ -19,7 +19,8 @@ namespace {
 constexpr int kRuns = 100;
 constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
-// starts every query block's turns at a key block other than 0's diagonal.
+// ends every query block's turns at its own last key block (turns go from the last key block
+// that meets a query block down).
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -29,6 +30,20 @@ Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
   Problem p = make_problem(dtype, head_dim, mask, 113, 1023, 2, 4, 2, Layout::bhsd);
   p.deterministic = true;
   return p;
+}
+
+// How many of kRuns - 1 more runs give dQ, dK or dV bytes other than the first run's.
+int runs_differing_from_first(const Problem& p, const CaseInputs& in) {
+  const auto backward_bytes = [&] {
+    return run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes).backward;
+  };
+  const HostBackwardResult first = backward_bytes();
+  int differing = 0;
+  for (int run = 1; run < kRuns; ++run) {
+    const HostBackwardResult again = backward_bytes();
+    differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
+  }
+  return differing;
 }
 
 // Calls check(problem, seed) in one section per dtype x head_dim x mask.
@@ -80,7 +95,7 @@ TEST_CASE("deterministic backward: forward and backward vs float64 reference",
   });
 }
 
-// With a window bounded on the left, a query block's turns start at the key block of its first
+// With a window bounded on the left, a query block's turns end at the key block of its first
 // visible key, not at 0; softcap and ALiBi run in the same (variant) kernels.
 TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits, and correct",
           "[gpu][deterministic]") {
@@ -110,18 +125,42 @@ TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits
             INFO(check.report);
             CHECK(check.pass);
           }
-          const CaseInputs in = make_inputs(p, seed);
-          const auto backward_bytes = [&] {
-            return run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes)
-                .backward;
-          };
-          const HostBackwardResult first = backward_bytes();
-          int differing = 0;
-          for (int run = 1; run < kRuns; ++run) {
-            const HostBackwardResult again = backward_bytes();
-            differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
+          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
+        }
+      }
+    }
+  }
+}
+
+// More queries than keys (bottom-right: the first query blocks see no key, and the last key
+// block meets every query block from its diagonal on) and a window bounded on the right only
+// (the default kernels with the band's right end moved): the turns' first key block differs
+// from the plain causal cases above.
+TEST_CASE("deterministic backward: more queries than keys, a right-only window",
+          "[gpu][deterministic]") {
+  require_gpu();
+  struct Variant {
+    Mask mask;
+    Window window;
+  };
+  const Variant variants[] = {{Mask::none, {-1, -1}},
+                              {Mask::causal_bottom_right, {-1, -1}},
+                              {Mask::causal_top_left, {-1, -1}},
+                              {Mask::none, {-1, 17}}};
+  uint64_t seed = 1500;
+  for (DType dtype : {DType::fp16, DType::fp32}) {
+    for (int head_dim : {64, 128}) {
+      for (const Variant& v : variants) {
+        Problem p = make_problem(dtype, head_dim, v.mask, 1023, 113, 2, 4, 2, Layout::bhsd);
+        p.deterministic = true;
+        p.window = v.window;
+        ++seed;
+        DYNAMIC_SECTION(describe(p) << " window " << v.window.left << "," << v.window.right) {
+          for (const TensorCheck& check : run_and_check(p, seed)) {
+            INFO(check.report);
+            CHECK(check.pass);
           }
-          CHECK(differing == 0);
+          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
         }
       }
     }

@@ -174,7 +174,7 @@ struct BackwardArgs {
   TensorRef dq, dk, dv;          // outputs, shaped like q, k, v
   // dK and dV are always bitwise reproducible; dQ sums the contributions of every key block,
   // by default in the order they finish (fastest), so its last bits may differ between runs.
-  // true: those sums run in a fixed order (increasing key blocks), so dQ, dK and dV are the
+  // true: those sums run in a fixed order (decreasing key blocks), so dQ, dK and dV are the
   // same bits on every run of the same inputs on the same device and build, at some speed
   // (README: "Deterministic backward"). Needs backward_workspace_size(shape, dtype, true).
   bool deterministic = false;

@@ -253,15 +253,15 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // the accumulator. By default the atomics land in whatever order the CTAs get there, and as
 // fp32 addition is not associative dQ's last bits vary from run to run. In deterministic mode
 // the semaphore of each (batch, query head, query block) counts the key blocks whose part is
-// in, and key block n adds its part only once it reads n: the key blocks that meet a query block
-// are always key blocks 0, 1, ..., N - 1 (the first query block of a key block,
-// query_block_schedule(), never decreases with its index), so n of them come before key block n
-// and every run adds the parts in the order 0, 1, ..., N - 1.
+// in, and a key block adds its part only once it reads its turn, dq_turn(): the key blocks that
+// meet a query block are consecutive, F ... L, and key block n's turn is L - n, so every run adds
+// the parts in the order L, L - 1, ..., F.
 //
-// Progress: key block n waits only for lower key blocks of its (batch, kv head), whose CTAs have
-// lower linear indices in both of block_order()'s orders. CTAs are dispatched in order of linear
-// index, so those were started first and are running or done, and (by induction over n) none
-// of them waits forever.
+// Progress: a key block waits only for higher key blocks of its (batch, kv head), whose CTAs
+// have lower linear indices (backward_block_order() reverses the key blocks in deterministic
+// mode, in both of block_order()'s orders). CTAs are dispatched in order of linear index, so
+// those were started first and are running or done, and (by induction from the last key block
+// down) none of them waits forever.
 
 // The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM).
 template <int kBlockM>
@@ -272,13 +272,12 @@ __device__ __forceinline__ int* dq_semaphore(int* semaphores, const ProblemParam
   return semaphores + (batch * p.heads + head) * blocks + q0 / kBlockM;
 }
 
-// Spins until the key blocks before `key_block` have added their parts (one thread). With
+// Spins until the key blocks before turn `turn` have added their parts (one thread). With
 // `parts` CTAs per key block (column parts of dQ, sm80 traits.cuh: disjoint columns, so their
-// order among themselves changes no bit) the semaphore counts parts: key block n waits for
-// n * parts. Every one of those CTAs has a lower linear index (the part varies fastest).
-__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_block,
-                                                 int parts = 1) {
-  while (load_acquire(semaphore) < key_block * parts) {
+// order among themselves changes no bit) the semaphore counts parts: turn t waits for
+// t * parts. Every one of those CTAs has a lower linear index (the part varies fastest).
+__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn, int parts = 1) {
+  while (load_acquire(semaphore) < turn * parts) {
   }
 }
 
@@ -287,12 +286,12 @@ __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int key_b
 __device__ __forceinline__ void pass_dq_turn(int* semaphore) { add_release(semaphore, 1); }
 
 // Runs add(), the whole CTA's atomics of one query block's dQ part; with a semaphore (not
-// null: deterministic mode) only in key block `key_block`'s turn (`parts`: CTAs per key block).
+// null: deterministic mode) only in turn `turn` (dq_turn(); `parts`: CTAs per key block).
 template <typename Add>
-__device__ __forceinline__ void add_dq_in_turn(int* semaphore, int key_block, int parts,
-                                               int thread, Add&& add) {
+__device__ __forceinline__ void add_dq_in_turn(int* semaphore, int turn, int parts, int thread,
+                                               Add&& add) {
   if (semaphore == nullptr) return add();
-  if (thread == 0) wait_for_dq_turn(semaphore, key_block, parts);
+  if (thread == 0) wait_for_dq_turn(semaphore, turn, parts);
   __syncthreads();
   add();
   __syncthreads();

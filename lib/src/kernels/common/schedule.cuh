@@ -88,14 +88,25 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
   return {bh_kv / p.heads_kv, bh_kv % p.heads_kv, order.block * kBlockN};
 }
 
+// The backward's CTA order: block_order(), and in deterministic mode (ordered dQ sums,
+// backward_steps.cuh) the key blocks of a kv head from the last one down, so that a key block
+// only ever waits for key blocks that started before it (dq_turn(): turns go from the last key
+// block down).
+__device__ __forceinline__ BlockOrder backward_block_order(bool interleave, bool deterministic) {
+  BlockOrder order = block_order(interleave);
+  if (deterministic) order.block = int64_t(gridDim.x) - 1 - order.block;
+  return order;
+}
+
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
 // row seeing one of its keys. By default head after head, blocks in increasing order. In
-// deterministic mode (ordered dQ sums, backward_steps.cuh) blocks in decreasing order, each with
-// all heads of the group: every key block meets the last query block it sees first, so (without
-// a left window bound) all CTAs of a kv head start on the same blocks and go down together, each
-// one turn behind the key block before it; increasing order would have key block n wait for key
-// block 0 to reach n's first block under a causal mask. The head is worked out at each iteration
+// deterministic mode blocks in increasing order too, each with all heads of the group, and the
+// turns at a query block go from its last key block down: under a causal mask key block n
+// starts on its own diagonal (query block 2n at 64 rows a block, 128 keys), where it has the
+// first turn, and meets each later query block two of its iterations after key block n + 1 did:
+// two iterations of slack for the hand-over, where visiting downwards with turns upwards gave
+// one and started key block n n hand-overs late. The head is worked out at each iteration
 // rather than kept: the kernels that use this sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
@@ -114,10 +125,9 @@ struct QueryBlockSchedule {
   }
   template <typename Counter>
   __device__ int64_t q0(const ProblemParams& p, Counter it) const {
-    const int64_t block =
-        deterministic_order
-            ? first_m_block + blocks_per_head - 1 - int64_t(it / Counter(p.heads_per_kv))
-            : first_m_block + int64_t(it % Counter(blocks_per_head));
+    const int64_t block = deterministic_order
+                              ? first_m_block + int64_t(it / Counter(p.heads_per_kv))
+                              : first_m_block + int64_t(it % Counter(blocks_per_head));
     return block * kBlockM;
   }
 };
@@ -146,15 +156,15 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
 }
 
 // Key block `key_block`'s turn at query block q0 in the deterministic dQ sums: its rank among
-// the key blocks the query block meets, in increasing order. Without a left window bound every
-// query block meets key blocks from 0 on; with one, from the block of its first row's first
-// visible key (q0 + band_first) on: each row's band is contiguous and the next row's starts one
-// key later, so the blocks a query block meets are consecutive.
-template <int kBlockN, bool kLeftBound>
+// the key blocks the query block meets, from the last one down. Key block k meets the query
+// block iff k0 = k * kBlockN < seq_k and k0 < q0 + kBlockM + band_last (query_block_schedule():
+// the block of row k0 - band_last is at or before it; a left window bound only takes lower key
+// blocks away): the last one is the lower of the two bounds. The blocks a query block meets are
+// consecutive (each row's band is, and the next row's starts one key later).
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ int dq_turn(const ProblemParams& p, int64_t q0, int key_block) {
-  if constexpr (!kLeftBound) return key_block;
-  const int64_t first_key = q0 + p.band_first;
-  return key_block - static_cast<int>(first_key > 0 ? first_key / kBlockN : 0);
+  const int64_t key_end = min64(q0 + kBlockM + p.band_last, p.seq_k);  // > 0 where it is asked
+  return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
-  BlockOrder order = block_order(grid_params.problem.causal);
+  BlockOrder order = backward_block_order(grid_params.problem.causal, kDeterministic);
   const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     int* semaphore = kDeterministic
                          ? dq_semaphore<kBlockM>(params.dq_semaphores, p, batch, head, q0)
                          : nullptr;
-    const int turn = dq_turn<kBlockN, kVariants>(p, q0, int(k0 / kBlockN));
+    const int turn = dq_turn<kBlockM, kBlockN>(p, q0, int(k0 / kBlockN));
     add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
           params.dq_accum + p.row_index(batch, head) * kHeadDim, dq_acc, q0 + dq_row0,

@@ -193,11 +193,10 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
 // issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
-// (spinning on the semaphore, ahead of the consumers, who never wait for it), and after its
-// reduce has completed it frees the stage and passes the turn on; its up to four stages let the
-// consumers run that many blocks ahead of the turns.
-template <typename Traits, bool kLeftBound, bool kDeterministic, typename Element,
-          bool kMayBeVarlen>
+// (dq_turn(); spinning on the semaphore, ahead of the consumers, who never wait for it), and
+// after its reduce has completed it frees the stage and passes the turn on; its up to four
+// stages let the consumers run that many blocks ahead of the turns.
+template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
                                           SequenceStart<kMayBeVarlen> start,
@@ -212,7 +211,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     int* semaphore = nullptr;
     if constexpr (kDeterministic) {
       semaphore = dq_semaphore<Traits::kBlockM>(base.dq_semaphores, p, batch, head, q0);
-      wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockN, kLeftBound>(p, q0, key_block));
+      wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block));
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = base.dq_accum + (start.rows(batch, head) + q0) * Traits::kHeadDim;
@@ -297,7 +296,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const BlockOrder order = block_order(false);
+  const BlockOrder order = backward_block_order(false, kDeterministic);
   // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
   // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
   // dense batch). The others read the launch's constants rather than hold a copy in registers.
@@ -329,8 +328,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       produce_backward_tiles<Traits>(params, smem, smem_tiles, start, schedule, k0, batch,
                                      kv_head, lane);
     } else if (thread == kConsumers + 32) {
-      reduce_dq<Traits, kVariants, kDeterministic>(base, smem, start, schedule, batch, kv_head,
-                                                   int(k0 / kBlockN));
+      reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, batch, kv_head,
+                                        int(k0 / kBlockN));
     }
     return;
   }
