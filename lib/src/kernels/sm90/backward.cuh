@@ -422,6 +422,16 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     };
     if constexpr (kVariants) {
       issue_dv();
+    } else if constexpr (kBlockM == 128) {
+      // 128 queries: P^T's fragments next to S^T and dP^T do not fit the registers, so dV
+      // waits for dS^T (P^T still computed while dP^T is multiplied).
+      wgmma_wait<1>();  // S^T
+      wgmma_fence_operands(st);
+      probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+      wgmma_wait<0>();  // dP^T
+      wgmma_fence_operands(dpt);
+      score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+      issue_dv();
     } else {
       wgmma_wait<1>();  // S^T
       wgmma_fence_operands(st);

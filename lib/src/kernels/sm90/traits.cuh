@@ -281,7 +281,7 @@ struct BackwardTraits;
 constexpr int max_dq_stages(bool deterministic) { return deterministic ? 4 : 2; }
 template <bool kDeterministic>
 struct BackwardTraits<64, kDeterministic>
-    : BackwardConfig<64, 64, 64, max_dq_stages(kDeterministic)> {};
+    : BackwardConfig<64, 128, 64, max_dq_stages(kDeterministic)> {};
 template <bool kDeterministic>
 struct BackwardTraits<96, kDeterministic>
     : BackwardConfig<128, 64, 96, max_dq_stages(kDeterministic)> {};
