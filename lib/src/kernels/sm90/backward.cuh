@@ -450,15 +450,14 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
       mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqSlots));
     }
+    const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-        const int row = warp_key0 + lane / 4 + 8 * half;
-        const int col = 16 * kk + 2 * (lane % 4);
-        store_shared_u32(swizzled_address(ds_tile, row, col), ds_fragments[kk][half]);
-        store_shared_u32(swizzled_address(ds_tile, row, col + 8), ds_fragments[kk][2 + half]);
+        store_shared_u32(ds_addresses.at(half, 16 * kk), ds_fragments[kk][half]);
+        store_shared_u32(ds_addresses.at(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
       }
     }
 
