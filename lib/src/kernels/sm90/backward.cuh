@@ -456,8 +456,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-        store_shared_u32(ds_addresses.at(half, 16 * kk), ds_fragments[kk][half]);
-        store_shared_u32(ds_addresses.at(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
+        // At 64-query blocks the compiler's per-column addresses fit (and spill less there).
+        const auto address = [&](int col) {
+          if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
+          return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
+        };
+        store_shared_u32(address(16 * kk), ds_fragments[kk][half]);
+        store_shared_u32(address(16 * kk + 8), ds_fragments[kk][2 + half]);
       }
     }
 
