@@ -15,6 +15,9 @@
 //   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
 //   dQ part -> shared memory                    ... this is staged
+// Query blocks are 64 rows (the warpgroups split dQ's columns) or, at head_dim 64, 128 rows
+// (they split its rows; dV then waits for dS^T, and each warpgroup stages its dQ rows in the
+// dS^T buffer's column block that only its own dQ product read: BackwardConfig).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
@@ -427,8 +430,9 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     if constexpr (kVariants) {
       issue_dv();
     } else if constexpr (kBlockM == 128) {
-      // 128 queries: P^T's fragments next to S^T and dP^T do not fit the registers, so dV
-      // waits for dS^T (P^T still computed while dP^T is multiplied).
+      // 128-query blocks (head_dim 64): P^T's fragments next to S^T and dP^T of 128 columns do
+      // not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
+      // multiplied).
       wgmma_wait<1>();  // S^T
       wgmma_fence_operands(st);
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
@@ -450,19 +454,21 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
       mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqSlots));
     }
+    // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
+    // compiler keeps across the loop spill, so each is computed in two instructions
+    // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
     const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
+    const auto ds_address = [&](int half, int col) {
+      if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
+      return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
+    };
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-        // At 64-query blocks the compiler's per-column addresses fit (and spill less there).
-        const auto address = [&](int col) {
-          if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
-          return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
-        };
-        store_shared_u32(address(16 * kk), ds_fragments[kk][half]);
-        store_shared_u32(address(16 * kk + 8), ds_fragments[kk][2 + half]);
+        store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
+        store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
       }
     }
 
