@@ -15,6 +15,9 @@
 //   dQ part = dS K                              wgmma, A = dS read M-major from shared memory
 //   dK  += dS^T Q                               wgmma, A = dS^T from registers, runs while
 //   dQ part -> shared memory                    ... this is staged
+// Query blocks are 64 rows (the warpgroups split dQ's columns) or, at head_dim 64, 128 rows
+// (they split its rows; dV then waits for dS^T, and each warpgroup stages its dQ rows in the
+// dS^T buffer's column block that only its own dQ product read: BackwardConfig).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
@@ -71,7 +74,8 @@ struct BackwardSmem {
   __device__ QTile q(uint32_t it) const { return {at(Storage::q_offset(slot(it)))}; }
   __device__ QTile dout(uint32_t it) const { return {at(Storage::dout_offset(slot(it)))}; }
   __device__ DsTile ds(uint32_t it) const {
-    return {at(offsetof(Storage, ds) + uint32_t(it % 2) * sizeof(Storage::ds[0]))};
+    return {at(offsetof(Storage, ds) +
+               uint32_t(it % Traits::kDsBuffers) * sizeof(Storage::ds[0]))};
   }
   // LSE and D of the query block, kBlockM floats each (offsets in bytes from `tiles`).
   __device__ uint32_t lse_offset(uint32_t it) const {
@@ -94,6 +98,7 @@ struct BackwardSmem {
   static __device__ int dq_slot(uint32_t it) { return int(it % Traits::kDqSlots); }
   __device__ uint32_t dq_stage(uint32_t it) const {
     if constexpr (Traits::kDqInQuerySlots) return q(it).base;
+    if constexpr (Traits::kDqInScoreBuffers) return ds(it).base;
     return at(offsetof(Storage, dq) + dq_slot(it) * sizeof(Storage::dq[0]));
   }
   __device__ uint32_t dq_staged(uint32_t it) const {
@@ -119,7 +124,9 @@ struct BackwardSmem {
     for (int stage = 0; stage < Traits::kDqSlots; ++stage) {
       mbarrier_init(dq_staged(stage), kConsumers);
     }
-    for (int stage = 0; stage < Traits::kDqStages; ++stage) mbarrier_init(dq_free(stage), 1);
+    // (none with kDqInQuerySlots: the slot's empty barrier serves)
+    constexpr int kDqFree = Traits::kDqInQuerySlots ? 0 : Traits::kDqSlots;
+    for (int stage = 0; stage < kDqFree; ++stage) mbarrier_init(dq_free(stage), 1);
     mbarrier_init_fence();
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -225,7 +232,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     } else if constexpr (Traits::kDqInQuerySlots) {
       bulk_wait_read<0>();  // then the slot may take a later block's Q and dO
       mbarrier_arrive(smem.empty(it));
-    } else if constexpr (Traits::kDqStages == 2) {
+    } else if constexpr (Traits::kDqSlots == 2) {
       if (it > 0) {
         bulk_wait_read<1>();  // all but this block's reduce have read their stages
         mbarrier_arrive(smem.dq_free(it - 1));
@@ -422,6 +429,17 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     };
     if constexpr (kVariants) {
       issue_dv();
+    } else if constexpr (kBlockM == 128) {
+      // 128-query blocks (head_dim 64): P^T's fragments next to S^T and dP^T of 128 columns do
+      // not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
+      // multiplied).
+      wgmma_wait<1>();  // S^T
+      wgmma_fence_operands(st);
+      probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+      wgmma_wait<0>();  // dP^T
+      wgmma_fence_operands(dpt);
+      score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+      issue_dv();
     } else {
       wgmma_wait<1>();  // S^T
       wgmma_fence_operands(st);
@@ -433,15 +451,24 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     }
     uint32_t ds_fragments[kBlockM / 16][4];
     const auto ds_tile = smem.ds(it);
+    if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
+      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqSlots));
+    }
+    // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
+    // compiler keeps across the loop spill, so each is computed in two instructions
+    // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
+    const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
+    const auto ds_address = [&](int half, int col) {
+      if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
+      return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
+    };
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-        const int row = warp_key0 + lane / 4 + 8 * half;
-        const int col = 16 * kk + 2 * (lane % 4);
-        store_shared_u32(swizzled_address(ds_tile, row, col), ds_fragments[kk][half]);
-        store_shared_u32(swizzled_address(ds_tile, row, col + 8), ds_fragments[kk][2 + half]);
+        store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
+        store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
       }
     }
 
@@ -468,13 +495,13 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
     wgmma_fence_operands(p_fragments);
     wgmma_fence_operands(dq_acc);
 
-    // Stage it for reduce_dq() once the reduce of the stage's previous block has read it.
-    if (it >= Traits::kDqStages) {
+    // Stage it for reduce_dq() once the reduce of the stage's previous block has read it (in
+    // the dS^T buffer: the column block of this warpgroup's queries, which its dQ product alone
+    // read and has finished reading).
+    if (!Traits::kDqInScoreBuffers && it >= Traits::kDqStages) {
       mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
     }
-    using Storage = typename Traits::Storage;
-    float* dq_stage = reinterpret_cast<float*>(smem_tiles + offsetof(Storage, dq) +
-                                               Smem::dq_slot(it) * sizeof(Storage::dq[0]));
+    float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
     stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
                        start.first_row(), lane);
     fence_view_async_shared();  // the stores -> visible to the bulk reduces

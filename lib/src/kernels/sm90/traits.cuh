@@ -45,26 +45,30 @@ struct ForwardStorage {
   uint64_t v_empty[kStages];
 };
 
-// The shared memory of a backward CTA: K and V, the Q and dO slots, two dS^T buffers (16-bit,
-// swizzled), the staged dQ parts (fp32), the LSE and D slots (fp32), then the mbarriers.
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages>
+// The shared memory of a backward CTA: K and V, the Q and dO slots, the dS^T buffers (16-bit,
+// swizzled), the staged dQ parts (fp32) where they have a place of their own (kDqStages > 0;
+// otherwise a placeholder of a few bytes, and dQ is staged in the dS^T buffers), the LSE and D
+// slots (fp32), then the mbarriers.
+template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages, int kDsBuffers = 2>
 struct BackwardStorage {
   static constexpr size_t kQTileBytes = size_t(kBlockM) * kHeadDim * 2;
+  static constexpr bool kHasDq = kDqStages > 0;
+  static constexpr int kDqSlots = kHasDq ? kDqStages : kDsBuffers;
   unsigned char k[size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
   unsigned char q[kStages][kQTileBytes];
   unsigned char dout[kStages][kQTileBytes];
-  unsigned char ds[2][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
+  unsigned char ds[kDsBuffers][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
   // Query blocks' dQ parts, fp32 rows in the accumulator's swizzled order
   // (dq_swizzled_column()), each added to it by one bulk reduce.
-  float dq[kDqStages][kBlockM][kHeadDim];
+  float dq[kHasDq ? kDqStages : 1][kHasDq ? kBlockM : 1][kHasDq ? kHeadDim : 4];
   float lse[kStages][kBlockM];
   float row_dot[kStages][kBlockM];
   uint64_t kv_full;          // K and V landed
   uint64_t full[kStages];    // Q, dO, LSE and D of the slot landed
   uint64_t empty[kStages];   // every consumer is done with the slot
-  uint64_t dq_staged[kDqStages];  // every consumer has stored its dQ part in the stage
-  uint64_t dq_free[kDqStages];    // the bulk reduce has read the stage: it may be stored again
+  uint64_t dq_staged[kDqSlots];  // every consumer has stored its dQ part in the stage
+  uint64_t dq_free[kDqSlots];    // the bulk reduce has read the stage: it may be stored again
 
   static constexpr size_t q_offset(int64_t slot) {
     return offsetof(BackwardStorage, q) + size_t(slot) * sizeof(q[0]);
@@ -175,22 +179,34 @@ struct BackwardConfig : BackwardWarpgroups {
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
   // As many dQ stages as fit, up to MaxDqStages, so that the consumers do not wait for the
   // reduces of the blocks before (it matters where a block's products are short: head_dim 64).
-  template <int kDqStageCount>
-  static constexpr bool kDqStagesFit =
-      kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStageCount>) <=
+  // With dQ split by rows, a warpgroup's dQ rows take as many bytes as the column block of the
+  // block's dS^T that only its own dQ product reads: dQ is staged there once that product is
+  // done (kDqInScoreBuffers), and the dS^T buffers, as many as fit up to MaxDqStages, are the
+  // stages (at head_dim 64, two stages of their own did not fit next to 128-query tiles).
+  static constexpr bool kDqInScoreBuffers = kDqSplitRows && HeadDim * 4 == kBlockN * 2;
+  template <int kDqStageCount, int kDsBuffers>
+  static constexpr bool kFits =
+      kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStageCount,
+                                              kDsBuffers>) <=
       kMaxSmemBytes;
-  static constexpr int kDqStages = MaxDqStages >= 4 && kDqStagesFit<4>   ? 4
+  template <int kDqStageCount>
+  static constexpr bool kDqStagesFit = kFits<kDqStageCount, 2>;
+  static constexpr int kDqStages = kDqInScoreBuffers                      ? 0
+                                   : MaxDqStages >= 4 && kDqStagesFit<4>   ? 4
                                    : MaxDqStages >= 3 && kDqStagesFit<3> ? 3
                                    : MaxDqStages >= 2 && kDqStagesFit<2> ? 2
                                                                          : 1;
+  static constexpr int kDsBuffers =
+      kDqInScoreBuffers && MaxDqStages >= 3 && kFits<0, 3> ? 3 : 2;
   static constexpr bool kDqInQuerySlots = false;  // see ColumnSplitBackwardConfig
-  static constexpr int kDqSlots = kDqStages;
-  using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStages>;
+  static constexpr int kDqSlots = kDqInScoreBuffers ? kDsBuffers : kDqStages;
+  using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStages, kDsBuffers>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
-  // The dQ stage after them is not among them: the producer's reduces may still read it then.
-  static constexpr size_t kTileBytes = offsetof(Storage, dq);
+  // The dQ stages after them are not among them: the producer's reduces may still read them.
+  static constexpr size_t kTileBytes =
+      kDqInScoreBuffers ? offsetof(Storage, ds) : offsetof(Storage, dq);
 
   static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
   static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
@@ -253,6 +269,8 @@ struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   static constexpr int kDqStages = HeadDim <= 192 ? 1 : 0;
   static constexpr bool kDqInQuerySlots = kDqStages == 0;
   static constexpr int kDqSlots = kDqInQuerySlots ? kStages : kDqStages;  // places a dQ is staged
+  static constexpr int kDsBuffers = 2;            // BackwardSmem::ds(): P^T's and dS^T's
+  static constexpr bool kDqInScoreBuffers = false;  // see BackwardConfig
   using Storage =
       ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages, kDqStages, kDqSlots>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
@@ -272,16 +290,19 @@ struct ColumnSplitBackwardConfig : BackwardWarpgroups {
 };
 
 // One for each of kWgmmaBackwardHeadDims (head_dims.h): the key-split kernel up to 128, the
-// column-split one above. The deterministic key-split kernels take up to four dQ stages (four
-// fit at head_dim 64): a key block's turn to add its dQ may then wait three blocks without
-// holding the consumers up (H200, `fa` head_dim 64: 2.7 % less time, up to 5.8 %). The default
-// kernels keep two: with four their head_dim 64 backward took 0.4-1.0 % more.
+// column-split one above. Head_dim 64 takes query blocks of 128: score products 128 columns wide
+// and half the per-block waits, barriers and dQ reduces (H200, `fa` head_dim 64 backward: 5.9 %
+// less time than blocks of 64, 13.8 % at S = 512; deterministic 7.0 %). The deterministic
+// kernels take up to four dQ stages (three dS^T buffers at head_dim 64): a key block's turn to
+// add its dQ may then wait that many blocks without holding the consumers up (H200, `fa` head_dim
+// 64 with blocks of 64: 2.7 % less time, up to 5.8 %). The default kernels keep two: with four,
+// that head_dim 64 backward took 0.4-1.0 % more.
 template <int kHeadDim, bool kDeterministic = false>
 struct BackwardTraits;
 constexpr int max_dq_stages(bool deterministic) { return deterministic ? 4 : 2; }
 template <bool kDeterministic>
 struct BackwardTraits<64, kDeterministic>
-    : BackwardConfig<64, 64, 64, max_dq_stages(kDeterministic)> {};
+    : BackwardConfig<64, 128, 64, max_dq_stages(kDeterministic)> {};
 template <bool kDeterministic>
 struct BackwardTraits<96, kDeterministic>
     : BackwardConfig<128, 64, 96, max_dq_stages(kDeterministic)> {};

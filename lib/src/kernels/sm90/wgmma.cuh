@@ -70,6 +70,26 @@ __device__ __forceinline__ uint32_t swizzled_address(SwizzledTile<kRows, kCols> 
          ((chunk ^ (row % 8)) * 16) + (col % 8) * 2;
 }
 
+// swizzled_address() of a thread's accumulator-fragment elements (row0 + lane / 4 + 8 * half,
+// col + 2 * (lane % 4)), row0 and col multiples of 8, in two instructions a store. The rows'
+// swizzle (row % 8 == lane / 4) flips the bits of the 16-byte chunk (4-6), which no other term
+// of the sum touches (a 1024-aligned tile base, rows from bit 7, the offset in the chunk in bits
+// 0-3), so it is applied last, by an XOR. (Per-column addresses held in registers across the
+// backward's loop spilled at 128-query blocks.)
+template <int kRows, int kCols>
+struct FragmentAddresses {
+  uint32_t thread;   // tile base + (row0 + lane / 4) rows + (lane % 4) 32-bit columns
+  uint32_t swizzle;  // (lane / 4) chunks
+  __device__ FragmentAddresses(SwizzledTile<kRows, kCols> tile, int row0, int lane)
+      : thread(tile.base + uint32_t(row0 + lane / 4) * kSwizzleBytes + uint32_t(lane % 4) * 4),
+        swizzle(uint32_t(lane / 4) * 16) {}
+  __device__ uint32_t at(int half, int col) const {
+    const uint32_t offset = uint32_t(col / 64) * SwizzledTile<kRows, kCols>::kColumnBlockBytes +
+                            uint32_t(8 * half) * kSwizzleBytes + uint32_t((col % 64) / 8) * 16;
+    return (thread + offset) ^ swizzle;
+  }
+};
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // Orders this thread's earlier register writes (accumulators, A fragments) before the
