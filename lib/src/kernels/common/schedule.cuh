@@ -103,10 +103,10 @@ __device__ __forceinline__ BlockOrder backward_block_order(bool interleave, bool
 // row seeing one of its keys. By default head after head, blocks in increasing order. In
 // deterministic mode blocks in increasing order too, each with all heads of the group, and the
 // turns at a query block go from its last key block down: under a causal mask key block n
-// starts on its own diagonal (query block 2n at 64 rows a block, 128 keys), where it has the
-// first turn, and meets each later query block two of its iterations after key block n + 1 did:
-// two iterations of slack for the hand-over, where visiting downwards with turns upwards gave
-// one and started key block n n hand-overs late. The head is worked out at each iteration
+// starts on its own diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows),
+// where it has the first turn, and meets each later query block two of its iterations (one at
+// 128 rows) after key block n + 1 did: that much slack for the hand-over, where visiting
+// downwards with turns upwards gave one and started key block n n hand-overs late. The head is worked out at each iteration
 // rather than kept: the kernels that use this sit at the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {

@@ -201,8 +201,9 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (dq_turn(); spinning on the semaphore, ahead of the consumers, who never wait for it), and
-// after its reduce has completed it frees the stage and passes the turn on; its up to four
-// stages let the consumers run that many blocks ahead of the turns.
+// after its reduce has completed it frees the stage and passes the turn on; its stages (up to
+// four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
+// turns.
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
@@ -521,8 +522,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThr
   }
 
   // Epilogue: stage dK (scaled) and dV in padded rows over the tiles (every consumer is done
-  // reading them; the producer loads nothing more, and its dQ reduces read only the dQ stage
-  // after them), then write whole rows.
+  // reading them; the producer loads nothing more, and its dQ reduces read only the dQ stages
+  // after them, Traits::kTileBytes), then write whole rows.
   named_barrier_sync(kComputeBarrier, kConsumers);
   constexpr int kTileDim = Traits::kHeadDim;
   constexpr int kOutStride = kTileDim + kSmemPadElements<int(sizeof(Element))>;

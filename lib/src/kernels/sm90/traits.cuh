@@ -151,8 +151,8 @@ struct ForwardTraits<256> : ForwardConfig<256, 2, 64> {};  // 128 x 64
 // Backward on wgmma and TMA (sm_90a): one CTA per (key block of 128, kv head, batch) of two
 // consumer warpgroups (64 keys each: rows of S^T, dP^T, dK, dV) and one producer warpgroup that
 // loads K and V once and Q, dO, LSE and D per query block of kBlockM rows (kStages slots). dQ
-// of a query block needs dS of all 128 keys, so dS^T goes through shared memory (two buffers,
-// so that one warpgroup may run an iteration ahead) and the two warpgroups split dQ's
+// of a query block needs dS of all 128 keys, so dS^T goes through shared memory (two buffers or
+// more, so that one warpgroup may run an iteration ahead) and the two warpgroups split dQ's
 // (kBlockM, D) tile: by rows when kBlockM = 128, by columns (D / 2 each) when kBlockM = 64.
 // The warpgroups of both backward kernels: two consumers and the producer, which hands them
 // its registers (2 x 128 x 240 + 128 x 24 = 64512 of the 65536).
