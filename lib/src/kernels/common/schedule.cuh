@@ -106,8 +106,9 @@ __device__ __forceinline__ BlockOrder backward_block_order(bool interleave, bool
 // starts on its own diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows),
 // where it has the first turn, and meets each later query block two of its iterations (one at
 // 128 rows) after key block n + 1 did: that much slack for the hand-over, where visiting
-// downwards with turns upwards gave one and started key block n n hand-overs late. The head is worked out at each iteration
-// rather than kept: the kernels that use this sit at the register limit.
+// downwards with turns upwards gave one and started key block n n hand-overs late. The head is
+// worked out at each iteration rather than kept: the kernels that use this sit at the register
+// limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;

@@ -189,18 +189,16 @@ struct BackwardConfig : BackwardWarpgroups {
       kTileAlignment + sizeof(BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStageCount,
                                               kDsBuffers>) <=
       kMaxSmemBytes;
-  template <int kDqStageCount>
-  static constexpr bool kDqStagesFit = kFits<kDqStageCount, 2>;
-  static constexpr int kDqStages = kDqInScoreBuffers                      ? 0
-                                   : MaxDqStages >= 4 && kDqStagesFit<4>   ? 4
-                                   : MaxDqStages >= 3 && kDqStagesFit<3> ? 3
-                                   : MaxDqStages >= 2 && kDqStagesFit<2> ? 2
-                                                                         : 1;
+  static constexpr int kDqStages = kDqInScoreBuffers                    ? 0
+                                   : MaxDqStages >= 4 && kFits<4, 2>   ? 4
+                                   : MaxDqStages >= 3 && kFits<3, 2>   ? 3
+                                   : MaxDqStages >= 2 && kFits<2, 2>   ? 2
+                                                                       : 1;
   static constexpr int kDsBuffers =
       kDqInScoreBuffers && MaxDqStages >= 3 && kFits<0, 3> ? 3 : 2;
   static constexpr bool kDqInQuerySlots = false;  // see ColumnSplitBackwardConfig
-  static constexpr int kDqSlots = kDqInScoreBuffers ? kDsBuffers : kDqStages;
   using Storage = BackwardStorage<BlockM, kBlockN, HeadDim, kStages, kDqStages, kDsBuffers>;
+  static constexpr int kDqSlots = Storage::kDqSlots;  // the dS^T buffers or the stages
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "fits one CTA of sm_90");
   // Bytes of the tiles alone (the epilogue reuses them to stage dK and dV).
