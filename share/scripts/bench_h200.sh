@@ -76,15 +76,14 @@ environment() {
     echo "no PyTorch"
 }
 
-build() {
-  # Configuring again records the current git commit and dirty flag in the binary.
-  cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" &&
-    cmake --build build/gpu -j"$(nproc)" --target cuflash_app
-}
+# Configuring again records the current git commit and dirty flag in the binary. A command line
+# rather than a function: `timeout` in stage() runs programs, not shell functions.
+BUILD_COMMAND=(bash -c 'cmake --preset gpu -DCMAKE_PREFIX_PATH="$1/.deps" &&
+  cmake --build build/gpu -j"$(nproc)" --target cuflash_app' build "$ROOT")
 
 environment >"$PKG/environment.txt" 2>&1
 if ((BUILD)); then
-  stage build 1800 build || { echo "build failed: see $PKG/logs/build.log" >&2; exit 3; }
+  stage build 1800 "${BUILD_COMMAND[@]}" || { echo "build failed: see $PKG/logs/build.log" >&2; exit 3; }
 fi
 
 for sweep in "${SWEEP_NAMES[@]}"; do
