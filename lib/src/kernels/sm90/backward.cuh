@@ -579,8 +579,8 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                 kEpilogueFitsTiles<VariantTraits, Element> &&
                 kEpilogueFitsTiles<DeterministicVariantTraits, Element>);
   static_assert(DeterministicTraits::kBlockM == Traits::kBlockM &&
-                    DeterministicVariantTraits::kBlockM == VariantTraits::kBlockM,
-                "the maps below serve both modes");
+                    VariantTraits::kBlockM == Traits::kBlockM,
+                "the same maps serve every kernel but the deterministic variant one");
   static_assert(DeterministicTraits::kBlockN == Traits::kBlockN &&
                     VariantTraits::kBlockN == Traits::kBlockN &&
                     DeterministicVariantTraits::kBlockN == Traits::kBlockN &&
@@ -598,8 +598,9 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   const bool deterministic = args.deterministic;
   const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
   BackwardTmaParams<Element> params{};
-  const bool mapped = variants ? make_backward_tensor_maps<VariantTraits>(params, args)
-                               : make_backward_tensor_maps<Traits>(params, args);
+  const bool mapped = variants && deterministic
+                          ? make_backward_tensor_maps<DeterministicVariantTraits>(params, args)
+                          : make_backward_tensor_maps<Traits>(params, args);
   if (!mapped) return false;
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
