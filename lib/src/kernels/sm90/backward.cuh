@@ -282,10 +282,10 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false>
-__global__ void __launch_bounds__(BackwardTraits<kHeadDim, kDeterministic>::kThreads, 1)
+__global__ void __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardTraits<kHeadDim, kDeterministic>;
+  using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>;
   using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -572,25 +572,39 @@ template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
   using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
+  using VariantTraits = BackwardKernelTraits<kHeadDim, false, true>;
+  using DeterministicVariantTraits = BackwardKernelTraits<kHeadDim, true, true>;
   static_assert(kEpilogueFitsTiles<Traits, Element> &&
-                kEpilogueFitsTiles<DeterministicTraits, Element>);
+                kEpilogueFitsTiles<DeterministicTraits, Element> &&
+                kEpilogueFitsTiles<VariantTraits, Element> &&
+                kEpilogueFitsTiles<DeterministicVariantTraits, Element>);
   static_assert(DeterministicTraits::kBlockM == Traits::kBlockM &&
-                    DeterministicTraits::kBlockN == Traits::kBlockN &&
-                    DeterministicTraits::kThreads == Traits::kThreads,
-                "the maps and the grid below serve both");
+                    VariantTraits::kBlockM == Traits::kBlockM,
+                "the same maps serve every kernel but the deterministic variant one");
+  static_assert(DeterministicTraits::kBlockN == Traits::kBlockN &&
+                    VariantTraits::kBlockN == Traits::kBlockN &&
+                    DeterministicVariantTraits::kBlockN == Traits::kBlockN &&
+                    DeterministicTraits::kThreads == Traits::kThreads &&
+                    VariantTraits::kThreads == Traits::kThreads &&
+                    DeterministicVariantTraits::kThreads == Traits::kThreads,
+                "the grid below serves every kernel");
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
+  static_assert(VariantTraits::kHeadDim == kTileDim);
   const AttentionShape& shape = args.shape;
-  BackwardTmaParams<Element> params{};
-  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
-  params.base = backward_params<Element>(args);
-  params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
-  launch_backward_prologue<Element, kTileDim>(params.base, stream);
 
   // uses_variant_kernels() is true with sums; a varlen batch (never with sums) needs a kernel
   // that narrows each CTA to its sequence
   const bool varlen = args.varlen.enabled();
-  const bool deterministic = params.base.dq_semaphores != nullptr;
+  const bool deterministic = args.deterministic;
   const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
+  BackwardTmaParams<Element> params{};
+  const bool mapped = variants && deterministic
+                          ? make_backward_tensor_maps<DeterministicVariantTraits>(params, args)
+                          : make_backward_tensor_maps<Traits>(params, args);
+  if (!mapped) return false;
+  params.base = backward_params<Element>(args);
+  params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
+  launch_backward_prologue<Element, kTileDim>(params.base, stream);
   auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                            : &backward_kernel<Element, kHeadDim, true, false>)
                  : varlen ? &backward_kernel<Element, kHeadDim, false, false, false, true>
@@ -601,7 +615,8 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
   }
   const size_t smem_bytes =
-      deterministic ? DeterministicTraits::kSmemBytes : Traits::kSmemBytes;
+      variants ? (deterministic ? DeterministicVariantTraits::kSmemBytes : VariantTraits::kSmemBytes)
+               : (deterministic ? DeterministicTraits::kSmemBytes : Traits::kSmemBytes);
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
