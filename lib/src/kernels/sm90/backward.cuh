@@ -282,7 +282,8 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false>
-__global__ void __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kThreads, 1)
+__global__ void
+__launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>;
@@ -572,24 +573,21 @@ template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
   using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
-  using VariantTraits = BackwardKernelTraits<kHeadDim, false, true>;
+  // The deterministic variant kernels have tiles of their own (BackwardKernelTraits); every
+  // other kernel launched here has Traits' (or DeterministicTraits', the same tiles).
   using DeterministicVariantTraits = BackwardKernelTraits<kHeadDim, true, true>;
   static_assert(kEpilogueFitsTiles<Traits, Element> &&
                 kEpilogueFitsTiles<DeterministicTraits, Element> &&
-                kEpilogueFitsTiles<VariantTraits, Element> &&
                 kEpilogueFitsTiles<DeterministicVariantTraits, Element>);
-  static_assert(DeterministicTraits::kBlockM == Traits::kBlockM &&
-                    VariantTraits::kBlockM == Traits::kBlockM,
+  static_assert(DeterministicTraits::kBlockM == Traits::kBlockM,
                 "the same maps serve every kernel but the deterministic variant one");
   static_assert(DeterministicTraits::kBlockN == Traits::kBlockN &&
-                    VariantTraits::kBlockN == Traits::kBlockN &&
                     DeterministicVariantTraits::kBlockN == Traits::kBlockN &&
                     DeterministicTraits::kThreads == Traits::kThreads &&
-                    VariantTraits::kThreads == Traits::kThreads &&
-                    DeterministicVariantTraits::kThreads == Traits::kThreads,
-                "the grid below serves every kernel");
+                    DeterministicVariantTraits::kThreads == Traits::kThreads &&
+                    DeterministicVariantTraits::kHeadDim == Traits::kHeadDim,
+                "the grid, the prologue and the dQ conversion below serve every kernel");
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
-  static_assert(VariantTraits::kHeadDim == kTileDim);
   const AttentionShape& shape = args.shape;
 
   // uses_variant_kernels() is true with sums; a varlen batch (never with sums) needs a kernel
@@ -597,8 +595,9 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   const bool varlen = args.varlen.enabled();
   const bool deterministic = args.deterministic;
   const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
+  const bool deterministic_variants = variants && deterministic;
   BackwardTmaParams<Element> params{};
-  const bool mapped = variants && deterministic
+  const bool mapped = deterministic_variants
                           ? make_backward_tensor_maps<DeterministicVariantTraits>(params, args)
                           : make_backward_tensor_maps<Traits>(params, args);
   if (!mapped) return false;
@@ -614,9 +613,9 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
   }
-  const size_t smem_bytes =
-      variants ? (deterministic ? DeterministicVariantTraits::kSmemBytes : VariantTraits::kSmemBytes)
-               : (deterministic ? DeterministicTraits::kSmemBytes : Traits::kSmemBytes);
+  const size_t smem_bytes = deterministic_variants ? DeterministicVariantTraits::kSmemBytes
+                            : deterministic          ? DeterministicTraits::kSmemBytes
+                                                     : Traits::kSmemBytes;
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;
