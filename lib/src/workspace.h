@@ -6,6 +6,9 @@
 // in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
 // query block) that counts the key blocks whose dQ has been added to the block's accumulator
 // (backward_steps.cuh).
+// Deterministic mode reserves room for up to three more accumulators (at most
+// kDqGroupsExtraBytes) after the first and four semaphore sections, which small problems use
+// for groups of key blocks (dq_sum_groups()).
 // A varlen batch (VarlenBatch) keeps these sizes, of its longest sequence times the batch, but
 // stores the accumulator and the row sums as [heads, total_q] rows like its LSE
 // (ProblemParams::row_index()), which total_q <= batch * seq_q lets fit; its semaphores are
@@ -33,9 +36,14 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
 }
 
 struct BackwardWorkspace {
-  float* dq_accum;     // [B, H, Sq, D] fp32, contiguous, D the launched kernel's kHeadDim
+  float* dq_accum;     // [G][B, H, Sq, D] fp32, contiguous, D the launched kernel's kHeadDim
   float* row_dot;      // [B, H, Sq] fp32: D_i = rowsum(dO_i * O_i)
-  int* dq_semaphores;  // [B, H, query blocks] in deterministic mode; null otherwise
+  int* dq_semaphores;  // [G][B, H, query blocks] in deterministic mode; null otherwise
+  int dq_groups;       // G: dq_sum_groups()
+  int64_t dq_group_keys;         // keys per group (dq_group_keys())
+  int64_t dq_accum_group_floats;  // from one group's accumulator to the next
+  int64_t dq_semaphore_group_ints;  // from one group's semaphores to the next
+  bool dq_first_turn_stores;  // dq_first_turn_stores(): no zeroing of the accumulators
 };
 
 // Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
@@ -66,16 +74,85 @@ inline size_t dq_semaphore_bytes(const AttentionShape& s) {
   return round_up(count * sizeof(int), kWorkspaceAlignment);
 }
 
+// Deterministic mode sums the dQ parts of a query block in a fixed order, one key block after
+// the other: the last key block's add waits for a round trip (reduce, release, acquire) of every
+// key block before it. Where the grid fills the GPU many times over, other CTAs hide that chain;
+// on small problems without a mask (dq_meets_every_key_block()) nothing does. There the key
+// blocks are split into up to four groups of consecutive keys, each summed in order into an
+// accumulator of its own, and the dQ conversion adds the groups' accumulators in group order:
+// shorter chains, the same bits on every run. The count depends on the shape and the mask alone
+// (the same order on every device), through the memory the extra accumulators take: at most
+// kDqGroupsExtraBytes, which only small problems fit several times. The workspace reserves
+// that extra, min(3 accumulators, kDqGroupsExtraBytes), and four semaphore sections whatever
+// the count, so that its size grows with every dimension of the shape (callers size one
+// workspace for the largest of several blocks, context_parallel/).
+// Groups start at multiples of kDqGroupKeyAlignment keys, which every backward kernel's key
+// block divides; a group of fewer than kMinDqGroupBlocks key blocks of 128 would gain little.
+inline constexpr int kMaxDqGroups = 4;
+inline constexpr size_t kDqGroupsExtraBytes = size_t{48} << 20;
+inline constexpr int64_t kDqGroupKeyAlignment = 128;
+inline constexpr int64_t kMinDqGroupBlocks = 4;
+
+inline size_t dq_group_extra_bytes(const AttentionShape& s, bool deterministic) {
+  if (!deterministic) return 0;
+  return std::min((kMaxDqGroups - 1) * dq_accum_bytes(s), kDqGroupsExtraBytes);
+}
+
+// Whether every key block adds to every query block's dQ: no causal mask, no window, a dense
+// batch, and keys. Only there do key groups pay: a causal head's chains are shorter on
+// average, its heaviest key blocks start last, and the extra accumulators' zeroing and reading
+// (up to 2 x 48 MiB of traffic) cost more than the shorter chains gave (seed sweep, H200: causal
+// 0.94 of the default's speed with one group, 0.84-0.91 with up to four).
+inline bool dq_meets_every_key_block(const BackwardArgs& args) {
+  return args.mask == Mask::none && !args.window.bounded() && !args.varlen.enabled() &&
+         args.shape.seq_k > 0;
+}
+
+// In deterministic mode where every key block meets every query block, the first turn of each
+// group (dq_turn() 0: the group's last key block) covers every row of every query block, so it
+// stores its part instead of adding it and no accumulator needs zeroing first.
+inline bool dq_first_turn_stores(const BackwardArgs& args) {
+  return args.deterministic && dq_meets_every_key_block(args);
+}
+
+inline int dq_sum_groups(const BackwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  if (!args.deterministic || !dq_meets_every_key_block(args) || dq_accum_bytes(s) == 0) return 1;
+  const int64_t fit = 1 + static_cast<int64_t>(dq_group_extra_bytes(s, true) / dq_accum_bytes(s));
+  const int64_t key_blocks = (s.seq_k + kDqGroupKeyAlignment - 1) / kDqGroupKeyAlignment;
+  return static_cast<int>(std::clamp<int64_t>(std::min(fit, key_blocks / kMinDqGroupBlocks), 1,
+                                              kMaxDqGroups));
+}
+
+// Keys per group: at least seq_k with one group, so that every key block is in group 0.
+inline int64_t dq_group_keys(const AttentionShape& s, int groups) {
+  const int64_t keys = (s.seq_k + groups - 1) / groups;
+  return std::max<int64_t>(
+      (keys + kDqGroupKeyAlignment - 1) / kDqGroupKeyAlignment * kDqGroupKeyAlignment,
+      kDqGroupKeyAlignment);
+}
+
 inline size_t workspace_bytes(const AttentionShape& s, bool deterministic) {
-  return dq_accum_bytes(s) + row_dot_bytes(s) + (deterministic ? dq_semaphore_bytes(s) : 0);
+  return dq_accum_bytes(s) + dq_group_extra_bytes(s, deterministic) + row_dot_bytes(s) +
+         (deterministic ? kMaxDqGroups * dq_semaphore_bytes(s) : 0);
 }
 
 inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  const int groups = dq_sum_groups(args);
   auto* base = static_cast<unsigned char*>(args.workspace);
-  const size_t row_dot_offset = dq_accum_bytes(args.shape);
-  const size_t semaphore_offset = row_dot_offset + row_dot_bytes(args.shape);
-  return {reinterpret_cast<float*>(base), reinterpret_cast<float*>(base + row_dot_offset),
-          args.deterministic ? reinterpret_cast<int*>(base + semaphore_offset) : nullptr};
+  const size_t row_dot_offset = dq_accum_bytes(s) + dq_group_extra_bytes(s, args.deterministic);
+  const size_t semaphore_offset = row_dot_offset + row_dot_bytes(s);
+  BackwardWorkspace w{};
+  w.dq_accum = reinterpret_cast<float*>(base);
+  w.row_dot = reinterpret_cast<float*>(base + row_dot_offset);
+  w.dq_semaphores = args.deterministic ? reinterpret_cast<int*>(base + semaphore_offset) : nullptr;
+  w.dq_groups = groups;
+  w.dq_group_keys = dq_group_keys(s, groups);
+  w.dq_accum_group_floats = static_cast<int64_t>(dq_accum_bytes(s) / sizeof(float));
+  w.dq_semaphore_group_ints = static_cast<int64_t>(dq_semaphore_bytes(s) / sizeof(int));
+  w.dq_first_turn_stores = dq_first_turn_stores(args);
+  return w;
 }
 
 }  // namespace cuflash::detail

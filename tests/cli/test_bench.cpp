@@ -238,8 +238,35 @@ TEST_CASE("workspace: the deterministic backward adds one counter per 16 query r
   const AttentionShape s{2, 8, 2, 1000, 700, 64};
   const size_t plain = backward_workspace_size(s, DType::fp16);
   CHECK(backward_workspace_size(s, DType::fp16, false) == plain);
-  // 2 x 8 x ceil(1000 / 16) = 1008 counters of 4 bytes, rounded up to 256 bytes.
-  CHECK(backward_workspace_size(s, DType::fp16, true) == plain + 4096);
+  // 2 x 8 x ceil(1000 / 16) = 1008 counters of 4 bytes, rounded up to 256 bytes, in each of four
+  // key groups' sections, and room for three more accumulators of 2 x 8 x 1000 x 64 floats.
+  CHECK(backward_workspace_size(s, DType::fp16, true) == plain + 4 * 4096 + 3 * 4096000);
+}
+
+// Deterministic mode reserves up to three more dQ accumulators (at most 48 MiB), which small
+// problems use for groups of keys, and four counter sections; the size grows with the shape.
+TEST_CASE("workspace: the deterministic backward reserves room for key groups", "[bench]") {
+  // 8 x 4096 x 64 floats of accumulator (8 MiB), 8 x 4096 floats of row sums, 8 x 256 counters.
+  const AttentionShape small{1, 8, 8, 4096, 4096, 64};
+  const size_t accumulator = 8 * 4096 * 64 * 4, row_sums = 8 * 4096 * 4, counters = 8 * 256 * 4;
+  CHECK(backward_workspace_size(small, DType::bf16) == accumulator + row_sums);
+  CHECK(backward_workspace_size(small, DType::bf16, true) ==
+        4 * accumulator + row_sums + 4 * counters);
+  // A 64 MiB accumulator: the extra room stops at 48 MiB.
+  const AttentionShape large{16, 16, 16, 1024, 1024, 64};
+  CHECK(backward_workspace_size(large, DType::bf16, true) ==
+        backward_workspace_size(large, DType::bf16) + (size_t{48} << 20) + 4 * 16 * 16 * 64 * 4);
+  // One more key or query never shrinks it (callers size one workspace for several blocks).
+  for (const AttentionShape& s : {small, large, AttentionShape{1, 32, 32, 4096, 4096, 64},
+                                  AttentionShape{1, 64, 1, 130000, 130000, 128}}) {
+    AttentionShape more_keys = s, more_queries = s;
+    more_keys.seq_k += 1;
+    more_queries.seq_q += 1;
+    CHECK(backward_workspace_size(more_keys, DType::bf16, true) >=
+          backward_workspace_size(s, DType::bf16, true));
+    CHECK(backward_workspace_size(more_queries, DType::bf16, true) >=
+          backward_workspace_size(s, DType::bf16, true));
+  }
 }
 
 TEST_CASE("sweep: deterministic=0,1 runs each case in both backward modes", "[bench]") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <cuda_runtime.h>
 
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
@@ -25,7 +26,8 @@ constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
 // B=2, H=4 over 2 kv heads (GQA: each CTA takes its turns for two query heads), odd lengths
-// that end inside a block, with 8 to 16 key blocks adding to every query block.
+// that end inside a block, with 8 to 16 key blocks adding to every query block (1023 keys
+// without a mask: two key groups of 512, workspace.h's dq_sum_groups()).
 Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
   Problem p = make_problem(dtype, head_dim, mask, 113, 1023, 2, 4, 2, Layout::bhsd);
   p.deterministic = true;
@@ -44,6 +46,25 @@ int runs_differing_from_first(const Problem& p, const CaseInputs& in) {
     differing += again.dq != first.dq || again.dk != first.dk || again.dv != first.dv;
   }
   return differing;
+}
+
+// dQ, dK and dV of one backward on a zeroed workspace and on one filled with NaN bytes, the same
+// bits: whether the prologue zeroes the accumulators or the first turns store their parts
+// (dq_first_turn_stores(), workspace.h), the dQ conversion reads no row that nothing wrote.
+bool backward_ignores_workspace_contents(const Problem& p, const CaseInputs& in) {
+  DeviceProblem device(p);
+  device.upload(in);
+  forward(device.forward_args());
+  const BackwardArgs args = device.backward_args();
+  const auto backward_on_workspace_of = [&](int byte) {
+    REQUIRE(cudaMemset(args.workspace, byte, args.workspace_bytes) == cudaSuccess);
+    backward(args);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    return device.backward_result();
+  };
+  const HostBackwardResult zeroed = backward_on_workspace_of(0);
+  const HostBackwardResult poisoned = backward_on_workspace_of(0xFF);
+  return zeroed.dq == poisoned.dq && zeroed.dk == poisoned.dk && zeroed.dv == poisoned.dv;
 }
 
 // Calls check(problem, seed) in one section per dtype x head_dim x mask.
@@ -163,6 +184,43 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
           CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
         }
       }
+    }
+  }
+}
+
+// Small problems without a mask sum the keys in groups, each with an accumulator and semaphores
+// of its own, whose first turns store rather than add (workspace.h, dq_sum_groups() and
+// dq_first_turn_stores()): 2100 keys are 17 key blocks of 128, four groups of 640 keys (the
+// last one 180); 600 keys (5 key blocks) keep one group, here over 16 x 16 kv heads, whose first
+// turn stores too. Causal and windowed heads keep one group that adds from zero. Each case also
+// runs on a workspace of NaN bytes.
+TEST_CASE("deterministic backward: four key groups, one group on many heads, masked heads",
+          "[gpu][deterministic]") {
+  require_gpu();
+  std::vector<Problem> cases;
+  for (DType dtype : kDtypes) {
+    for (int head_dim : {64, 128}) {
+      for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+        cases.push_back(make_problem(dtype, head_dim, mask, 300, 2100, 1, 4, 2, Layout::bhsd));
+      }
+      Problem windowed =
+          make_problem(dtype, head_dim, Mask::none, 300, 2100, 1, 4, 2, Layout::bhsd);
+      windowed.window = {700, 300};
+      cases.push_back(windowed);
+      cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 600, 16, 16, 16, Layout::bhsd));
+    }
+  }
+  uint64_t seed = 1700;
+  for (Problem& p : cases) {
+    p.deterministic = true;
+    ++seed;
+    DYNAMIC_SECTION(describe(p) << " window " << p.window.left << "," << p.window.right) {
+      for (const TensorCheck& check : run_and_check(p, seed)) {
+        INFO(check.report);
+        CHECK(check.pass);
+      }
+      CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
+      CHECK(backward_ignores_workspace_contents(p, make_inputs(p, seed)));
     }
   }
 }

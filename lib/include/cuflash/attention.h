@@ -174,9 +174,11 @@ struct BackwardArgs {
   TensorRef dq, dk, dv;          // outputs, shaped like q, k, v
   // dK and dV are always bitwise reproducible; dQ sums the contributions of every key block,
   // by default in the order they finish (fastest), so its last bits may differ between runs.
-  // true: those sums run in a fixed order (decreasing key blocks), so dQ, dK and dV are the
-  // same bits on every run of the same inputs on the same device and build, at some speed
-  // (README: "Deterministic backward"). Needs backward_workspace_size(shape, dtype, true).
+  // true: those sums run in a fixed order (decreasing key blocks; on small problems without a
+  // mask or window within each of up to four groups of keys, then the groups in order), so
+  // dQ, dK and dV are the same bits on every run of the same inputs on the same device and
+  // build, at some speed (README: "Deterministic backward"). Needs
+  // backward_workspace_size(shape, dtype, true).
   bool deterministic = false;
   void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
   size_t workspace_bytes = 0;
@@ -352,7 +354,10 @@ void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream
 // device) (head_dim for an unsupported one), and the row
 // sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q, each rounded up to 256 bytes; with
 // `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
-// batch*heads*ceil(seq_q / 16), that orders the dQ sums.
+// batch*heads*ceil(seq_q / 16), that orders the dQ sums, four times over, and room for up to
+// three more accumulators (at most 48 MiB) that small problems without a mask use to sum
+// groups of keys apart (README: "Deterministic backward"). The size never shrinks when a
+// dimension grows.
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
                                bool deterministic = false);
 

@@ -77,7 +77,8 @@ __host__ __device__ constexpr int dq_swizzled_column(int64_t query, int col) {
   return col ^ (8 * static_cast<int>(query % 8));
 }
 
-// dQ = scale * accumulator, converted to Element and written through dq's strides (the
+// dQ = scale * accumulator (the sum of the groups' accumulators, in group order, where
+// deterministic mode keeps several), converted to Element and written through dq's strides (the
 // accumulator's rows have kHeadDim columns, dQ's the first head_dim of them; kSwizzledRows: in
 // dq_swizzled_column()'s order, which needs rows of a multiple of 64 columns).
 template <typename Element, int kHeadDim, bool kSwizzledRows = false>
@@ -96,6 +97,13 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     float values[8];
     const int stored_col = kSwizzledRows ? dq_swizzled_column(row % p.seq_q, col) : col;
     load8(params.dq_accum + row * kHeadDim + stored_col, values);
+    for (int group = 1; group < params.dq_groups; ++group) {  // in group order: fixed bits
+      float more[8];
+      load8(params.dq_accum + group * params.dq_accum_group_floats + row * kHeadDim + stored_col,
+            more);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) values[i] += more[i];
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) values[i] *= p.scale;
     if (params.dq_sum.data != nullptr) {  // BackwardArgs::sums
@@ -230,11 +238,12 @@ __device__ __forceinline__ void score_gradients_transposed(float (&ds)[kTiles][4
 }
 
 // Adds a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment to one
-// head's [seq_q, kHeadDim] accumulator with vector atomics, skipping rows past seq_q.
+// head's [seq_q, kHeadDim] accumulator with vector atomics, skipping rows past seq_q; `store`:
+// writes it instead (a deterministic first turn, dq_first_turn_stores()).
 template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const float (&dq)[kTiles][4],
                                                       int64_t row0, int col0, int64_t seq_q,
-                                                      int lane) {
+                                                      int lane, bool store = false) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + lane / 4 + 8 * half;
@@ -242,7 +251,11 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
       float* target = dq_accum + row * kHeadDim + col0 + 8 * t + 2 * (lane % 4);
-      atomic_add_pair(target, dq[t][2 * half], dq[t][2 * half + 1]);
+      if (store) {
+        *reinterpret_cast<float2*>(target) = make_float2(dq[t][2 * half], dq[t][2 * half + 1]);
+      } else {
+        atomic_add_pair(target, dq[t][2 * half], dq[t][2 * half + 1]);
+      }
     }
   }
 }
@@ -261,9 +274,35 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // have lower linear indices (backward_block_order() reverses the key blocks in deterministic
 // mode, in both of block_order()'s orders). CTAs are dispatched in order of linear index, so
 // those were started first and are running or done, and (by induction from the last key block
-// down) none of them waits forever.
+// down) none of them waits forever. Key groups (dq_sum_groups(), workspace.h) keep this: each
+// group's turns run over its own key blocks, from its last one down, on its own semaphores.
 
-// The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM).
+// Which group of keys (dq_sum_groups(), workspace.h) key block `key_block` adds its dQ with:
+// the groups are dq_group_keys consecutive keys each, a multiple of every kernel's key block.
+template <int kBlockN, typename Params>
+__device__ __forceinline__ int dq_group(const Params& params, int key_block) {
+  static_assert(kDqGroupKeyAlignment % kBlockN == 0, "a key block lies in one group");
+  return static_cast<int>(int64_t(key_block) * kBlockN / params.dq_group_keys);
+}
+
+// The end of key group `group`'s keys (dq_turn() counts turns below it).
+template <typename Params>
+__device__ __forceinline__ int64_t dq_group_end(const Params& params, int group) {
+  return (int64_t(group) + 1) * params.dq_group_keys;
+}
+
+// The accumulator and the semaphores of key group `group`.
+template <typename Params>
+__device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
+  return params.dq_accum + group * params.dq_accum_group_floats;
+}
+template <typename Params>
+__device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
+  return params.dq_semaphores + group * params.dq_semaphore_group_ints;
+}
+
+// The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM) among a key
+// group's semaphores.
 template <int kBlockM>
 __device__ __forceinline__ int* dq_semaphore(int* semaphores, const ProblemParams& p,
                                              int64_t batch, int64_t head, int64_t q0) {
@@ -318,27 +357,35 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   params.dq_accum = workspace.dq_accum;
   params.row_dot = workspace.row_dot;
   params.dq_semaphores = workspace.dq_semaphores;
+  params.dq_groups = workspace.dq_groups;
+  params.dq_group_keys = workspace.dq_group_keys;
+  params.dq_accum_group_floats = workspace.dq_accum_group_floats;
+  params.dq_semaphore_group_ints = workspace.dq_semaphore_group_ints;
+  params.dq_first_turn_stores = workspace.dq_first_turn_stores;
   return params;
 }
 
-// Before the main kernel: zero the fp32 dQ accumulator (and the semaphores of deterministic
-// mode) and compute D_i.
+// Before the main kernel: zero the fp32 dQ accumulators (unless the first turns store,
+// dq_first_turn_stores()) and the semaphores of deterministic mode, and compute D_i.
 // A varlen batch's rows are [1, heads, total_q] (packed_rows()); its semaphores stay [batch,
 // heads, query blocks of the longest sequence].
 template <typename Element, int kHeadDim>
 void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
   if (params.dq_semaphores != nullptr) {
-    const ProblemParams& p = params.problem;
-    const AttentionShape shape{p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_k, kHeadDim};
-    check_cuda(cudaMemsetAsync(params.dq_semaphores, 0, dq_semaphore_bytes(shape), stream),
+    check_cuda(cudaMemsetAsync(params.dq_semaphores, 0,
+                               size_t(params.dq_groups) * params.dq_semaphore_group_ints *
+                                   sizeof(int),
+                               stream),
                "backward: zeroing the dQ semaphores");
   }
   const BackwardParams<Element> rows = packed_rows(params);
   const ProblemParams& p = rows.problem;
   const int64_t query_rows = p.batch * p.heads * p.seq_q;
-  check_cuda(cudaMemsetAsync(rows.dq_accum, 0,
-                                      size_t(query_rows) * kHeadDim * sizeof(float), stream),
-                      "backward: zeroing the dQ accumulator");
+  for (int group = 0; group < params.dq_groups && !params.dq_first_turn_stores; ++group) {
+    check_cuda(cudaMemsetAsync(rows.dq_accum + group * params.dq_accum_group_floats, 0,
+                               size_t(query_rows) * kHeadDim * sizeof(float), stream),
+               "backward: zeroing the dQ accumulator");
+  }
   const int64_t row_dot_threads = query_rows * kRowDotThreadsPerRow<kHeadDim>;
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
                 dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, rows);

@@ -162,10 +162,14 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
 // the block of row k0 - band_last is at or before it; a left window bound only takes lower key
 // blocks away): the last one is the lower of the two bounds. The blocks a query block meets are
 // consecutive (each row's band is, and the next row's starts one key later).
+// With several key groups (dq_sum_groups(), workspace.h) the rank counts within the key
+// block's group, whose keys end at group_end (dq_group_end(), a multiple of kBlockN): from its
+// last member that meets the query block.
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_turn(const ProblemParams& p, int64_t q0, int key_block) {
-  const int64_t key_end = min64(q0 + kBlockM + p.band_last, p.seq_k);  // > 0 where it is asked
-  return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;
+__device__ __forceinline__ int dq_turn(const ProblemParams& p, int64_t q0, int key_block,
+                                       int64_t group_end) {
+  const int64_t key_end = min64(min64(q0 + kBlockM + p.band_last, p.seq_k), group_end);
+  return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

@@ -286,14 +286,17 @@ __global__ void __launch_bounds__(Traits::kThreads)
         Ops::mma_pair(dq_acc[2 * pair], dq_acc[2 * pair + 1], a, b);
       }
     }
-    int* semaphore = kDeterministic
-                         ? dq_semaphore<kBlockM>(params.dq_semaphores, p, batch, head, q0)
-                         : nullptr;
-    const int turn = dq_turn<kBlockM, kBlockN>(p, q0, int(k0 / kBlockN));
+    const int key_block = int(k0 / kBlockN);
+    const int group = kDeterministic ? dq_group<kBlockN>(params, key_block) : 0;
+    int* semaphore = kDeterministic ? dq_semaphore<kBlockM>(dq_group_semaphores(params, group),
+                                                            p, batch, head, q0)
+                                    : nullptr;
+    const int turn = dq_turn<kBlockM, kBlockN>(p, q0, key_block, dq_group_end(params, group));
+    const bool store = kDeterministic && params.dq_first_turn_stores && turn == 0;
     add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
-          params.dq_accum + p.row_index(batch, head) * kHeadDim, dq_acc, q0 + dq_row0,
-          dq_col0, p.seq_q, lane);
+          dq_group_accumulator(params, group) + p.row_index(batch, head) * kHeadDim, dq_acc,
+          q0 + dq_row0, dq_col0, p.seq_q, lane, store);
     });
   }
 

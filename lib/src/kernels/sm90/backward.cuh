@@ -213,18 +213,29 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
   using Smem = BackwardSmem<Traits>;
   constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = start.p;
+  const int group = kDeterministic ? dq_group<Traits::kBlockN>(base, key_block) : 0;
+  float* const accumulator = dq_group_accumulator(base, group);
+  int* const semaphores = kDeterministic ? dq_group_semaphores(base, group) : nullptr;
+  const int64_t group_end = dq_group_end(base, group);
   for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     int* semaphore = nullptr;
+    bool store = false;  // a first turn that stores (dq_first_turn_stores())
     if constexpr (kDeterministic) {
-      semaphore = dq_semaphore<Traits::kBlockM>(base.dq_semaphores, p, batch, head, q0);
-      wait_for_dq_turn(semaphore, dq_turn<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block));
+      semaphore = dq_semaphore<Traits::kBlockM>(semaphores, p, batch, head, q0);
+      const int turn = dq_turn<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end);
+      store = base.dq_first_turn_stores && turn == 0;
+      wait_for_dq_turn(semaphore, turn);
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
-    float* target = base.dq_accum + (start.rows(batch, head) + q0) * Traits::kHeadDim;
+    float* target = accumulator + (start.rows(batch, head) + q0) * Traits::kHeadDim;
     mbarrier_wait(smem.dq_staged(it), Smem::dq_parity(it));
-    bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
+    if (store) {
+      bulk_store_f32(target, smem.dq_stage(it), rows * kRowBytes);
+    } else {
+      bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
+    }
     bulk_commit_group();
     if constexpr (kDeterministic) {
       bulk_wait_complete();  // the adds are in before the next key block's turn

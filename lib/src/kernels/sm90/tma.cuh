@@ -89,7 +89,17 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* destination, uint32_t
       : "memory");
 }
 
-// Closes the thread's current bulk group (bulk_reduce_add_f32's requests).
+// Writes `bytes` (the same conditions) from shared to global memory through the TMA unit,
+// one bulk request in the thread's current bulk group like bulk_reduce_add_f32().
+__device__ __forceinline__ void bulk_store_f32(float* destination, uint32_t source,
+                                               uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(
+                   destination),
+               "r"(source), "r"(bytes)
+               : "memory");
+}
+
+// Closes the thread's current bulk group (bulk_reduce_add_f32's and bulk_store_f32's requests).
 __device__ __forceinline__ void bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
