@@ -86,6 +86,22 @@ double regularized_incomplete_beta(double a, double b, double x) {
 
 double noise_of(double stddev, double mean) { return mean > 0 ? stddev / mean : 0; }
 
+// The baseline's row for `name`: its own, else the same case in the other backward mode (the
+// names of deterministic cases end in "/deterministic", problem_options.h), so that a run with
+// --deterministic compared with a default run shows what the fixed order costs, and back.
+const BaselineRow* baseline_row(const Baseline& baseline, const std::string& name) {
+  static const std::string kDeterministic = "/deterministic";
+  auto row = baseline.rows.find(name);
+  if (row == baseline.rows.end()) {
+    const bool deterministic = name.size() > kDeterministic.size() &&
+                               name.compare(name.size() - kDeterministic.size(),
+                                            kDeterministic.size(), kDeterministic) == 0;
+    row = baseline.rows.find(deterministic ? name.substr(0, name.size() - kDeterministic.size())
+                                           : name + kDeterministic);
+  }
+  return row == baseline.rows.end() ? nullptr : &row->second;
+}
+
 }  // namespace
 
 const char* to_string(Verdict verdict) {
@@ -271,9 +287,9 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
     for (const PassResult& pass : record.passes) {
       if (pass.samples_ms.empty()) continue;
       const std::string name = run_name(pass.pass, record.spec);
-      const auto row = baseline.rows.find(name);
-      if (row == baseline.rows.end()) continue;
-      comparisons.push_back(compare_pass(name, row->second, pass.samples_ms,
+      const BaselineRow* row = baseline_row(baseline, name);
+      if (row == nullptr) continue;
+      comparisons.push_back(compare_pass(name, *row, pass.samples_ms,
                                          round_spread(pass.samples_ms, pass.round_samples)));
     }
   }

@@ -80,9 +80,11 @@ struct RunIdentity {
   std::string kernels;
 };
 
-// Every timed pass of `records` that the baseline has, in order. Throws cli::UsageError naming
-// the file when no pass matches, or when the GPU model or the kernel family differ and
-// `across` is false (the protocol never combines them).
+// Every timed pass of `records` that the baseline has, in order: the row of the same name, or
+// where there is none the same case in the other backward mode (default against
+// --deterministic, and back). Throws cli::UsageError naming the file when no pass matches, or
+// when the GPU model or the kernel family differ and `across` is false (the protocol never
+// combines them).
 std::vector<Comparison> compare_runs(const Baseline& baseline,
                                      const std::vector<CaseRecord>& records,
                                      const RunIdentity& identity, bool across);

@@ -218,6 +218,52 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
                     Catch::Contains("cannot be read"));
 }
 
+// A --deterministic run against a default baseline (and back) compares the same cases in the
+// two backward modes; where the baseline has the run's own rows, those are taken.
+TEST_CASE("compare: a deterministic run against a default baseline, and back", "[bench][compare]") {
+  TempDir tmp;
+  const RunIdentity h200{"NVIDIA H200", "wgmma"};
+  const Problem plain = small_case();
+  Problem deterministic = plain;
+  deterministic.deterministic = true;
+  REQUIRE(run_name("fwd", deterministic) == run_name("fwd", plain) + "/deterministic");
+  const fs::path plain_file = tmp.path / "default.json";
+  std::ofstream(plain_file) << baseline_document(plain, samples_around(1.0, 0.01, 30, 20), true,
+                                                 "NVIDIA H200", "wgmma");
+  const fs::path deterministic_file = tmp.path / "deterministic.json";
+  std::ofstream(deterministic_file) << baseline_document(
+      deterministic, samples_around(1.2, 0.01, 30, 21), true, "NVIDIA H200", "wgmma");
+
+  const std::vector<Comparison> slower =
+      compare_runs(load_baseline(plain_file.string()),
+                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 22))}, h200, false);
+  REQUIRE(slower.size() == 1);
+  CHECK(slower[0].name == run_name("fwd", deterministic));
+  CHECK(slower[0].baseline_median_ms == Approx(1.0).margin(0.01));
+  CHECK(slower[0].verdict == Verdict::slower);
+
+  const std::vector<Comparison> faster =
+      compare_runs(load_baseline(deterministic_file.string()),
+                   {record_with(plain, samples_around(1.0, 0.01, 30, 23))}, h200, false);
+  REQUIRE(faster.size() == 1);
+  CHECK(faster[0].name == run_name("fwd", plain));
+  CHECK(faster[0].verdict == Verdict::faster);
+
+  // A baseline with both modes: each pass meets its own.
+  const fs::path both_file = tmp.path / "both.json";
+  std::ofstream(both_file) << json_lines_text(benchmark_json(
+      {record_with(plain, samples_around(1.0, 0.01, 30, 24)),
+       record_with(deterministic, samples_around(1.2, 0.01, 30, 25))},
+      RunSettings{}, Json{{"device", {{"name", "NVIDIA H200"}, {"fp16_bf16_kernels", "wgmma"}}}},
+      JsonRows::all));
+  const std::vector<Comparison> own =
+      compare_runs(load_baseline(both_file.string()),
+                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 26))}, h200, false);
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].baseline_median_ms == Approx(1.2).margin(0.01));
+  CHECK(own[0].verdict == Verdict::within_noise);
+}
+
 TEST_CASE("compare: the table, markdown, CSV and JSON forms", "[bench][compare]") {
   const BaselineRow baseline = row_of(samples_around(1.0, 0.01, 30, 8));
   const std::vector<Comparison> c = {
