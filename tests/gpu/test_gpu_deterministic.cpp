@@ -1,6 +1,6 @@
 // GPU tests of the deterministic backward (BackwardArgs::deterministic): dQ, dK and dV the same
-// bits over 100 runs, results within the accuracy rule of the other GPU tests, and the
-// workspace the mode needs. Registered twice (tests/CMakeLists.txt): as is, and with
+// bits over 100 runs and on a workspace of any contents, results within the accuracy rule of
+// the other GPU tests, and the workspace the mode needs. Registered twice (tests/CMakeLists.txt): as is, and with
 // CUFLASH_DISABLE_WGMMA=1, so that on an H100/H200 both kernel families are covered.
 #include <array>
 #include <string>
@@ -103,6 +103,7 @@ TEST_CASE("deterministic backward: dQ, dK and dV are the same bits over 100 runs
     CHECK(differing_dq == 0);
     CHECK(differing_dk == 0);
     CHECK(differing_dv == 0);
+    CHECK(backward_ignores_workspace_contents(p, in));
   });
 }
 
@@ -147,6 +148,7 @@ TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits
             CHECK(check.pass);
           }
           CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
+          CHECK(backward_ignores_workspace_contents(p, make_inputs(p, seed)));
         }
       }
     }
