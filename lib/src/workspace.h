@@ -35,15 +35,21 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
+// Deterministic mode's key groups (dq_sum_groups()), one group otherwise: each group of `keys`
+// consecutive keys has an fp32 dQ accumulator and a section of semaphores of its own.
+struct DqGroups {
+  int count;                // G: dq_sum_groups()
+  int64_t keys;             // keys per group (dq_group_keys())
+  int64_t accum_floats;     // from one group's accumulator to the next
+  int64_t semaphore_ints;   // from one group's semaphores to the next
+  bool first_turn_stores;   // dq_first_turn_stores(): no zeroing of the accumulators
+};
+
 struct BackwardWorkspace {
   float* dq_accum;     // [G][B, H, Sq, D] fp32, contiguous, D the launched kernel's kHeadDim
   float* row_dot;      // [B, H, Sq] fp32: D_i = rowsum(dO_i * O_i)
   int* dq_semaphores;  // [G][B, H, query blocks] in deterministic mode; null otherwise
-  int dq_groups;       // G: dq_sum_groups()
-  int64_t dq_group_keys;         // keys per group (dq_group_keys())
-  int64_t dq_accum_group_floats;  // from one group's accumulator to the next
-  int64_t dq_semaphore_group_ints;  // from one group's semaphores to the next
-  bool dq_first_turn_stores;  // dq_first_turn_stores(): no zeroing of the accumulators
+  DqGroups dq_groups;
 };
 
 // Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
@@ -109,8 +115,9 @@ inline bool dq_meets_every_key_block(const BackwardArgs& args) {
 }
 
 // In deterministic mode where every key block meets every query block, the first turn of each
-// group (dq_turn() 0: the group's last key block) covers every row of every query block, so it
-// stores its part instead of adding it and no accumulator needs zeroing first.
+// group (turn 0 of dq_turn_from_last() or dq_turn_from_first(), schedule.cuh: the group's last or
+// first key block) covers every row of every query block, so it stores its part instead of
+// adding it and no accumulator needs zeroing first.
 inline bool dq_first_turn_stores(const BackwardArgs& args) {
   return args.deterministic && dq_meets_every_key_block(args);
 }
@@ -147,11 +154,11 @@ inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
   w.dq_accum = reinterpret_cast<float*>(base);
   w.row_dot = reinterpret_cast<float*>(base + row_dot_offset);
   w.dq_semaphores = args.deterministic ? reinterpret_cast<int*>(base + semaphore_offset) : nullptr;
-  w.dq_groups = groups;
-  w.dq_group_keys = dq_group_keys(s, groups);
-  w.dq_accum_group_floats = static_cast<int64_t>(dq_accum_bytes(s) / sizeof(float));
-  w.dq_semaphore_group_ints = static_cast<int64_t>(dq_semaphore_bytes(s) / sizeof(int));
-  w.dq_first_turn_stores = dq_first_turn_stores(args);
+  w.dq_groups.count = groups;
+  w.dq_groups.keys = dq_group_keys(s, groups);
+  w.dq_groups.accum_floats = static_cast<int64_t>(dq_accum_bytes(s) / sizeof(float));
+  w.dq_groups.semaphore_ints = static_cast<int64_t>(dq_semaphore_bytes(s) / sizeof(int));
+  w.dq_groups.first_turn_stores = dq_first_turn_stores(args);
   return w;
 }
 

@@ -20,8 +20,8 @@ namespace {
 constexpr int kRuns = 100;
 constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
-// ends every query block's turns at its own last key block (turns go from the last key block
-// that meets a query block down).
+// ends every query block's turns at its own last key block (the wgmma kernels' turns go from the
+// last key block that meets a query block down, the mma.sync kernels' from the first up).
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -65,6 +65,18 @@ bool backward_ignores_workspace_contents(const Problem& p, const CaseInputs& in)
   const HostBackwardResult zeroed = backward_on_workspace_of(0);
   const HostBackwardResult poisoned = backward_on_workspace_of(0xFF);
   return zeroed.dq == poisoned.dq && zeroed.dk == poisoned.dk && zeroed.dv == poisoned.dv;
+}
+
+// The checks of the cases beyond the plain matrix: results within the accuracy rule, the same
+// bits over kRuns runs and on a workspace of NaN bytes.
+void check_deterministic(const Problem& p, uint64_t seed) {
+  for (const TensorCheck& check : run_and_check(p, seed)) {
+    INFO(check.report);
+    CHECK(check.pass);
+  }
+  const CaseInputs in = make_inputs(p, seed);
+  CHECK(runs_differing_from_first(p, in) == 0);
+  CHECK(backward_ignores_workspace_contents(p, in));
 }
 
 // Calls check(problem, seed) in one section per dtype x head_dim x mask.
@@ -117,8 +129,9 @@ TEST_CASE("deterministic backward: forward and backward vs float64 reference",
   });
 }
 
-// With a window bounded on the left, a query block's turns end at the key block of its first
-// visible key, not at 0; softcap and ALiBi run in the same (variant) kernels.
+// With a window bounded on the left, a query block's first visible key is not key 0: its turns
+// end there (wgmma kernels) or start there (mma.sync kernels); softcap and ALiBi run in the same
+// (variant) kernels.
 TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits, and correct",
           "[gpu][deterministic]") {
   require_gpu();
@@ -143,12 +156,7 @@ TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits
         ++seed;
         DYNAMIC_SECTION(describe(p) << " window " << v.window.left << "," << v.window.right
                                     << " softcap " << v.softcap << " alibi " << v.alibi) {
-          for (const TensorCheck& check : run_and_check(p, seed)) {
-            INFO(check.report);
-            CHECK(check.pass);
-          }
-          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
-          CHECK(backward_ignores_workspace_contents(p, make_inputs(p, seed)));
+          check_deterministic(p, seed);
         }
       }
     }
@@ -179,11 +187,7 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
         p.window = v.window;
         ++seed;
         DYNAMIC_SECTION(describe(p) << " window " << v.window.left << "," << v.window.right) {
-          for (const TensorCheck& check : run_and_check(p, seed)) {
-            INFO(check.report);
-            CHECK(check.pass);
-          }
-          CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
+          check_deterministic(p, seed);
         }
       }
     }
@@ -193,9 +197,8 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
 // Small problems without a mask sum the keys in groups, each with an accumulator and semaphores
 // of its own, whose first turns store rather than add (workspace.h, dq_sum_groups() and
 // dq_first_turn_stores()): 2100 keys are 17 key blocks of 128, four groups of 640 keys (the
-// last one 180); 600 keys (5 key blocks) keep one group, here over 16 x 16 kv heads, whose first
-// turn stores too. Causal and windowed heads keep one group that adds from zero. Each case also
-// runs on a workspace of NaN bytes.
+// last one 180); 600 keys (5 key blocks) keep one group, here over 4 x 8 kv heads, whose first
+// turn stores too. Causal and windowed heads keep one group that adds from zero.
 TEST_CASE("deterministic backward: four key groups, one group on many heads, masked heads",
           "[gpu][deterministic]") {
   require_gpu();
@@ -209,7 +212,7 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
           make_problem(dtype, head_dim, Mask::none, 300, 2100, 1, 4, 2, Layout::bhsd);
       windowed.window = {700, 300};
       cases.push_back(windowed);
-      cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 600, 16, 16, 16, Layout::bhsd));
+      cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 600, 4, 8, 8, Layout::bhsd));
     }
   }
   uint64_t seed = 1700;
@@ -217,12 +220,7 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
     p.deterministic = true;
     ++seed;
     DYNAMIC_SECTION(describe(p) << " window " << p.window.left << "," << p.window.right) {
-      for (const TensorCheck& check : run_and_check(p, seed)) {
-        INFO(check.report);
-        CHECK(check.pass);
-      }
-      CHECK(runs_differing_from_first(p, make_inputs(p, seed)) == 0);
-      CHECK(backward_ignores_workspace_contents(p, make_inputs(p, seed)));
+      check_deterministic(p, seed);
     }
   }
 }

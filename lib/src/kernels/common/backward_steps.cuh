@@ -97,9 +97,9 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     float values[8];
     const int stored_col = kSwizzledRows ? dq_swizzled_column(row % p.seq_q, col) : col;
     load8(params.dq_accum + row * kHeadDim + stored_col, values);
-    for (int group = 1; group < params.dq_groups; ++group) {  // in group order: fixed bits
+    for (int group = 1; group < params.dq_groups.count; ++group) {  // in group order: fixed bits
       float more[8];
-      load8(params.dq_accum + group * params.dq_accum_group_floats + row * kHeadDim + stored_col,
+      load8(params.dq_accum + group * params.dq_groups.accum_floats + row * kHeadDim + stored_col,
             more);
 #pragma unroll
       for (int i = 0; i < 8; ++i) values[i] += more[i];
@@ -266,39 +266,46 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // the accumulator. By default the atomics land in whatever order the CTAs get there, and as
 // fp32 addition is not associative dQ's last bits vary from run to run. In deterministic mode
 // the semaphore of each (batch, query head, query block) counts the key blocks whose part is
-// in, and a key block adds its part only once it reads its turn, dq_turn(): the key blocks that
-// meet a query block are consecutive, F ... L, and key block n's turn is L - n, so every run adds
-// the parts in the order L, L - 1, ..., F.
+// in, and a key block adds its part only once it reads its turn: the key blocks that meet a query
+// block are consecutive, F ... L, and every run adds the parts in the same order, which each
+// kernel family picks (DqSumOrder, schedule.cuh): L, L - 1, ..., F on the wgmma kernels (key block
+// n's turn is L - n, dq_turn_from_last()), F, F + 1, ..., L on the mma.sync ones (n - F,
+// dq_turn_from_first()).
 //
-// Progress: a key block waits only for higher key blocks of its (batch, kv head), whose CTAs
-// have lower linear indices (backward_block_order() reverses the key blocks in deterministic
-// mode, in both of block_order()'s orders). CTAs are dispatched in order of linear index, so
-// those were started first and are running or done, and (by induction from the last key block
-// down) none of them waits forever. Key groups (dq_sum_groups(), workspace.h) keep this: each
-// group's turns run over its own key blocks, from its last one down, on its own semaphores.
+// Progress: a key block waits only for the key blocks of its (batch, kv head) that add before it,
+// whose CTAs have lower linear indices (backward_block_order() reverses the key blocks for
+// last_key_first, in both of block_order()'s orders; the plain order serves first_key_first).
+// CTAs are dispatched in order of linear index, so those were started first and are running or
+// done, and (by induction from the key block that adds first) none of them waits forever. Key
+// groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key
+// blocks, in the same direction, on its own semaphores.
 
 // Which group of keys (dq_sum_groups(), workspace.h) key block `key_block` adds its dQ with:
-// the groups are dq_group_keys consecutive keys each, a multiple of every kernel's key block.
+// the groups are dq_groups.keys consecutive keys each, a multiple of every kernel's key block.
 template <int kBlockN, typename Params>
 __device__ __forceinline__ int dq_group(const Params& params, int key_block) {
   static_assert(kDqGroupKeyAlignment % kBlockN == 0, "a key block lies in one group");
-  return static_cast<int>(int64_t(key_block) * kBlockN / params.dq_group_keys);
+  return static_cast<int>(int64_t(key_block) * kBlockN / params.dq_groups.keys);
 }
 
-// The end of key group `group`'s keys (dq_turn() counts turns below it).
+// The keys [begin, end) of key group `group` (the turns count within them).
+template <typename Params>
+__device__ __forceinline__ int64_t dq_group_begin(const Params& params, int group) {
+  return int64_t(group) * params.dq_groups.keys;
+}
 template <typename Params>
 __device__ __forceinline__ int64_t dq_group_end(const Params& params, int group) {
-  return (int64_t(group) + 1) * params.dq_group_keys;
+  return (int64_t(group) + 1) * params.dq_groups.keys;
 }
 
-// The accumulator and the semaphores of key group `group`.
+// The accumulator and the semaphores of key group `group` (the prologue zeroes them on the host).
 template <typename Params>
-__device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
-  return params.dq_accum + group * params.dq_accum_group_floats;
+__host__ __device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
+  return params.dq_accum + group * params.dq_groups.accum_floats;
 }
 template <typename Params>
-__device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
-  return params.dq_semaphores + group * params.dq_semaphore_group_ints;
+__host__ __device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
+  return params.dq_semaphores + group * params.dq_groups.semaphore_ints;
 }
 
 // The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM) among a key
@@ -325,7 +332,8 @@ __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn,
 __device__ __forceinline__ void pass_dq_turn(int* semaphore) { add_release(semaphore, 1); }
 
 // Runs add(), the whole CTA's atomics of one query block's dQ part; with a semaphore (not
-// null: deterministic mode) only in turn `turn` (dq_turn(); `parts`: CTAs per key block).
+// null: deterministic mode) only in turn `turn` (dq_turn_from_first(); `parts`: CTAs per key
+// block).
 template <typename Add>
 __device__ __forceinline__ void add_dq_in_turn(int* semaphore, int turn, int parts, int thread,
                                                Add&& add) {
@@ -358,10 +366,6 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   params.row_dot = workspace.row_dot;
   params.dq_semaphores = workspace.dq_semaphores;
   params.dq_groups = workspace.dq_groups;
-  params.dq_group_keys = workspace.dq_group_keys;
-  params.dq_accum_group_floats = workspace.dq_accum_group_floats;
-  params.dq_semaphore_group_ints = workspace.dq_semaphore_group_ints;
-  params.dq_first_turn_stores = workspace.dq_first_turn_stores;
   return params;
 }
 
@@ -373,7 +377,7 @@ template <typename Element, int kHeadDim>
 void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_t stream) {
   if (params.dq_semaphores != nullptr) {
     check_cuda(cudaMemsetAsync(params.dq_semaphores, 0,
-                               size_t(params.dq_groups) * params.dq_semaphore_group_ints *
+                               size_t(params.dq_groups.count) * params.dq_groups.semaphore_ints *
                                    sizeof(int),
                                stream),
                "backward: zeroing the dQ semaphores");
@@ -381,10 +385,12 @@ void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_
   const BackwardParams<Element> rows = packed_rows(params);
   const ProblemParams& p = rows.problem;
   const int64_t query_rows = p.batch * p.heads * p.seq_q;
-  for (int group = 0; group < params.dq_groups && !params.dq_first_turn_stores; ++group) {
-    check_cuda(cudaMemsetAsync(rows.dq_accum + group * params.dq_accum_group_floats, 0,
-                               size_t(query_rows) * kHeadDim * sizeof(float), stream),
-               "backward: zeroing the dQ accumulator");
+  if (!params.dq_groups.first_turn_stores) {
+    for (int group = 0; group < params.dq_groups.count; ++group) {
+      check_cuda(cudaMemsetAsync(dq_group_accumulator(rows, group), 0,
+                                 size_t(query_rows) * kHeadDim * sizeof(float), stream),
+                 "backward: zeroing the dQ accumulator");
+    }
   }
   const int64_t row_dot_threads = query_rows * kRowDotThreadsPerRow<kHeadDim>;
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,

@@ -9,6 +9,7 @@
 #include "cuflash/attention.h"
 #include "cuflash/types.h"
 #include "kernels/common/softmax.cuh"
+#include "workspace.h"
 
 namespace cuflash::detail {
 
@@ -173,17 +174,7 @@ struct BackwardParams {
   float* row_dot;         // [B, H, Sq]: D_i = rowsum(dO_i * O_i) ([H, total_q] varlen)
   int* dq_semaphores;     // [B, H, query blocks of max_seq_q] in deterministic mode (key group
                           // 0's), else null
-  // Deterministic mode on small problems (workspace.h, dq_sum_groups()): dq_groups accumulators
-  // and semaphore sections, one per group of dq_group_keys consecutive keys, these many floats
-  // and ints apart. One group otherwise.
-  int dq_groups;
-  int64_t dq_group_keys;
-  int64_t dq_accum_group_floats;
-  int64_t dq_semaphore_group_ints;
-  // Deterministic mode where every key block meets every query block (workspace.h,
-  // dq_first_turn_stores()): the first turn of each group stores its part, and the accumulators
-  // are not zeroed.
-  bool dq_first_turn_stores;
+  DqGroups dq_groups;     // the key groups of deterministic mode (workspace.h)
   int64_t num_n_blocks;   // key blocks per kv head
   int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
 };

@@ -88,54 +88,78 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
   return {bh_kv / p.heads_kv, bh_kv % p.heads_kv, order.block * kBlockN};
 }
 
-// The backward's CTA order: block_order(), and in deterministic mode (ordered dQ sums,
-// backward_steps.cuh) the key blocks of a kv head from the last one down, so that a key block
-// only ever waits for key blocks that started before it (dq_turn(): turns go from the last key
-// block down).
-__device__ __forceinline__ BlockOrder backward_block_order(bool interleave, bool deterministic) {
+// The order of deterministic mode's dQ sums at a query block (backward_steps.cuh), which each
+// kernel family picks (see query_block_schedule() for the measurements behind each):
+//   unordered:        not deterministic; atomics in whatever order the CTAs arrive.
+//   last_key_first:   the wgmma kernels. The query block's last key block adds first; CTAs
+//                     start from the last key block of a kv head down; key blocks visit their
+//                     query blocks upwards.
+//   first_key_first:  the mma.sync kernels. Its first key block adds first; CTAs start in the
+//                     default order (under a causal mask the heaviest, first key blocks first);
+//                     key blocks visit their query blocks downwards.
+// Either way a key block only ever waits for key blocks whose CTAs started before it.
+enum class DqSumOrder { unordered, last_key_first, first_key_first };
+
+// The backward's CTA order: block_order(), with the key blocks of a kv head from the last one
+// down for DqSumOrder::last_key_first.
+__device__ __forceinline__ BlockOrder backward_block_order(bool interleave, DqSumOrder sum_order) {
   BlockOrder order = block_order(interleave);
-  if (deterministic) order.block = int64_t(gridDim.x) - 1 - order.block;
+  if (sum_order == DqSumOrder::last_key_first) order.block = int64_t(gridDim.x) - 1 - order.block;
   return order;
 }
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
-// row seeing one of its keys. By default head after head, blocks in increasing order. In
-// deterministic mode blocks in increasing order too, each with all heads of the group, and the
-// turns at a query block go from its last key block down: under a causal mask key block n
-// starts on its own diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows),
-// where it has the first turn, and meets each later query block two of its iterations (one at
-// 128 rows) after key block n + 1 did: that much slack for the hand-over, where visiting
-// downwards with turns upwards gave one and started key block n n hand-overs late. The head is
-// worked out at each iteration rather than kept: the kernels that use this sit at the register
-// limit.
+// row seeing one of its keys. Unordered: head after head, blocks in increasing order. In
+// deterministic mode each block with all heads of the group, so that a key block's turns at a
+// query block come together, in the direction that keeps the hand-overs off its path:
+// - last_key_first (wgmma), blocks upwards: under a causal mask key block n starts on its own
+//   diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows), where it has the
+//   first turn, and meets each later query block two of its iterations (one at 128 rows) after
+//   key block n + 1 did: that much slack for the hand-over (H200, head_dim 64, causal: 0.73-0.80x
+//   the default backward's speed visiting downwards, 0.96-0.99x so). The light key blocks start
+//   first.
+// - first_key_first (mma.sync), blocks downwards: every key block of a causal head starts on the
+//   last query block, key block n one hand-over after key block n - 1, and ends kBlockN / kBlockM
+//   iterations of work earlier than it (2 or 4 with these kernels' blocks), which absorbs the
+//   hand-over; the heaviest key blocks start first. Their several CTAs per SM run in waves on
+//   long sequences, where starting the light key blocks first (last_key_first) left the heavy
+//   ones to run alone at the end: H200, fp32, B = 1, H = 8, causal, S = 4k, 0.64-0.67x the
+//   default backward's speed, as a model of the waves predicts (performance log).
+// The head is worked out at each iteration rather than kept: the kernels that use this sit at
+// the register limit.
 template <int kBlockM>
 struct QueryBlockSchedule {
   int64_t first_m_block;
   int64_t blocks_per_head;
   int64_t count;  // iterations
-  bool deterministic_order;
+  DqSumOrder sum_order;
   // Iteration `it`'s head and first query row, in the arithmetic of the counter's type: the
   // sm90 kernels count in 32 bits (count < 2^32: a query block is 64 rows of a Q that fits in
   // memory), where a division is a few instructions rather than a 64-bit routine.
   template <typename Counter>
   __device__ int64_t head(const ProblemParams& p, int64_t kv_head, Counter it) const {
-    const Counter in_group =
-        deterministic_order ? it % Counter(p.heads_per_kv) : it / Counter(blocks_per_head);
+    const Counter in_group = sum_order != DqSumOrder::unordered ? it % Counter(p.heads_per_kv)
+                                                                : it / Counter(blocks_per_head);
     return kv_head * p.heads_per_kv + int64_t(in_group);
   }
   template <typename Counter>
   __device__ int64_t q0(const ProblemParams& p, Counter it) const {
-    const int64_t block = deterministic_order
-                              ? first_m_block + int64_t(it / Counter(p.heads_per_kv))
-                              : first_m_block + int64_t(it % Counter(blocks_per_head));
+    int64_t block = 0;
+    if (sum_order == DqSumOrder::unordered) {
+      block = first_m_block + int64_t(it % Counter(blocks_per_head));
+    } else {
+      const int64_t step = int64_t(it / Counter(p.heads_per_kv));
+      block = sum_order == DqSumOrder::last_key_first ? first_m_block + step
+                                                      : first_m_block + blocks_per_head - 1 - step;
+    }
     return block * kBlockM;
   }
 };
 
 template <int kBlockM, int kBlockN, bool kLeftBound>
 __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
-    const ProblemParams& p, int64_t k0, bool deterministic_order) {
+    const ProblemParams& p, int64_t k0, DqSumOrder sum_order) {
   QueryBlockSchedule<kBlockM> schedule{};
   // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
   // first key at the band's right end, the last its last key at the band's left end.
@@ -152,24 +176,31 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
         row_end > row_begin ? (row_end + kBlockM - 1) / kBlockM - schedule.first_m_block : 0;
   }
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
-  schedule.deterministic_order = deterministic_order;
+  schedule.sum_order = sum_order;
   return schedule;
 }
 
 // Key block `key_block`'s turn at query block q0 in the deterministic dQ sums: its rank among
-// the key blocks the query block meets, from the last one down. Key block k meets the query
-// block iff k0 = k * kBlockN < seq_k and k0 < q0 + kBlockM + band_last (query_block_schedule():
-// the block of row k0 - band_last is at or before it; a left window bound only takes lower key
-// blocks away): the last one is the lower of the two bounds. The blocks a query block meets are
-// consecutive (each row's band is, and the next row's starts one key later).
-// With several key groups (dq_sum_groups(), workspace.h) the rank counts within the key
-// block's group, whose keys end at group_end (dq_group_end(), a multiple of kBlockN): from its
-// last member that meets the query block.
+// the key blocks of its key group that meet the query block, counted from the first of the
+// group's key blocks that adds (DqSumOrder). Key block k meets the query block iff
+// k0 = k * kBlockN < seq_k, k0 < q0 + kBlockM + band_last (query_block_schedule(): the block
+// of row k0 - band_last is at or before it) and k0 + kBlockN > q0 + band_first (row q0's first
+// key, the lowest any row of the block sees). The blocks a query block meets are consecutive
+// (each row's band is, and the next row's starts one key later). Key groups
+// (dq_sum_groups(), workspace.h) are ranges [group_begin, group_end) of keys, multiples of
+// kBlockN; with one group, [0, seq_k or more).
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_turn(const ProblemParams& p, int64_t q0, int key_block,
-                                       int64_t group_end) {
+__device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p, int64_t q0,
+                                                 int key_block, int64_t group_end) {
   const int64_t key_end = min64(min64(q0 + kBlockM + p.band_last, p.seq_k), group_end);
   return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
+}
+template <int kBlockN>
+__device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_t q0,
+                                                  int key_block, int64_t group_begin) {
+  const int64_t first_key = q0 + p.band_first;  // below 0 without a left bound
+  const int64_t key_begin = first_key > group_begin ? first_key : group_begin;
+  return key_block - static_cast<int>(key_begin / kBlockN);
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

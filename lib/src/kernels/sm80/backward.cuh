@@ -132,7 +132,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
-  BlockOrder order = backward_block_order(grid_params.problem.causal, kDeterministic);
+  constexpr DqSumOrder kSumOrder =
+      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
+  BlockOrder order = backward_block_order(grid_params.problem.causal, kSumOrder);
   const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kDeterministic);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -291,8 +293,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
     int* semaphore = kDeterministic ? dq_semaphore<kBlockM>(dq_group_semaphores(params, group),
                                                             p, batch, head, q0)
                                     : nullptr;
-    const int turn = dq_turn<kBlockM, kBlockN>(p, q0, key_block, dq_group_end(params, group));
-    const bool store = kDeterministic && params.dq_first_turn_stores && turn == 0;
+    const int turn = dq_turn_from_first<kBlockN>(p, q0, key_block, dq_group_begin(params, group));
+    const bool store = kDeterministic && params.dq_groups.first_turn_stores && turn == 0;
     add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
       add_to_dq_accumulator<kHeadDim>(
           dq_group_accumulator(params, group) + p.row_index(batch, head) * kHeadDim, dq_acc,

@@ -200,7 +200,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
 // issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
-// (dq_turn(); spinning on the semaphore, ahead of the consumers, who never wait for it), and
+// (dq_turn_from_last(); spinning on the semaphore, ahead of the consumers, who never wait for it), and
 // after its reduce has completed it frees the stage and passes the turn on; its stages (up to
 // four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
 // turns.
@@ -221,11 +221,12 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     int* semaphore = nullptr;
-    bool store = false;  // a first turn that stores (dq_first_turn_stores())
+    bool store = false;  // a first turn that stores (DqGroups::first_turn_stores)
     if constexpr (kDeterministic) {
       semaphore = dq_semaphore<Traits::kBlockM>(semaphores, p, batch, head, q0);
-      const int turn = dq_turn<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end);
-      store = base.dq_first_turn_stores && turn == 0;
+      const int turn =
+          dq_turn_from_last<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end);
+      store = base.dq_groups.first_turn_stores && turn == 0;
       wait_for_dq_turn(semaphore, turn);
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
@@ -316,7 +317,9 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const BlockOrder order = backward_block_order(false, kDeterministic);
+  constexpr DqSumOrder kSumOrder =
+      kDeterministic ? DqSumOrder::last_key_first : DqSumOrder::unordered;
+  const BlockOrder order = backward_block_order(false, kSumOrder);
   // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
   // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
   // dense batch). The others read the launch's constants rather than hold a copy in registers.
@@ -333,7 +336,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
   if (k0 >= p.seq_k) return;  // past the end of a shorter sequence's keys (varlen)
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kDeterministic);
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);

@@ -132,7 +132,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, false>(p, k0, false);
+  const auto schedule =
+      query_block_schedule<kBlockM, kBlockN, false>(p, k0, DqSumOrder::unordered);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
