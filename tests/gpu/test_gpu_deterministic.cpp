@@ -27,7 +27,7 @@ constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
 
 // B=2, H=4 over 2 kv heads (GQA: each CTA takes its turns for two query heads), odd lengths
 // that end inside a block, with 8 to 16 key blocks adding to every query block (1023 keys
-// without a mask: two key groups of 512, workspace.h's dq_sum_groups()).
+// without a mask: four key groups of 256, workspace.h's dq_sum_groups()).
 Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
   Problem p = make_problem(dtype, head_dim, mask, 113, 1023, 2, 4, 2, Layout::bhsd);
   p.deterministic = true;
@@ -197,7 +197,7 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
 // Small problems without a mask sum the keys in groups, each with an accumulator and semaphores
 // of its own, whose first turns store rather than add (workspace.h, dq_sum_groups() and
 // dq_first_turn_stores()): 2100 keys are 17 key blocks of 128, four groups of 640 keys (the
-// last one 180); 600 keys (5 key blocks) keep one group, here over 4 x 8 kv heads, whose first
+// last one 180); 300 keys (3 key blocks) keep one group, here over 4 x 8 kv heads, whose first
 // turn stores too. Causal and windowed heads keep one group that adds from zero.
 TEST_CASE("deterministic backward: four key groups, one group on many heads, masked heads",
           "[gpu][deterministic]") {
@@ -212,7 +212,7 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
           make_problem(dtype, head_dim, Mask::none, 300, 2100, 1, 4, 2, Layout::bhsd);
       windowed.window = {700, 300};
       cases.push_back(windowed);
-      cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 600, 4, 8, 8, Layout::bhsd));
+      cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 300, 4, 8, 8, Layout::bhsd));
     }
   }
   uint64_t seed = 1700;
