@@ -77,6 +77,17 @@ __host__ __device__ constexpr int dq_swizzled_column(int64_t query, int col) {
   return col ^ (8 * static_cast<int>(query % 8));
 }
 
+// The fp32 dQ accumulator and the semaphores of key group `group` (dq_sum_groups(), workspace.h;
+// the prologue zeroes them on the host).
+template <typename Params>
+__host__ __device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
+  return params.dq_accum + group * params.dq_groups.accum_floats;
+}
+template <typename Params>
+__host__ __device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
+  return params.dq_semaphores + group * params.dq_groups.semaphore_ints;
+}
+
 // dQ = scale * accumulator (the sum of the groups' accumulators, in group order, where
 // deterministic mode keeps several), converted to Element and written through dq's strides (the
 // accumulator's rows have kHeadDim columns, dQ's the first head_dim of them; kSwizzledRows: in
@@ -99,8 +110,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     load8(params.dq_accum + row * kHeadDim + stored_col, values);
     for (int group = 1; group < params.dq_groups.count; ++group) {  // in group order: fixed bits
       float more[8];
-      load8(params.dq_accum + group * params.dq_groups.accum_floats + row * kHeadDim + stored_col,
-            more);
+      load8(dq_group_accumulator(params, group) + row * kHeadDim + stored_col, more);
 #pragma unroll
       for (int i = 0; i < 8; ++i) values[i] += more[i];
     }
@@ -296,16 +306,6 @@ __device__ __forceinline__ int64_t dq_group_begin(const Params& params, int grou
 template <typename Params>
 __device__ __forceinline__ int64_t dq_group_end(const Params& params, int group) {
   return (int64_t(group) + 1) * params.dq_groups.keys;
-}
-
-// The accumulator and the semaphores of key group `group` (the prologue zeroes them on the host).
-template <typename Params>
-__host__ __device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
-  return params.dq_accum + group * params.dq_groups.accum_floats;
-}
-template <typename Params>
-__host__ __device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
-  return params.dq_semaphores + group * params.dq_groups.semaphore_ints;
 }
 
 // The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM) among a key

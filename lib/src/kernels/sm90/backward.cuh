@@ -200,8 +200,8 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
 // issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
-// (dq_turn_from_last(); spinning on the semaphore, ahead of the consumers, who never wait for it), and
-// after its reduce has completed it frees the stage and passes the turn on; its stages (up to
+// (dq_turn_from_last(); spinning on the semaphore, ahead of the consumers, who never wait for
+// it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up to
 // four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
 // turns.
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
