@@ -1006,6 +1006,41 @@ print("ok")
 
 // --- The binary and the PyTorch script -----------------------------------------------------------
 
+TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructions", "[bench]") {
+  TempDir tmp;
+  // The shape of `ncu --page source --csv --print-source sass`: the kernel's name, the header,
+  // one row per instruction (numbers may carry thousands separators).
+  std::ofstream(tmp.path / "det.csv")
+      << "\"Kernel Name\",\"void k(int)\",\n"
+         "\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\",\"Instructions Executed\","
+         "\"stall_barrier\",\"stall_membar\",\"stall_wait\",\"stall_barrier (Not Issued)\"\n"
+         "\"0x10\",\"      HMMA.1688.F32.TF32 R60, R108, R44, R72\",\"40\",\"1,024\",\"0\",\"0\","
+         "\"40\",\"0\"\n"
+         "\"0x20\",\"      ULDC.64 UR6, c[0x0][0x448]\",\"1,043\",\"512\",\"1,030\",\"0\",\"13\","
+         "\"900\"\n"
+         "\"0x30\",\"      ERRBAR\",\"278\",\"4,096\",\"0\",\"276\",\"2\",\"0\"\n"
+         "\"0x40\",\"      MEMBAR.ALL.GPU\",\"0\",\"0\",\"0\",\"0\",\"0\",\"0\"\n";
+  std::ofstream(tmp.path / "not-ncu.csv") << "a,b\n1,2\n";
+  const std::string tool = std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                           "/share/tools/ncu_stalls.py ";
+  const Outcome o = run_shell(tool + (tmp.path / "det.csv").string() +
+                                  " --top 2 --match 'MEMBAR|ERRBAR'", tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  CHECK(o.out.find("1361 samples, 4 instructions") != std::string::npos);
+  CHECK(o.out.find("kernel: void k(int)") != std::string::npos);
+  CHECK(o.out.find("by reason: barrier 1030, membar 276, wait 55") != std::string::npos);
+  CHECK(o.out.find("   1043  barrier ") != std::string::npos);  // first of the top 2
+  CHECK(o.out.find("HMMA") == std::string::npos);                // third by samples
+  CHECK(o.out.find("ERRBAR") != std::string::npos);
+  CHECK(o.out.find("executed     4096  samples    278 (membar)") != std::string::npos);
+  CHECK(o.out.find("MEMBAR.ALL.GPU") == std::string::npos);  // never ran
+  const Outcome bad = run_shell(tool + (tmp.path / "not-ncu.csv").string(), tmp);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("not-ncu.csv: no 'Warp Stall Sampling (All Samples)' column") !=
+        std::string::npos);
+}
+
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   TempDir tmp;
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY;
