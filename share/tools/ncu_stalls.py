@@ -85,7 +85,7 @@ def summarise(path, profile, top, match, min_share):
                                                if total and samples >= min_share * total))
     lines.append(f"  top {top} instructions by samples:")
     ranked = sorted(profile.instructions, key=lambda ins: -ins[2])[:top]
-    for sass, executed, samples, reasons in ranked:
+    for sass, _, samples, reasons in ranked:
         lines.append(f"    {samples:7d}  {main_reason(reasons):18s} {sass[:70]}")
     if match is not None:
         lines.append(f"  instructions matching /{match.pattern}/ that ran:")
