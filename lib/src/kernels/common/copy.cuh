@@ -35,11 +35,10 @@ template <int kRows, int kCols, int kThreads, typename Element>
 inline constexpr bool kEvenChunks = (kRows * kCols * int(sizeof(Element)) / 16) % kThreads == 0;
 
 // Starts loading rows row0..row0+kRows-1 of a [seq_len, cols] slice (row stride `seq_stride`
-// elements, contiguous rows) into a padded shared tile (kRows, kCols); rows at or past seq_len
-// and columns at or past `cols` become zeros. All kThreads threads of the block take part.
-template <int kRows, int kCols, int kThreads, typename Element, int kStride>
-__device__ __forceinline__ void load_tile_async(SmemTile<Element, kStride> tile,
-                                                const Element* slice, int64_t seq_stride,
+// elements, contiguous rows) into a shared tile (kRows, kCols), padded or swizzled; rows at or past
+// seq_len and columns at or past `cols` become zeros. All kThreads threads of the block take part.
+template <int kRows, int kCols, int kThreads, typename Tile, typename Element>
+__device__ __forceinline__ void load_tile_async(Tile tile, const Element* slice, int64_t seq_stride,
                                                 int64_t row0, int64_t seq_len, int thread,
                                                 int cols = kCols) {
   static_assert(kEvenChunks<kRows, kCols, kThreads, Element>,

@@ -104,9 +104,29 @@ __device__ __forceinline__ void store8<float>(float* destination, const float (&
 // 16-byte row segments one ldmatrix phase reads fall into distinct banks).
 template <typename Element, int kStride>
 struct SmemTile {
+  using element_type = Element;
   Element* data;
   __device__ __forceinline__ Element* at(int row, int col) const {
     return data + row * kStride + col;
+  }
+};
+
+// A row-major tile of kCols elements a row, unpadded, whose 16-byte chunks are permuted inside
+// each 128-byte segment: chunk c of row r is stored as chunk c ^ (r % 8). Eight consecutive
+// rows at one chunk column fall into eight different bank groups (ldmatrix, as with padding),
+// and each 128-byte line of a global row lands in one 128-byte segment, so a warp's cp.async
+// of whole lines writes shared memory in as few wavefronts as it reads sectors. With padded
+// rows most lines straddle two segments: the split kernel's cp.async then asked L2 for 1.5x
+// the sectors it needed (H200, performance log, "decode: K/V tiles swizzled").
+// A part of the tile that starts at a row divisible by 8 is a SwizzledTile of its own.
+template <typename Element, int kCols>
+struct SwizzledTile {
+  static constexpr int kChunkElements = 16 / int(sizeof(Element));
+  static_assert(kCols * int(sizeof(Element)) % 128 == 0, "rows of whole 128-byte segments");
+  using element_type = Element;
+  Element* data;
+  __device__ __forceinline__ Element* at(int row, int col) const {
+    return data + row * kCols + (col ^ ((row & 7) * kChunkElements));
   }
 };
 

@@ -1,6 +1,6 @@
 // The mma.sync building blocks of the sm80 family: the m16n8k16 (fp16 / bf16) and m16n8k8
-// (TF32) products and the ldmatrix fragment loads from padded row-major shared tiles. Fragment
-// layouts are described in common/fragments.cuh.
+// (TF32) products and the ldmatrix fragment loads from row-major shared tiles (SmemTile, padded,
+// or SwizzledTile). Fragment layouts are described in common/fragments.cuh.
 #pragma once
 
 #include <cstdint>
@@ -77,18 +77,17 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 }
 
 // A fragment of rows m0..m0+15, cols k0..k0+15 of a row-major [m][k] tile (e.g. Q for Q K^T).
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], SmemTile<Element, kStride> tile, int m0,
-                                       int k0, int lane) {
+template <typename Tile>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], Tile tile, int m0, int k0, int lane) {
   // matrices: (m0, k0), (m0+8, k0), (m0, k0+8), (m0+8, k0+8) -> a0..a3
   ldmatrix_x4(a, shared_address(tile.at(m0 + (lane & 15), k0 + (lane >> 4) * 8)));
 }
 
 // A fragment of the 16x16 block (m0.., k0..) of the operand whose transpose is stored row-major
 // as a [k][m] tile (e.g. dS for dS K, with dS^T in shared memory).
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], SmemTile<Element, kStride> tile,
-                                                  int m0, int k0, int lane) {
+template <typename Tile>
+__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], Tile tile, int m0, int k0,
+                                                  int lane) {
   // stored blocks: (k0, m0) -> a0, (k0, m0+8) -> a1, (k0+8, m0) -> a2, (k0+8, m0+8) -> a3
   const int matrix = lane >> 3;
   ldmatrix_x4_trans(a, shared_address(tile.at(k0 + (lane & 7) + (matrix >> 1) * 8,
@@ -97,9 +96,9 @@ __device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], SmemTile<Ele
 
 // B fragments of two n8 tiles (n0.. and n0+8..) over k0..k0+15, from a tile stored as [n][k]
 // (e.g. K for Q K^T: B[k][n] = K[n][k]). b = {b0, b1} of tile n0, then {b0, b1} of tile n0+8.
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
-                                               int n0, int k0, int lane) {
+template <typename Tile>
+__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], Tile tile, int n0, int k0,
+                                               int lane) {
   // matrices: (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
   ldmatrix_x4(b, shared_address(tile.at(n0 + (lane & 7) + (lane >> 4) * 8,
                                         k0 + ((lane >> 3) & 1) * 8)));
@@ -107,9 +106,9 @@ __device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], SmemTile<Elemen
 
 // B fragments of two n8 tiles (n0.., n0+8..) over k0..k0+15, from a tile stored as [k][n]
 // (e.g. V for P V), transposed by ldmatrix. Same register order as load_b_pair_nk.
-template <typename Element, int kStride>
-__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], SmemTile<Element, kStride> tile,
-                                               int k0, int n0, int lane) {
+template <typename Tile>
+__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], Tile tile, int k0, int n0,
+                                               int lane) {
   // stored blocks: (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8)
   ldmatrix_x4_trans(b, shared_address(tile.at(k0 + (lane & 15), n0 + (lane >> 4) * 8)));
 }

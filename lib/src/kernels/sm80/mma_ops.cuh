@@ -38,26 +38,23 @@ struct MmaOps {
     uint32_t reg[4];  // {b0, b1} of the first n8 tile, then of the second
   };
 
-  template <int kStride>
-  static __device__ __forceinline__ void load_a(A& a, SmemTile<Element, kStride> tile, int m0,
-                                                int k0, int lane) {
+  template <typename Tile>
+  static __device__ __forceinline__ void load_a(A& a, Tile tile, int m0, int k0, int lane) {
     sm80::load_a(a.reg, tile, m0, k0, lane);
   }
-  template <int kStride>
-  static __device__ __forceinline__ void load_a_transposed(A& a, SmemTile<Element, kStride> tile,
-                                                           int m0, int k0, int lane) {
+  template <typename Tile>
+  static __device__ __forceinline__ void load_a_transposed(A& a, Tile tile, int m0, int k0,
+                                                           int lane) {
     sm80::load_a_transposed(a.reg, tile, m0, k0, lane);
   }
-  template <int kStride>
-  static __device__ __forceinline__ void load_b_pair_nk(BPair& b,
-                                                        SmemTile<Element, kStride> tile, int n0,
-                                                        int k0, int lane) {
+  template <typename Tile>
+  static __device__ __forceinline__ void load_b_pair_nk(BPair& b, Tile tile, int n0, int k0,
+                                                        int lane) {
     sm80::load_b_pair_nk(b.reg, tile, n0, k0, lane);
   }
-  template <int kStride>
-  static __device__ __forceinline__ void load_b_pair_kn(BPair& b,
-                                                        SmemTile<Element, kStride> tile, int k0,
-                                                        int n0, int lane) {
+  template <typename Tile>
+  static __device__ __forceinline__ void load_b_pair_kn(BPair& b, Tile tile, int k0, int n0,
+                                                        int lane) {
     sm80::load_b_pair_kn(b.reg, tile, k0, n0, lane);
   }
   template <int kTiles>
@@ -163,12 +160,11 @@ struct MmaOps<float> {
 // sequence. kStagePairs output tile pairs are summed apart at a time (all: independent mma
 // chains for the scheduler; 1: fewest registers). 16-bit inputs keep the plain chain (their
 // rounding error dominates).
-template <int kStagePairs, typename Element, int kMTiles, int kSourceTiles, int kOutTiles,
-          int kStride>
+template <int kStagePairs, int kMTiles, int kSourceTiles, int kOutTiles, typename Tile>
 __device__ __forceinline__ void add_product_of_accumulators(
     float (&acc)[kMTiles][kOutTiles][4], const float (&source)[kMTiles][kSourceTiles][4],
-    SmemTile<Element, kStride> b_tile, int lane) {
-  using Ops = MmaOps<Element>;
+    Tile b_tile, int lane) {
+  using Ops = MmaOps<typename Tile::element_type>;
   constexpr int kSteps = kSourceTiles * 8 / Ops::kK;
   static_assert(kOutTiles % 2 == 0, "B fragments are loaded for pairs of n8 tiles");
   static_assert((kOutTiles / 2) % kStagePairs == 0, "stages cover the tile pairs evenly");
@@ -220,11 +216,10 @@ __device__ __forceinline__ void add_product_of_accumulators(
 }
 
 // The same for a kernel whose warp holds one m tile (arrays without the m-tile dimension).
-template <int kStagePairs, typename Element, int kSourceTiles, int kOutTiles, int kStride>
+template <int kStagePairs, int kSourceTiles, int kOutTiles, typename Tile>
 __device__ __forceinline__ void add_product_of_accumulators(float (&acc)[kOutTiles][4],
                                                             const float (&source)[kSourceTiles][4],
-                                                            SmemTile<Element, kStride> b_tile,
-                                                            int lane) {
+                                                            Tile b_tile, int lane) {
   add_product_of_accumulators<kStagePairs>(
       reinterpret_cast<float(&)[1][kOutTiles][4]>(acc),
       reinterpret_cast<const float(&)[1][kSourceTiles][4]>(source), b_tile, lane);

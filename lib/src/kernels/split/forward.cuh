@@ -10,7 +10,8 @@
 //     O (normalized over its keys, fp32) and LSE into the workspace and merge.cuh combines them.
 //     With one split the CTA writes O and LSE directly.
 // Per CTA: Q as A fragments straight from global memory into registers (no shared tile), K/V
-// blocks of 64 keys through kStages cp.async buffers, then per block:
+// blocks of 64 keys through kStages cp.async buffers (rows swizzled where they are whole
+// 128-byte segments: SwizzledTile, common/fragments.cuh), then per block:
 //   S = Q K_j^T; mask the causal diagonal and the end of the keys;
 //   online softmax in exp2 (common/softmax.cuh); O += P V_j with P reused in registers.
 // Narrow configurations give the four warps a quarter of each key block and merge their
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
@@ -125,12 +127,11 @@ __device__ __forceinline__ int64_t page_row(const int32_t* pages, int page_shift
 // entry's block table row (paged K/V: `slice` then addresses page rows) or null (contiguous:
 // `slice` addresses keys).
 
-template <int kRows, int kCols, int kThreads, typename Element, int kStride>
-__device__ __forceinline__ void load_kv_tile_async(SmemTile<Element, kStride> tile,
-                                                   const Element* slice, int64_t seq_stride,
-                                                   const int32_t* pages, int page_shift,
-                                                   int64_t key0, int64_t length, int thread,
-                                                   int cols) {
+template <int kRows, int kCols, int kThreads, typename Tile, typename Element>
+__device__ __forceinline__ void load_kv_tile_async(Tile tile, const Element* slice,
+                                                   int64_t seq_stride, const int32_t* pages,
+                                                   int page_shift, int64_t key0, int64_t length,
+                                                   int thread, int cols) {
   if (pages == nullptr) {
     load_tile_async<kRows, kCols, kThreads>(tile, slice, seq_stride, key0, length, thread, cols);
     return;
@@ -172,11 +173,12 @@ struct ThreadChunks {
 // Starts loading a whole block of K and of V from pages smaller than a block: each of the
 // thread's rows through the block table once for both tensors, no bounds checks (the block lies
 // inside the keys, so the table has its pages).
-template <typename Chunks, typename Element, int kStride>
-__device__ __forceinline__ void load_full_paged_block_async(
-    SmemTile<Element, kStride> k_tile, SmemTile<Element, kStride> v_tile, const Element* k,
-    const Element* v, int64_t k_stride, int64_t v_stride, const int32_t* pages, int page_shift,
-    int64_t key0, const Chunks& chunks) {
+template <typename Chunks, typename Tile, typename Element>
+__device__ __forceinline__ void load_full_paged_block_async(Tile k_tile, Tile v_tile,
+                                                            const Element* k, const Element* v,
+                                                            int64_t k_stride, int64_t v_stride,
+                                                            const int32_t* pages, int page_shift,
+                                                            int64_t key0, const Chunks& chunks) {
 #pragma unroll
   for (int i = 0; i < Chunks::kCount; ++i) {
     const int row = chunks.row + i * Chunks::kRowStep;
@@ -188,15 +190,13 @@ __device__ __forceinline__ void load_full_paged_block_async(
 
 // Starts loading a whole block: `rows` points at the thread's first chunk (its row and column
 // of the block's first key), rows `seq_stride` elements apart.
-template <typename Chunks, typename Element, int kStride>
-__device__ __forceinline__ void load_full_block_async(SmemTile<Element, kStride> tile,
-                                                      const Element* rows, int64_t seq_stride,
-                                                      const Chunks& chunks) {
-  Element* destination = tile.at(chunks.row, chunks.col);
+template <typename Chunks, typename Tile, typename Element>
+__device__ __forceinline__ void load_full_block_async(Tile tile, const Element* rows,
+                                                      int64_t seq_stride, const Chunks& chunks) {
   const int64_t step = int64_t(Chunks::kRowStep) * seq_stride;
 #pragma unroll
   for (int i = 0; i < Chunks::kCount; ++i) {
-    cp_async_16_whole_line(destination + i * Chunks::kRowStep * kStride, rows + i * step);
+    cp_async_16_whole_line(tile.at(chunks.row + i * Chunks::kRowStep, chunks.col), rows + i * step);
   }
 }
 
@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   constexpr int kDimSteps = kHeadDim / Ops::kK;  // k steps of Q K^T
   constexpr int kScoreTiles = kWarpKeys / 8;     // n8 tiles of S
   constexpr int kOutTiles = kHeadDim / 8;        // n8 tiles of O
-  using Tile = SmemTile<Element, Config::kStride>;
+  using Tile = std::conditional_t<Config::kSwizzled, SwizzledTile<Element, kHeadDim>,
+                                  SmemTile<Element, Config::kStride>>;
   static_assert(sizeof(Element) == 2, "Q fragments are loaded as 16-bit pairs");
 
   const ProblemParams& p = params.problem;
@@ -318,7 +319,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   const int first = static_cast<int>(split * blocks / params.splits);
   const int last = static_cast<int>((split + 1) * blocks / params.splits);
 
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  extern __shared__ __align__(128) unsigned char shared_bytes[];  // the swizzle's segments
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
   auto k_tile = [&](int stage) { return Tile{smem + stage * kBlockN * Config::kStride}; };
   auto v_tile = [&](int stage) {
@@ -406,7 +407,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
     if (rescale[0] != 1.f || rescale[1] != 1.f) OnlineSoftmax::rescale_rows(o_acc[0], rescale);
 
     // O += P V: (16, D)
-    const Tile v_part{v_tile(stage).at(warp_key0, 0)};
+    const Tile v_part{v_tile(stage).at(warp_key0, 0)};  // warp_key0: a multiple of 16 rows
     sm80::add_product_of_accumulators<kOutTiles / 2>(o_acc[0], s, v_part, lane);
 
     __syncthreads();  // every warp is done with the stage: refill it

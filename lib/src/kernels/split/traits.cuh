@@ -37,7 +37,12 @@ struct SplitConfig {
   static constexpr int kBlockN = kBlockKeys;
   static constexpr int kWarpKeys = kBlockN / kKeySplit;  // keys of a block per warp
   static constexpr int kStages = Stages;
-  static constexpr int kStride = HeadDim + kSmemPadElements<2>;  // 16-bit elements
+  // K/V rows of whole 128-byte segments are swizzled (SwizzledTile: each line of a cp.async
+  // lands in one segment), others padded: 32 and 96, and 192 and 256, whose kernels sit at the
+  // register limit, where the swizzle's address arithmetic added spills (ptxas, 256 Wide: 212 ->
+  // 252 bytes stored).
+  static constexpr bool kSwizzled = HeadDim * 2 % 128 == 0 && HeadDim <= 128;
+  static constexpr int kStride = kSwizzled ? HeadDim : HeadDim + kSmemPadElements<2>;  // 16-bit
   static constexpr size_t kSmemBytes = size_t(2) * Stages * kBlockN * kStride * 2;  // K, V
   // CTAs per SM of sm_90 by shared memory (228 KB), which registers must allow too.
   static constexpr int kMinCtasPerSm = kSmemBytes > 76 * 1024 ? 2 : 3;
@@ -61,13 +66,13 @@ struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
   using Wide = SplitConfig<32, 4, 6>;
 };
 template <>
-struct SplitTraits<64> {  // 18 KB stages: 74 KB, three CTAs per SM
+struct SplitTraits<64> {  // 16 KB stages: 64 KB, three CTAs per SM
   using Narrow = SplitConfig<64, 1, 4>;
   using Medium = SplitConfig<64, 2, 4>;
   using Wide = SplitConfig<64, 4, 4>;
 };
 template <>
-struct SplitTraits<128> {  // 35 KB stages: 104 KB, two CTAs per SM
+struct SplitTraits<128> {  // 32 KB stages: 96 KB, two CTAs per SM
   using Narrow = SplitConfig<128, 1, 3>;
   using Medium = SplitConfig<128, 2, 3>;
   using Wide = SplitConfig<128, 4, 3>;
