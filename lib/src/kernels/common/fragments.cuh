@@ -117,10 +117,12 @@ struct SmemTile {
 // and each 128-byte line of a global row lands in one 128-byte segment, so a warp's cp.async
 // of whole lines writes shared memory in as few wavefronts as it reads sectors. With padded
 // rows most lines straddle two segments: the split kernel's cp.async then asked L2 for 1.5x
-// the sectors it needed (H200, performance log, "decode: K/V tiles swizzled").
-// A part of the tile that starts at a row divisible by 8 is a SwizzledTile of its own.
+// the sectors it needed (H200; performance log, "Split-KV decode: K/V tiles swizzled").
+// A part of the tile that starts at a row divisible by 8 is a ChunkSwizzledTile of its own.
+// (The wgmma kernels' sm90::SwizzledTile is another layout: TMA's 128-byte swizzle in blocks of
+// 64 columns, addressed by descriptors.)
 template <typename Element, int kCols>
-struct SwizzledTile {
+struct ChunkSwizzledTile {
   static constexpr int kChunkElements = 16 / int(sizeof(Element));
   static_assert(kCols * int(sizeof(Element)) % 128 == 0, "rows of whole 128-byte segments");
   using element_type = Element;

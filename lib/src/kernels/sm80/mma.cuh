@@ -1,6 +1,6 @@
 // The mma.sync building blocks of the sm80 family: the m16n8k16 (fp16 / bf16) and m16n8k8
 // (TF32) products and the ldmatrix fragment loads from row-major shared tiles (SmemTile, padded,
-// or SwizzledTile). Fragment layouts are described in common/fragments.cuh.
+// or ChunkSwizzledTile). Fragment layouts are described in common/fragments.cuh.
 #pragma once
 
 #include <cstdint>

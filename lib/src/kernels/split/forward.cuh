@@ -11,7 +11,7 @@
 //     With one split the CTA writes O and LSE directly.
 // Per CTA: Q as A fragments straight from global memory into registers (no shared tile), K/V
 // blocks of 64 keys through kStages cp.async buffers (rows swizzled where they are whole
-// 128-byte segments: SwizzledTile, common/fragments.cuh), then per block:
+// 128-byte segments: ChunkSwizzledTile, common/fragments.cuh), then per block:
 //   S = Q K_j^T; mask the causal diagonal and the end of the keys;
 //   online softmax in exp2 (common/softmax.cuh); O += P V_j with P reused in registers.
 // Narrow configurations give the four warps a quarter of each key block and merge their
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   constexpr int kDimSteps = kHeadDim / Ops::kK;  // k steps of Q K^T
   constexpr int kScoreTiles = kWarpKeys / 8;     // n8 tiles of S
   constexpr int kOutTiles = kHeadDim / 8;        // n8 tiles of O
-  using Tile = std::conditional_t<Config::kSwizzled, SwizzledTile<Element, kHeadDim>,
+  using Tile = std::conditional_t<Config::kSwizzled, ChunkSwizzledTile<Element, kHeadDim>,
                                   SmemTile<Element, Config::kStride>>;
   static_assert(sizeof(Element) == 2, "Q fragments are loaded as 16-bit pairs");
 

@@ -37,7 +37,7 @@ struct SplitConfig {
   static constexpr int kBlockN = kBlockKeys;
   static constexpr int kWarpKeys = kBlockN / kKeySplit;  // keys of a block per warp
   static constexpr int kStages = Stages;
-  // K/V rows of whole 128-byte segments are swizzled (SwizzledTile: each line of a cp.async
+  // K/V rows of whole 128-byte segments are swizzled (ChunkSwizzledTile: each line of a cp.async
   // lands in one segment), others padded: 32 and 96, and 192 and 256, whose kernels sit at the
   // register limit, where the swizzle's address arithmetic added spills (ptxas, 256 Wide: 212 ->
   // 252 bytes stored).
