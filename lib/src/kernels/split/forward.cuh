@@ -151,8 +151,10 @@ __device__ __forceinline__ void load_kv_tile_async(Tile tile, const Element* sli
 // One thread's share of a (kBlockN, kHeadDim) K or V tile, as for_each_chunk (copy.cuh) deals
 // it: the 16-byte chunks at column `col` of rows row + i * kRowStep (i < kCount). A block wholly
 // inside the keys, with every column in memory and contiguous rows, is loaded by advancing one
-// pointer kRowStep rows per chunk: no bounds checks, no address rebuilt per chunk (the checked
-// load spent most of the split kernel's instructions: performance log, decode v3).
+// global pointer kRowStep rows per chunk: no bounds checks, no global address rebuilt per chunk
+// (the checked load spent most of the split kernel's instructions: performance log, decode v3).
+// The shared side is the tile's own address of each row (a constant step when kRowStep is a
+// multiple of 8, the swizzle's period).
 // Head dims whose rows the threads do not divide evenly (96, 192: 12 and 24 chunks a row) keep
 // the checked load (kWholeRows false).
 template <typename Config, typename Element>
