@@ -10,7 +10,9 @@
 //   - before both, for dense fp16 / bf16 forward calls, the split-KV kernel (split/forward.cuh)
 //     where split::plan_forward() routes them: short queries (the query heads of a kv head
 //     stacked, at most a Wide block of rows or of queries: 64, 32 above head_dim 128), small
-//     grids over long keys, and forced key splits. The plan lives next to the kernel because
+//     grids over long keys where the sm90 forward does not run, and forced key splits; where it
+//     runs, the sm90 forward splits the keys of small grids itself (its key_splits kernel) and
+//     the split kernel's merge combines them. The plan lives next to the kernel because
 //     forward_workspace_size() reads it too.
 // Each tiled family has a second instantiation (kVariants) for calls with a softcap, ALiBi or a
 // window bounded on the left (uses_variant_kernels()), so that the default kernels carry none of
@@ -67,9 +69,9 @@ void launch_with_config(int64_t ctas, bool masked, Launch&& launch) {
 
 // Runs the split-KV kernel when the plan says so; false leaves the call to the tiled kernels.
 template <typename Element, int kHeadDim>
-bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
+bool launch_split_forward(const ForwardArgs& args, const split::ForwardPlan& plan,
+                          cudaStream_t stream) {
   using Traits = split::SplitTraits<kHeadDim>;
-  const split::ForwardPlan plan = split::plan_forward<kHeadDim>(args, current_device_limits());
   switch (plan.kernel) {
     case split::ForwardKernel::tiled: return false;
     case split::ForwardKernel::split_narrow:
@@ -86,17 +88,30 @@ bool launch_split_forward(const ForwardArgs& args, cudaStream_t stream) {
 }
 
 // A varlen batch (VarlenBatch) does not run on the split kernel (no per-sequence offsets); the
-// sm90 forward takes it on its variant kernels.
+// sm90 forward takes it on its variant kernels. A plan for the tiled kernels with key splits is
+// the sm90 forward's (split::plan_forward() with tiled_splits), whose partials the split
+// kernel's merge combines; where the sm90 forward cannot take the call after all, the mma.sync
+// kernels run it whole.
 template <typename Element, int kHeadDim>
 void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   const bool varlen = args.varlen.enabled();
-  if constexpr (sizeof(Element) == 2) {
-    if (!varlen && launch_split_forward<Element, kHeadDim>(args, stream)) return;
-  }
   constexpr int kWgmmaHeadDim = wgmma_head_dim(kWgmmaForwardHeadDims, kHeadDim);
+  [[maybe_unused]] split::ForwardPlan plan;  // tiled, one split
+  if constexpr (sizeof(Element) == 2) {
+    if (!varlen) {
+      const bool tiled_splits = kWgmmaHeadDim != 0 && use_sm90_kernels_here();
+      plan = split::plan_forward<kHeadDim>(args, current_device_limits(), tiled_splits);
+      if (launch_split_forward<Element, kHeadDim>(args, plan, stream)) return;
+    }
+  }
   if constexpr (sizeof(Element) == 2 && kWgmmaHeadDim != 0) {
-    if (use_sm90_kernels_here() && sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream)) {
-      return;
+    if (use_sm90_kernels_here()) {
+      const PartialOutputs partials =
+          plan.splits > 1 ? split::partial_outputs(args, plan.splits) : PartialOutputs{};
+      if (sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream, partials)) {
+        if (partials.splits > 1) split::merge_partial_outputs<Element>(args, partials, stream);
+        return;
+      }
     }
   }
   using Traits = sm80::ForwardTraits<kHeadDim, sizeof(Element)>;

@@ -151,6 +151,15 @@ bool uses_variant_kernels(const Args& args) {
   return variants;
 }
 
+// Where a forward whose keys are split writes each split's result, for the merge
+// (split/merge.cuh) to combine: O normalized over the split's keys and its LSE, fp32, rows
+// [split, batch, head, query] of head_dim and of one value (split::partial_outputs()).
+struct PartialOutputs {
+  int64_t splits = 1;  // 1: no split, O and LSE go where the call says
+  float* out = nullptr;
+  float* lse = nullptr;
+};
+
 template <typename Element>
 struct ForwardParams {
   ProblemParams problem;

@@ -48,7 +48,8 @@ template <typename Element>
 struct ForwardTmaParams {
   ForwardParams<Element> base;
   CUtensorMap q_map, k_map, v_map;  // boxes: 64 columns x kBlockM (Q) or kBlockN (K, V) rows
-  int64_t tiles;                    // query blocks of every (batch, head)
+  int64_t tiles;                    // query blocks of every (batch, head), times the key splits
+  PartialOutputs partials;          // the key_splits kernel's
 };
 
 // Shared-space addresses of the members of a CTA's Traits::Storage, which starts at `tiles`.
@@ -215,12 +216,57 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// The three forward kernels of a head_dim: `plain` (dense batches, causal or no mask, and a
+// The four forward kernels of a head_dim: `plain` (dense batches, causal or no mask, and a
 // band bounded on the right only), `window` (the same with a band bounded on the left too: the
 // default kernel's tile walk, so that the short key loops of a window overlap one tile's
 // epilogue with the next one's loads), `variants` (softcap, ALiBi, varlen batches: one tile a
-// CTA, their registers going to the score modifications).
-enum class ForwardKernel { plain, window, variants };
+// CTA, their registers going to the score modifications), `key_splits` (plain's calls on grids
+// too small for the GPU: each tile's key blocks split into PartialOutputs::splits runs, one
+// tile a CTA, each writing its partial O and LSE for the merge; a kernel of its own so that
+// plain keeps its code).
+enum class ForwardKernel { plain, window, variants, key_splits };
+
+// Tile `split` of `splits` keeps its even share of the block's key blocks, as the split kernel
+// divides them (split/forward.cuh); a share may be empty.
+__host__ __device__ __forceinline__ void keep_key_split(ForwardBlock& block, int64_t split,
+                                                        int64_t splits) {
+  const int64_t begin = block.key_blocks * split / splits;
+  const int64_t end = block.key_blocks * (split + 1) / splits;
+  block.first_key_block += begin;
+  block.key_blocks = end - begin;
+}
+
+// The partial row (PartialOutputs) of query 0 of a tile's (batch, head) in split `split`.
+__device__ __forceinline__ int64_t first_partial_row(const ProblemParams& p, int64_t split,
+                                                     const ForwardBlock& block) {
+  return ((split * p.batch + block.batch) * p.heads + block.head) * p.seq_q;
+}
+
+// Writes a warp's rows of one key split's partial result: O normalized over the split's keys
+// and the rows' LSE, fp32, at rows [split, batch, head, query] (head_dim values each).
+// `first_row` is the partial row of query 0 of the tile's (batch, head) in this split.
+template <int kOutTiles>
+__device__ __forceinline__ void store_partial_rows(
+    const PartialOutputs& partials, int64_t first_row, int64_t fragment_row, int64_t seq_q,
+    const float (&o_acc)[kOutTiles][4], const float (&normalizer)[2], const float (&row_lse)[2],
+    int head_dim, int lane) {
+  const int col = 2 * (lane % 4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t query = fragment_row + 8 * half;
+    if (query >= seq_q) continue;
+    const int64_t row = first_row + query;
+    float* out = partials.out + row * head_dim;
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) {
+      if (8 * t < head_dim) {
+        store_pair(out + 8 * t + col, o_acc[t][2 * half] * normalizer[half],
+                   o_acc[t][2 * half + 1] * normalizer[half]);
+      }
+    }
+    if (lane % 4 == 0) partials.lse[row] = row_lse[half];
+  }
+}
 
 template <typename Element, int kHeadDim, ForwardKernel kKernel>
 __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
@@ -238,7 +284,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   using Mma = Wgmma<Element, kBlockN>;      // S = Q K^T: 64 x kBlockN per warpgroup
   using MmaOut = Wgmma<Element, kHeadDim>;  // O += P V: 64 x D per warpgroup
   constexpr bool kVariants = kKernel == ForwardKernel::variants;
-  constexpr bool kLeftBound = kKernel != ForwardKernel::plain;
+  constexpr bool kLeftBound = kKernel == ForwardKernel::window || kVariants;
+  constexpr bool kKeySplits = kKernel == ForwardKernel::key_splits;
 
   const int thread = threadIdx.x;
   const int lane = thread % 32;
@@ -255,15 +302,22 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const SequenceStart<kVariants> start{p};
   // Plain block order within a head: tiles of one head run together and share its K/V in L2.
   // A tile past the end of a shorter sequence of a varlen batch has no rows and no keys.
+  // The key_splits kernel's tile t is split t % splits of query tile t / splits.
   auto tile_block = [&](int64_t tile) {
-    const BlockOrder order = walk.order(tile);
+    const BlockOrder order = walk.order(kKeySplits ? tile / params.partials.splits : tile);
     const int64_t m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // num_m_blocks when dense
     if (order.block >= m_blocks) {
       ForwardBlock none{};
       none.q0 = p.seq_q;
       return none;
     }
-    return forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+    if constexpr (kKeySplits) {
+      ForwardBlock block = forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+      keep_key_split(block, tile % params.partials.splits, params.partials.splits);
+      return block;
+    } else {
+      return forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+    }
   };
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -342,9 +396,17 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     auto lse_rows = [&] { return params.base.lse + start.rows(block.batch, block.head); };
     const int64_t q0 = block.q0;
     if (block.key_blocks == 0) {
-      store_empty_block<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride,
-                                                       lse_rows(), q0, p.seq_q, thread,
-                                                       p.head_dim);
+      if constexpr (kKeySplits) {  // the split saw no key: its partials weigh nothing
+        if (thread < kBlockM && q0 + thread < p.seq_q) {
+          float* lse =
+              params.partials.lse + first_partial_row(p, tile % params.partials.splits, block);
+          lse[q0 + thread] = kEmptyRowLse;
+        }
+        break;  // one tile a CTA (launch_forward)
+      } else {
+        store_empty_block<kBlockM, kHeadDim, kConsumers>(
+            out_rows(), params.base.out.seq_stride, lse_rows(), q0, p.seq_q, thread, p.head_dim);
+      }
       continue;
     }
     const int64_t num_key_blocks = block.key_blocks;
@@ -468,6 +530,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     // that the other one's products run meanwhile; staged over the tiles, O waits for every
     // warpgroup's last wgmma reads. The first barrier orders the previous reads of the staging
     // rows before the overwrite, the second the stores before the reads.
+    // The key_splits kernel writes its fp32 partials straight from the accumulators.
     const auto sync_writers = [&] {
       if constexpr (Traits::kPersistent) {
         named_barrier_sync(kFirstRowsBarrier + warp_group, 128);
@@ -475,6 +538,15 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
         named_barrier_sync(kComputeBarrier, kConsumers);
       }
     };
+    if constexpr (kKeySplits) {
+      float normalizer[2];
+      float row_lse[2];
+      softmax.finish(normalizer, row_lse);
+      store_partial_rows(params.partials,
+                         first_partial_row(p, tile % params.partials.splits, block), fragment_row,
+                         p.seq_q, o_acc, normalizer, row_lse, p.head_dim, lane);
+      break;  // one tile a CTA (launch_forward): no walk state kept across the loop
+    }
     sync_writers();
     float normalizer[2];
     float row_lse[2];
@@ -521,9 +593,12 @@ inline ForwardKernel forward_kernel_for(const ForwardArgs& args) {
 // Launches the TMA + wgmma forward; returns false (launching nothing) when a tensor cannot be
 // described to TMA, so that the caller falls back to the mma.sync kernel. A varlen batch runs on
 // the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
-// batch entry of all the tokens.
+// batch entry of all the tokens. With partials.splits > 1 (a dense call for the plain kernel:
+// split::plan_forward()) the key_splits kernel writes the partials instead of O and LSE, and the
+// caller merges them.
 template <typename Element, int kHeadDim>
-bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
+bool launch_forward(const ForwardArgs& args, cudaStream_t stream,
+                    const PartialOutputs& partials = {}) {
   using Traits = ForwardTraits<kHeadDim>;
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const AttentionShape& shape = args.shape;
@@ -546,16 +621,20 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
   base.lse = args.lse;
   base.num_m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
   base.bh_offset = 0;
-  params.tiles = base.num_m_blocks * shape.batch * shape.heads;
+  params.tiles = base.num_m_blocks * shape.batch * shape.heads * partials.splits;
+  params.partials = partials;
   // One CTA per tile needs the tiles to fit a 1-D grid (2^31 - 1); beyond, the mma.sync kernels
   // (grids in chunks) run the call.
   if (params.tiles > std::numeric_limits<int32_t>::max()) return false;
-  const ForwardKernel kind = forward_kernel_for(args);
+  const bool key_splits = partials.splits > 1;
+  if (key_splits && (varlen || forward_kernel_for(args) != ForwardKernel::plain)) return false;
+  const ForwardKernel kind = key_splits ? ForwardKernel::key_splits : forward_kernel_for(args);
   TileWalk walk{params.tiles, base.num_m_blocks,
                 std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
-  // The variant kernels never walk; the others do where the estimate says it pays.
+  // The variant and key_splits kernels never walk; the others do where the estimate says it
+  // pays.
   bool persistent = false;
-  if (Traits::kPersistent && kind != ForwardKernel::variants) {
+  if (Traits::kPersistent && kind != ForwardKernel::variants && !key_splits) {
     persistent = kind == ForwardKernel::window
                      ? persistent_walk_is_faster<Traits, true>(base.problem, walk)
                      : persistent_walk_is_faster<Traits, false>(base.problem, walk);
@@ -571,6 +650,9 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream) {
       break;
     case ForwardKernel::variants:
       kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::variants>;
+      break;
+    case ForwardKernel::key_splits:
+      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::key_splits>;
       break;
   }
   allow_dynamic_smem(kernel, Traits::kSmemBytes);

@@ -450,8 +450,27 @@ void set_paged_kv(SplitParams<Element>& params, const ForwardArgs& args) {
   params.page_shift = shift;
 }
 
+// Combines the partial results of `partials.splits` key splits (the split kernel's or the sm90
+// forward's) into the call's O and LSE.
+template <typename Element>
+void merge_partial_outputs(const ForwardArgs& args, const PartialOutputs& partials,
+                           cudaStream_t stream) {
+  const AttentionShape& s = args.shape;
+  MergeParams<Element> merge{};
+  merge.splits = partials.splits;
+  merge.heads = s.heads;
+  merge.seq_q = s.seq_q;
+  merge.rows = s.batch * s.heads * s.seq_q;
+  merge.head_dim = s.head_dim;
+  merge.partial_out = partials.out;
+  merge.partial_lse = partials.lse;
+  merge.out = global_tensor<Element>(args.out);
+  merge.lse = args.lse;
+  launch_merge(merge, stream);
+}
+
 // Runs the split kernel with Config and `splits` key splits, then, with more than one, the merge
-// of their partials from the workspace (split_workspace()) into O and LSE.
+// of their partials from the workspace (partial_outputs()) into O and LSE.
 template <typename Element, typename Config>
 void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
@@ -467,9 +486,9 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
   params.lse = args.lse;
   params.splits = splits;
   if (splits > 1) {
-    const SplitWorkspace workspace = split_workspace(args, splits);
-    params.partial_out = workspace.partial_out;
-    params.partial_lse = workspace.partial_lse;
+    const PartialOutputs partials = partial_outputs(args, splits);
+    params.partial_out = partials.out;
+    params.partial_lse = partials.lse;
   }
   const int64_t grid_x = ceil_div(packed_rows(s), Config::kBlockM) * splits;
   if (grid_x > int64_t(INT32_MAX)) {
@@ -487,18 +506,7 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
                   Config::kSmemBytes, stream, params);
   });
   if (splits == 1) return;
-
-  MergeParams<Element> merge{};
-  merge.splits = splits;
-  merge.heads = s.heads;
-  merge.seq_q = s.seq_q;
-  merge.rows = s.batch * s.heads * s.seq_q;
-  merge.head_dim = s.head_dim;
-  merge.partial_out = params.partial_out;
-  merge.partial_lse = params.partial_lse;
-  merge.out = params.out;
-  merge.lse = args.lse;
-  launch_merge(merge, stream);
+  merge_partial_outputs<Element>(args, {splits, params.partial_out, params.partial_lse}, stream);
 }
 
 }  // namespace cuflash::detail::split

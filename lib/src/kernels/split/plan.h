@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "cuflash/attention.h"
+#include "dispatch.h"
 #include "head_dims.h"
 #include "kernels/common/launch_util.cuh"
+#include "kernels/common/params.cuh"
 #include "kernels/split/traits.cuh"
 #include "workspace.h"
 
@@ -52,14 +54,11 @@ inline size_t forward_workspace_bytes(const AttentionShape& s, int64_t splits) {
          round_up(partial_rows(s, splits) * sizeof(float), kWorkspaceAlignment);
 }
 
-struct SplitWorkspace {
-  float* partial_out;  // [splits, B, H, Sq, D]
-  float* partial_lse;  // [splits, B, H, Sq]
-};
-
-inline SplitWorkspace split_workspace(const ForwardArgs& args, int64_t splits) {
+// The partial results of `splits` key splits in the call's workspace: O [splits, B, H, Sq, D],
+// then LSE [splits, B, H, Sq].
+inline PartialOutputs partial_outputs(const ForwardArgs& args, int64_t splits) {
   auto* base = static_cast<unsigned char*>(args.workspace);
-  return {reinterpret_cast<float*>(base),
+  return {splits, reinterpret_cast<float*>(base),
           reinterpret_cast<float*>(base + partial_out_bytes(args.shape, splits))};
 }
 
@@ -140,13 +139,28 @@ SplitShape split_shape(ForwardKernel kernel, const DeviceLimits& limits) {
   }
 }
 
-// Whether the tiled kernels' grid (about 128 query rows per CTA) would leave most SMs idle on a
-// key sequence long enough for splitting to pay: B=1, H=8, 1k x 128k gets 64 CTAs.
+// Query rows of a tiled kernel's CTA (the sm90 forward's 128; the mma.sync kernels' 64-128).
+inline constexpr int64_t kTiledBlockRows = 128;
+
+inline int64_t tiled_ctas(const AttentionShape& s) {
+  return ceil_div(s.seq_q, kTiledBlockRows) * s.batch * s.heads;
+}
+
+// Whether the tiled kernels' grid would leave most SMs idle on a key sequence long enough for
+// splitting to pay: B=1, H=8, 1k x 128k gets 64 CTAs.
 inline bool tiled_grid_is_small(const AttentionShape& s, const DeviceLimits& limits) {
-  constexpr int64_t kTiledBlockRows = 128;
   constexpr int64_t kMinSplitKeys = 8192;
-  const int64_t ctas = ceil_div(s.seq_q, kTiledBlockRows) * s.batch * s.heads;
-  return 2 * ctas <= limits.multiprocessors && s.seq_k >= kMinSplitKeys;
+  return 2 * tiled_ctas(s) <= limits.multiprocessors && s.seq_k >= kMinSplitKeys;
+}
+
+// Key splits of the sm90 forward on a small grid: one wave of one CTA per SM (the kernel's
+// occupancy), each split at least kMinTiledSplitBlocks blocks of 64 keys, so that a CTA's loop
+// outlasts its prologue and epilogue.
+inline constexpr int64_t kMinTiledSplitBlocks = 16;
+inline int64_t tiled_key_splits(const AttentionShape& s, const DeviceLimits& limits) {
+  const int64_t by_multiprocessors = limits.multiprocessors / tiled_ctas(s);
+  const int64_t by_keys = key_blocks(s.seq_k) / kMinTiledSplitBlocks;
+  return std::clamp<int64_t>(std::min(by_multiprocessors, by_keys), 1, kMaxAutoSplits);
 }
 
 // Whether only the split kernel can serve the call: it alone reads K/V through a block table
@@ -167,12 +181,27 @@ inline bool has_score_variants(const ForwardArgs& args) {
 // keys and for every call that needs it (needs_split_kernel()); `args.splits` when given,
 // otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the partial
 // results. A tiled plan for a call that needs the split kernel is refused by forward().
+// `tiled_splits`: the tiled kernels of the call split keys themselves (the sm90 forward); then
+// they take the small grids the automatic count would split, with tiled_key_splits(): those
+// shapes are long enough to be bound by the products, which the split kernel runs on mma.sync
+// (B=1, H=8, 1k x 128k keys, head_dim 128: 0.87x cuDNN there, performance log).
 template <int kHeadDim>
-ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
+ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits, bool tiled_splits) {
   using Traits = SplitTraits<kHeadDim>;
   const AttentionShape& s = args.shape;
   if (args.dtype == DType::fp32 || has_score_variants(args)) return {};
   const int64_t rows = packed_rows(s);
+  // Short queries: one row block, or queries no more than a Wide block, which the tiled kernels'
+  // 128-row query blocks would hold at most half full while every query head of a group
+  // re-reads the kv head's K and V (B=8, 32 query heads on 1 kv head, 4 queries x 8k keys:
+  // 268 us tiled, as 2 packed row blocks per kv head on the split kernel a fraction of that).
+  const bool decode = rows <= Traits::Wide::kBlockM || s.seq_q <= Traits::Wide::kBlockM;
+  if (tiled_splits && !decode && !needs_split_kernel(args) && args.splits == 0 &&
+      tiled_grid_is_small(s, limits)) {
+    const int64_t splits = tiled_key_splits(s, limits);
+    return {ForwardKernel::tiled,
+            forward_workspace_bytes(s, splits) <= args.workspace_bytes ? splits : 1};
+  }
   const ForwardKernel kernel = split_kernel_for_rows<Traits>(rows);
   const SplitShape shape = split_shape<Traits>(kernel, limits);
   if (shape.smem_bytes > limits.max_dynamic_smem) return {};  // e.g. D=128 on sm_86 / sm_89
@@ -183,11 +212,6 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
     splits = auto_splits(ctas, key_blocks(s.seq_k), slots, s.batch * s.heads * s.seq_q);
     if (forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
   }
-  // Short queries: one row block, or queries no more than a Wide block, which the tiled kernels'
-  // 128-row query blocks would hold at most half full while every query head of a group
-  // re-reads the kv head's K and V (B=8, 32 query heads on 1 kv head, 4 queries x 8k keys:
-  // 268 us tiled, as 2 packed row blocks per kv head on the split kernel a fraction of that).
-  const bool decode = rows <= Traits::Wide::kBlockM || s.seq_q <= Traits::Wide::kBlockM;
   if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }
@@ -196,18 +220,27 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits) {
 
 // The same for a head_dim known at run time (validated; planned at compiled_head_dim()).
 template <size_t... kIndex>
-ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits,
+ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits, bool tiled_splits,
                          std::index_sequence<kIndex...>) {
   ForwardPlan plan;
   ((kHeadDims[kIndex] == compiled_head_dim(args.shape.head_dim)
-        ? (plan = plan_forward<kHeadDims[kIndex]>(args, limits), 0)
+        ? (plan = plan_forward<kHeadDims[kIndex]>(args, limits, tiled_splits), 0)
         : 0),
    ...);
   return plan;
 }
 
+// Whether the tiled kernels that would run a dense call split keys: the sm90 forward, for
+// fp16 / bf16 at head dims it serves, on a device that runs it (dispatch.cuh's choice).
+inline bool tiled_kernels_split_keys(const ForwardArgs& args) {
+  int device = 0;
+  return args.dtype != DType::fp32 && !args.varlen.enabled() &&
+         wgmma_head_dim(kWgmmaForwardHeadDims, compiled_head_dim(args.shape.head_dim)) != 0 &&
+         cudaGetDevice(&device) == cudaSuccess && use_sm90_kernels(device);
+}
+
 inline ForwardPlan plan_forward(const ForwardArgs& args) {
-  return plan_forward(args, current_device_limits(),
+  return plan_forward(args, current_device_limits(), tiled_kernels_split_keys(args),
                       std::make_index_sequence<std::size(kHeadDims)>{});
 }
 
