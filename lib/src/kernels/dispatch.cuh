@@ -109,7 +109,7 @@ void launch_forward(const ForwardArgs& args, cudaStream_t stream) {
       const PartialOutputs partials =
           plan.splits > 1 ? split::partial_outputs(args, plan.splits) : PartialOutputs{};
       if (sm90::launch_forward<Element, kWgmmaHeadDim>(args, stream, partials)) {
-        if (partials.splits > 1) split::merge_partial_outputs<Element>(args, partials, stream);
+        if (partials.splits > 1) split::merge_partial_outputs(args, partials, stream);
         return;
       }
     }

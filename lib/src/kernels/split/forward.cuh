@@ -32,6 +32,7 @@
 
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
+#include "dispatch.h"
 #include "kernels/common/copy.cuh"
 #include "kernels/common/fragments.cuh"
 #include "kernels/common/launch_util.cuh"
@@ -39,7 +40,6 @@
 #include "kernels/common/softmax.cuh"
 #include "kernels/sm80/forward.cuh"
 #include "kernels/sm80/mma_ops.cuh"
-#include "kernels/split/merge.cuh"
 #include "kernels/split/plan.h"
 #include "kernels/split/traits.cuh"
 
@@ -451,22 +451,23 @@ void set_paged_kv(SplitParams<Element>& params, const ForwardArgs& args) {
 }
 
 // Combines the partial results of `partials.splits` key splits (the split kernel's or the sm90
-// forward's) into the call's O and LSE.
-template <typename Element>
-void merge_partial_outputs(const ForwardArgs& args, const PartialOutputs& partials,
-                           cudaStream_t stream) {
+// forward's) into the call's O and LSE, through the public merge's own path
+// (merge_attention_partials()).
+inline void merge_partial_outputs(const ForwardArgs& args, const PartialOutputs& partials,
+                                  cudaStream_t stream) {
   const AttentionShape& s = args.shape;
-  MergeParams<Element> merge{};
+  MergePartialsArgs merge;
   merge.splits = partials.splits;
+  merge.batch = s.batch;
   merge.heads = s.heads;
   merge.seq_q = s.seq_q;
-  merge.rows = s.batch * s.heads * s.seq_q;
   merge.head_dim = s.head_dim;
+  merge.dtype = args.dtype;
   merge.partial_out = partials.out;
   merge.partial_lse = partials.lse;
-  merge.out = global_tensor<Element>(args.out);
+  merge.out = args.out;
   merge.lse = args.lse;
-  launch_merge(merge, stream);
+  dispatch_merge(merge, stream);
 }
 
 // Runs the split kernel with Config and `splits` key splits, then, with more than one, the merge
@@ -506,7 +507,7 @@ void launch_split_forward(const ForwardArgs& args, int64_t splits, cudaStream_t 
                   Config::kSmemBytes, stream, params);
   });
   if (splits == 1) return;
-  merge_partial_outputs<Element>(args, {splits, params.partial_out, params.partial_lse}, stream);
+  merge_partial_outputs(args, {splits, params.partial_out, params.partial_lse}, stream);
 }
 
 }  // namespace cuflash::detail::split
