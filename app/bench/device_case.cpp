@@ -1,27 +1,54 @@
 #include "bench/device_case.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "bench/device_inputs.h"
 #include "cuflash/context_parallel/single_gpu.h"
 #include "cuflash/cuda_error.h"
+#include "cuflash/error.h"
 #include "cuflash/io/random_inputs.h"
 
 namespace cuflash::bench {
 
 namespace {
 
-// The generator's tensor (io/random_inputs.h: the same bits as `run` and `verify` use).
-void upload_input(DeviceBuffer& buffer, const Problem& p, io::InputTensor tensor, uint64_t seed) {
-  const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
-  buffer.copy_from_host(host.data());
-}
-
 // A copy from pageable memory may return before its DMA lands, and the timing stream is a
 // non-blocking one that does not wait for the legacy default stream: wait here.
 void wait_for_uploads() { check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (inputs)"); }
 
+// The generator's tables on the device, or nothing when they do not fit beside the case.
+std::unique_ptr<DeviceNormalTables> device_tables() {
+  try {
+    return std::make_unique<DeviceNormalTables>();
+  } catch (const Error& error) {
+    if (error.kind() != Error::Kind::out_of_memory) throw;
+    cudaGetLastError();  // the failed cudaMalloc's error is handled here
+    return nullptr;
+  }
+}
+
 }  // namespace
+
+// The generator's tensors (io/random_inputs.h: the same bits as `run` and `verify` use), made
+// on the GPU once every buffer of the case is allocated (the tables take 384 MB for the moment);
+// on the host and copied when the tables do not fit or head_dim is odd.
+void DeviceCase::fill_inputs(const Problem& p, uint64_t seed) {
+  std::unique_ptr<DeviceNormalTables> tables;
+  if (p.shape.head_dim % 2 == 0) tables = device_tables();
+  for (const auto& [buffer, tensor] : pending_inputs_) {
+    if (tables) {
+      tables->generate(p, tensor, seed, *buffer);
+    } else {
+      const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
+      buffer->copy_from_host(host.data());
+      wait_for_uploads();  // before `host` goes
+    }
+  }
+  pending_inputs_.clear();
+  wait_for_uploads();  // before the tables go and before the timing stream reads the inputs
+}
 
 DeviceBuffer& DeviceCase::allocate(size_t bytes) {
   buffers_.emplace_back(bytes);
@@ -42,15 +69,15 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
   t.q = q.data();
   t.out = allocate(q_bytes).data();
   t.lse = allocate(lse_bytes).as<float>();
-  upload_input(q, p, io::InputTensor::q, seed);
+  pending_inputs_.push_back({&q, io::InputTensor::q});
   size_t kv_device_bytes = 2 * kv_bytes;
   if (p.page_size == 0) {  // paged K/V live in the pools alone
     DeviceBuffer& k = allocate(kv_bytes);
     DeviceBuffer& v = allocate(kv_bytes);
     t.k = k.data();
     t.v = v.data();
-    upload_input(k, p, io::InputTensor::k, seed);
-    upload_input(v, p, io::InputTensor::v, seed);
+    pending_inputs_.push_back({&k, io::InputTensor::k});
+    pending_inputs_.push_back({&v, io::InputTensor::v});
   }
   if (p.page_size != 0 || !p.cache_seqlens.empty()) {
     const auto host_kv = [&](io::InputTensor tensor) {  // only paging reads them
@@ -87,7 +114,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
   forward_ = cuflash::forward_args(p, t);
   if (extras_) extras_->apply(forward_);
   if (!with_backward) {
-    wait_for_uploads();
+    fill_inputs(p, seed);
     return;
   }
 
@@ -99,8 +126,8 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
   t.dv = allocate(kv_bytes).data();
   t.workspace = allocate(workspace).data();
   t.workspace_bytes = workspace;
-  upload_input(dout, p, io::InputTensor::dout, seed);
-  wait_for_uploads();
+  pending_inputs_.push_back({&dout, io::InputTensor::dout});
+  fill_inputs(p, seed);
   workspace_bytes_ = int64_t(workspace);
   backward_bytes_ = forward_bytes_ + int64_t(2 * q_bytes + 2 * kv_bytes + workspace);
   backward_ = cuflash::backward_args(p, t);

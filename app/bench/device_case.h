@@ -8,19 +8,23 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "cuflash/attention.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/host_runner.h"
+#include "cuflash/io/random_inputs.h"
 #include "cuflash/problem.h"
 
 namespace cuflash::bench {
 
 class DeviceCase {
  public:
-  // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), and
-  // uploads seeded standard-normal Q, K, V (and dO); with a page size, K and V go into a paged
-  // cache instead (host_runner.h: DeviceForwardExtras), and cache lengths go to the device.
+  // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), then
+  // fills Q, K, V (and dO) with seeded standard normals, made on the GPU (device_inputs.h);
+  // with a page size, K and V go into a paged cache instead, from the host
+  // (host_runner.h: DeviceForwardExtras), and cache lengths go to the device.
   // Throws cuflash::Error (out_of_memory, ...).
   DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
@@ -37,8 +41,11 @@ class DeviceCase {
 
  private:
   DeviceBuffer& allocate(size_t bytes);
+  void fill_inputs(const Problem& p, uint64_t seed);
 
   std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
+  // Buffers allocated and not yet filled, with the generator tensor each takes.
+  std::vector<std::pair<DeviceBuffer*, io::InputTensor>> pending_inputs_;
   std::unique_ptr<DeviceForwardExtras> extras_;  // paged K/V, cache lengths
   DevicePasses passes_;
   ForwardArgs forward_;

@@ -169,3 +169,30 @@ TEST_CASE("random inputs: a large bshd tensor split over threads", "[random_inpu
   }
   CHECK(wrong == 0);
 }
+
+// bench makes its inputs on the GPU from the tables of the generator's factors
+// (bench/device_inputs.cu): the tables and the steps of the header must give every value.
+TEST_CASE("random inputs: the generator's tables give its bits", "[random_inputs]") {
+  const io::NormalTables& tables = io::normal_tables();
+  REQUIRE(tables.radius.size() == io::kNormalTableSize);
+  REQUIRE(tables.cosine.size() == io::kNormalTableSize);
+  REQUIRE(tables.sine.size() == io::kNormalTableSize);
+  for (const uint64_t stream : {uint64_t{1}, uint64_t{4}}) {
+    const uint64_t seed = 1234 + stream;
+    const uint64_t key = io::stream_key(seed, stream);
+    size_t mismatches = 0;
+    for (uint64_t index = 0; index < 1'000'000; ++index) {
+      const uint64_t bits = io::splitmix64(key + index / 2);
+      const double angle = index % 2 ? tables.sine[io::angle_index(bits)]
+                                     : tables.cosine[io::angle_index(bits)];
+      const float value = static_cast<float>(tables.radius[io::radius_index(bits)] * angle);
+      mismatches += bits_of(value) != bits_of(io::standard_normal_at(seed, stream, index));
+    }
+    CHECK(mismatches == 0);
+  }
+  // The ends of the tables: u1 = 1 (radius 0) and u1 = 2^-24 (the largest radius); angle 0.
+  CHECK(tables.radius[io::kNormalTableSize - 1] == 0.0);
+  CHECK(tables.radius[0] == Approx(std::sqrt(2.0 * 24.0 * std::log(2.0))));
+  CHECK(tables.cosine[0] == 1.0);
+  CHECK(tables.sine[0] == 0.0);
+}

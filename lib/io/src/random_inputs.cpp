@@ -17,26 +17,13 @@ constexpr double kInv2Pow24 = 1.0 / 16777216.0;
 constexpr size_t kElementsPerThreadMin = size_t{1} << 20;  // below this, threads cost more
 constexpr size_t kFlatRowLength = size_t{1} << 16;         // rows of a flat fill (even)
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t stream_key(uint64_t seed, uint64_t stream) {
-  return splitmix64(splitmix64(seed) ^ (stream * 0xD1B54A32D192ED03ull));
-}
-
 // The two normals of pair `pair`: Box-Muller with u1 in (0, 1] (so log(u1) is finite) and
-// u2 in [0, 1).
+// u2 in [0, 1), through the factors of the header (the GPU copy of bench uses the same ones).
 void normal_pair(uint64_t key, uint64_t pair, float& first, float& second) {
   const uint64_t bits = splitmix64(key + pair);
-  const double u1 = double((bits >> 40) + 1) * kInv2Pow24;
-  const double u2 = double(bits & 0xFFFFFF) * kInv2Pow24;
-  const double radius = std::sqrt(-2.0 * std::log(u1));
-  first = static_cast<float>(radius * std::cos(kTwoPi * u2));
-  second = static_cast<float>(radius * std::sin(kTwoPi * u2));
+  const double radius = normal_radius(radius_index(bits));
+  first = static_cast<float>(radius * normal_cosine(angle_index(bits)));
+  second = static_cast<float>(radius * normal_sine(angle_index(bits)));
 }
 
 // Element i of a tensor is the element of index i; rows of consecutive indices go to
@@ -114,13 +101,45 @@ struct DoubleStore {
   }
 };
 
-// [batch, heads, seq, head_dim] of one input tensor.
-struct TensorDims {
-  size_t batch, heads, seq, head_dim;
-  size_t rows() const { return batch * heads * seq; }
-};
+// Fills the tensor with rows of head_dim values, each placed where `layout` keeps it.
+template <class Store>
+void fill_tensor(const InputDims& d, Layout layout, uint64_t key, const Store& store) {
+  const auto row_start = [&d, layout](size_t row) {  // row = (b * heads + h) * seq + s
+    if (layout == Layout::bhsd) return row * d.head_dim;
+    const size_t s = row % d.seq, bh = row / d.seq;
+    const size_t h = bh % d.heads, b = bh / d.heads;
+    return ((b * d.seq + s) * d.heads + h) * d.head_dim;
+  };
+  fill(d.elements(), d.head_dim, key, row_start, store);
+}
 
-TensorDims dims_of(const Problem& problem, InputTensor tensor) {
+}  // namespace
+
+double normal_radius(uint32_t index) {
+  return std::sqrt(-2.0 * std::log(double(uint64_t{index} + 1) * kInv2Pow24));
+}
+double normal_cosine(uint32_t index) { return std::cos(kTwoPi * (double(index) * kInv2Pow24)); }
+double normal_sine(uint32_t index) { return std::sin(kTwoPi * (double(index) * kInv2Pow24)); }
+
+const NormalTables& normal_tables() {
+  static const NormalTables tables = [] {
+    NormalTables t;
+    t.radius.resize(kNormalTableSize);
+    t.cosine.resize(kNormalTableSize);
+    t.sine.resize(kNormalTableSize);
+    parallel_ranges(kNormalTableSize, kElementsPerThreadMin / 4, [&t](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        t.radius[i] = normal_radius(uint32_t(i));
+        t.cosine[i] = normal_cosine(uint32_t(i));
+        t.sine[i] = normal_sine(uint32_t(i));
+      }
+    });
+    return t;
+  }();
+  return tables;
+}
+
+InputDims input_dims(const Problem& problem, InputTensor tensor) {
   const AttentionShape& s = problem.shape;
   const bool q_side = tensor == InputTensor::q || tensor == InputTensor::dout;
   const int64_t heads = q_side ? s.heads : s.heads_kv;
@@ -133,24 +152,10 @@ TensorDims dims_of(const Problem& problem, InputTensor tensor) {
   return {size_t(s.batch), size_t(heads), size_t(seq), size_t(s.head_dim)};
 }
 
-// Fills the tensor with rows of head_dim values, each placed where `layout` keeps it.
-template <class Store>
-void fill_tensor(const TensorDims& d, Layout layout, uint64_t key, const Store& store) {
-  const auto row_start = [&d, layout](size_t row) {  // row = (b * heads + h) * seq + s
-    if (layout == Layout::bhsd) return row * d.head_dim;
-    const size_t s = row % d.seq, bh = row / d.seq;
-    const size_t h = bh % d.heads, b = bh / d.heads;
-    return ((b * d.seq + s) * d.heads + h) * d.head_dim;
-  };
-  fill(d.rows() * d.head_dim, d.head_dim, key, row_start, store);
-}
-
-}  // namespace
-
 std::vector<unsigned char> random_input_bytes(const Problem& problem, InputTensor tensor,
                                               uint64_t seed) {
-  const TensorDims d = dims_of(problem, tensor);
-  std::vector<unsigned char> bytes(d.rows() * d.head_dim * size_t(dtype_size(problem.dtype)));
+  const InputDims d = input_dims(problem, tensor);
+  std::vector<unsigned char> bytes(d.elements() * size_t(dtype_size(problem.dtype)));
   fill_tensor(d, problem.layout, stream_key(seed, uint64_t(tensor)),
               ByteStore{bytes.data(), problem.dtype});
   return bytes;
@@ -158,8 +163,8 @@ std::vector<unsigned char> random_input_bytes(const Problem& problem, InputTenso
 
 std::vector<double> random_input_values(const Problem& problem, InputTensor tensor,
                                         uint64_t seed) {
-  const TensorDims d = dims_of(problem, tensor);
-  std::vector<double> values(d.rows() * d.head_dim);
+  const InputDims d = input_dims(problem, tensor);
+  std::vector<double> values(d.elements());
   fill_tensor(d, Layout::bhsd, stream_key(seed, uint64_t(tensor)),
               DoubleStore{values.data(), problem.dtype});
   return values;

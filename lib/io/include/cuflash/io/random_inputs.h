@@ -37,4 +37,42 @@ std::vector<unsigned char> standard_normal_bytes(size_t count, DType dtype, uint
                                                  uint64_t stream);
 float standard_normal_at(uint64_t seed, uint64_t stream, uint64_t index);
 
+// [batch, heads, seq, head_dim] of an input tensor of `problem` (the bhsd order of its indices).
+// Throws std::invalid_argument when a size is not positive.
+struct InputDims {
+  size_t batch, heads, seq, head_dim;
+  size_t elements() const { return batch * heads * seq * head_dim; }
+};
+InputDims input_dims(const Problem& problem, InputTensor tensor);
+
+// The generator step by step, for a copy of it on the GPU (`cuflash bench` makes its inputs
+// there) that must give the same bits. Element i of stream `key` is
+//   bits = splitmix64(key + i / 2),
+//   float(normal_radius(bits >> 40) * (i even ? normal_cosine : normal_sine)(bits & 0xFFFFFF))
+// with the product in float64. The three factors take 2^24 values each, so tables of them
+// (normal_tables()) let another processor reproduce every value with one IEEE multiply and one
+// rounding, without its own log, cos and sin.
+constexpr uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+constexpr uint64_t stream_key(uint64_t seed, uint64_t stream) {
+  return splitmix64(splitmix64(seed) ^ (stream * 0xD1B54A32D192ED03ull));
+}
+inline constexpr uint32_t kNormalTableSize = uint32_t{1} << 24;
+constexpr uint32_t radius_index(uint64_t bits) { return uint32_t(bits >> 40); }
+constexpr uint32_t angle_index(uint64_t bits) { return uint32_t(bits & (kNormalTableSize - 1)); }
+double normal_radius(uint32_t index);  // sqrt(-2 log u1), u1 = (index + 1) / 2^24 in (0, 1]
+double normal_cosine(uint32_t index);  // cos(2 pi u2), u2 = index / 2^24 in [0, 1)
+double normal_sine(uint32_t index);    // sin(2 pi u2)
+
+// The three factors at every index (3 x 2^24 doubles, 384 MB), computed once per process on
+// all cores.
+struct NormalTables {
+  std::vector<double> radius, cosine, sine;
+};
+const NormalTables& normal_tables();
+
 }  // namespace cuflash::io
