@@ -92,8 +92,8 @@ void DeviceNormalTables::generate(const Problem& problem, io::InputTensor tensor
       generate_kernel<<<blocks, kThreads>>>(out.as<__half>(), pairs, key, placement, r, c, s);
       break;
     case DType::bf16:
-      generate_kernel<<<blocks, kThreads>>>(out.as<__nv_bfloat16>(), pairs, key, placement, r,
-                                            c, s);
+      generate_kernel<<<blocks, kThreads>>>(out.as<__nv_bfloat16>(), pairs, key, placement, r, c,
+                                            s);
       break;
   }
   check_cuda(cudaGetLastError(), "generating the inputs");

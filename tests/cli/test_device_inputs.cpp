@@ -34,9 +34,8 @@ TEST_CASE("device inputs: the GPU makes the host generator's bytes", "[gpu]") {
   const bench::DeviceNormalTables tables;
   // Odd sequence lengths, seq_q != seq_k, GQA, a head_dim that is not a power of two, and one
   // tensor of more pairs than the kernel's grid holds (its grid-stride loop).
-  const AttentionShape shapes[] = {{1, 1, 1, 1, 113, 8},
-                                   {2, 8, 2, 113, 1023, 72},
-                                   {1, 8, 8, 1, 40000, 128}};
+  const AttentionShape shapes[] = {
+      {1, 1, 1, 1, 113, 8}, {2, 8, 2, 113, 1023, 72}, {1, 8, 8, 1, 40000, 128}};
   for (const AttentionShape& shape : shapes) {
     for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
       for (const Layout layout : {Layout::bhsd, Layout::bshd, Layout::thd}) {
@@ -44,8 +43,8 @@ TEST_CASE("device inputs: the GPU makes the host generator's bytes", "[gpu]") {
         p.shape = shape;
         p.dtype = dtype;
         p.layout = layout;
-        for (const io::InputTensor tensor : {io::InputTensor::q, io::InputTensor::k,
-                                             io::InputTensor::v, io::InputTensor::dout}) {
+        for (const io::InputTensor tensor :
+             {io::InputTensor::q, io::InputTensor::k, io::InputTensor::v, io::InputTensor::dout}) {
           const uint64_t seed = 11 + uint64_t(tensor);
           const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
           DeviceBuffer buffer(host.size());
@@ -55,9 +54,8 @@ TEST_CASE("device inputs: the GPU makes the host generator's bytes", "[gpu]") {
           buffer.copy_to_host(device.data());
           REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
           INFO("shape " << shape.batch << "x" << shape.heads << "/" << shape.heads_kv << "x"
-                        << shape.seq_q << "x" << shape.seq_k << "x" << shape.head_dim
-                        << ", dtype " << int(dtype) << ", layout " << int(layout) << ", tensor "
-                        << int(tensor));
+                        << shape.seq_q << "x" << shape.seq_k << "x" << shape.head_dim << ", dtype "
+                        << int(dtype) << ", layout " << int(layout) << ", tensor " << int(tensor));
           CHECK(differing_elements(host, device, size_t(dtype_size(dtype))) == 0);
         }
       }

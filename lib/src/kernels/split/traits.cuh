@@ -46,8 +46,8 @@ struct SplitConfig {
   static constexpr size_t kSmemBytes = size_t(2) * Stages * kBlockN * kStride * 2;  // K, V
   // CTAs per SM of sm_90 by shared memory (228 KB), which registers must allow too (four: at
   // most 128 registers a thread).
-  static constexpr int kMinCtasPerSm =
-      kSmemBytes > 76 * 1024 ? 2 : (kSmemBytes > 56 * 1024 ? 3 : 4);
+  static constexpr int kMinCtasPerSm = kSmemBytes > 76 * 1024 ? 2
+                                                              : (kSmemBytes > 56 * 1024 ? 3 : 4);
   // The merge of the key parts (sm80::merge_key_parts) over the stages after the loop.
   static constexpr size_t kMergeFloats = size_t(kKeySplit - 1) * RowGroups * 32 * (HeadDim / 2 + 4);
 
