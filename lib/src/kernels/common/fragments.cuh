@@ -64,6 +64,22 @@ __device__ __forceinline__ void store_pair<float>(float* destination, float lo, 
   *reinterpret_cast<float2*>(destination) = make_float2(lo, hi);
 }
 
+// Stores row `half` (0: the thread's fragment row, 1: that row + 8) of a warp's m16 x (8 *
+// kOutTiles) accumulators, each value times `scale`, into `out`, a row of Element; the columns
+// at and past `head_dim` are not written (a head_dim padded up to the kernel's).
+template <typename Element, int kOutTiles>
+__device__ __forceinline__ void store_accumulator_row(Element* out,
+                                                      const float (&acc)[kOutTiles][4], int half,
+                                                      float scale, int head_dim, int lane) {
+  const int col = 2 * (lane % 4);
+#pragma unroll
+  for (int t = 0; t < kOutTiles; ++t) {
+    if (8 * t < head_dim) {
+      store_pair(out + 8 * t + col, acc[t][2 * half] * scale, acc[t][2 * half + 1] * scale);
+    }
+  }
+}
+
 template <typename Element>
 __device__ __forceinline__ void load8(const Element* source, float (&values)[8]) {
   const uint4 bits = *reinterpret_cast<const uint4*>(source);

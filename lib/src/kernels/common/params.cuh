@@ -160,6 +160,16 @@ struct PartialOutputs {
   float* lse = nullptr;
 };
 
+// The key blocks [begin, end) of `blocks` that split `split` of `splits` takes: contiguous, even
+// shares (one may be empty), the same in the split kernel and the sm90 forward's key splits.
+struct KeyBlockShare {
+  int64_t begin, end;
+};
+__host__ __device__ __forceinline__ KeyBlockShare key_block_share(int64_t blocks, int64_t split,
+                                                                  int64_t splits) {
+  return {split * blocks / splits, (split + 1) * blocks / splits};
+}
+
 template <typename Element>
 struct ForwardParams {
   ProblemParams problem;

@@ -230,10 +230,9 @@ enum class ForwardKernel { plain, window, variants, key_splits };
 // divides them (split/forward.cuh); a share may be empty.
 __host__ __device__ __forceinline__ void keep_key_split(ForwardBlock& block, int64_t split,
                                                         int64_t splits) {
-  const int64_t begin = block.key_blocks * split / splits;
-  const int64_t end = block.key_blocks * (split + 1) / splits;
-  block.first_key_block += begin;
-  block.key_blocks = end - begin;
+  const KeyBlockShare share = key_block_share(block.key_blocks, split, splits);
+  block.first_key_block += share.begin;
+  block.key_blocks = share.end - share.begin;
 }
 
 // The partial row (PartialOutputs) of query 0 of a tile's (batch, head) in split `split`.
@@ -250,20 +249,13 @@ __device__ __forceinline__ void store_partial_rows(
     const PartialOutputs& partials, int64_t first_row, int64_t fragment_row, int64_t seq_q,
     const float (&o_acc)[kOutTiles][4], const float (&normalizer)[2], const float (&row_lse)[2],
     int head_dim, int lane) {
-  const int col = 2 * (lane % 4);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t query = fragment_row + 8 * half;
     if (query >= seq_q) continue;
     const int64_t row = first_row + query;
-    float* out = partials.out + row * head_dim;
-#pragma unroll
-    for (int t = 0; t < kOutTiles; ++t) {
-      if (8 * t < head_dim) {
-        store_pair(out + 8 * t + col, o_acc[t][2 * half] * normalizer[half],
-                   o_acc[t][2 * half + 1] * normalizer[half]);
-      }
-    }
+    store_accumulator_row(partials.out + row * head_dim, o_acc, half, normalizer[half], head_dim,
+                          lane);
     if (lane % 4 == 0) partials.lse[row] = row_lse[half];
   }
 }

@@ -253,31 +253,19 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
                                            const float (&normalizer)[2],
                                            const float (&row_lse)[2], int head_dim, int lane) {
   const ProblemParams& p = params.problem;
-  const int col = 2 * (lane % 4);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (!rows.valid[half]) continue;
     const int64_t row = (batch * p.heads + rows.head[half]) * p.seq_q + rows.query[half];
-    const float n = normalizer[half];
     if (params.splits == 1) {
       Element* out = params.out.slice(batch, rows.head[half]) +
                      rows.query[half] * params.out.seq_stride;
-#pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        if (8 * t < head_dim) {
-          store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
-        }
-      }
+      store_accumulator_row(out, o_acc, half, normalizer[half], head_dim, lane);
       if (lane % 4 == 0) params.lse[row] = row_lse[half];
     } else {
       const int64_t partial_row = split * p.batch * p.heads * p.seq_q + row;
-      float* out = params.partial_out + partial_row * head_dim;  // rows of head_dim floats
-#pragma unroll
-      for (int t = 0; t < kOutTiles; ++t) {
-        if (8 * t < head_dim) {
-          store_pair(out + 8 * t + col, o_acc[t][2 * half] * n, o_acc[t][2 * half + 1] * n);
-        }
-      }
+      store_accumulator_row(params.partial_out + partial_row * head_dim, o_acc, half,  // fp32
+                            normalizer[half], head_dim, lane);
       if (lane % 4 == 0) params.partial_lse[partial_row] = row_lse[half];
     }
   }
@@ -318,8 +306,9 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinCtasPerSm)
   // This split's run [first, last) of the key blocks the row block sees (fewer than 2^31 / 64:
   // sequence lengths stay below 2^31).
   const int64_t blocks = ceil_div(block_key_end(p, keys, row0, Config::kBlockM), kBlockN);
-  const int first = static_cast<int>(split * blocks / params.splits);
-  const int last = static_cast<int>((split + 1) * blocks / params.splits);
+  const KeyBlockShare share = key_block_share(blocks, split, params.splits);
+  const int first = static_cast<int>(share.begin);
+  const int last = static_cast<int>(share.end);
 
   extern __shared__ __align__(128) unsigned char shared_bytes[];  // the swizzle's segments
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
