@@ -14,9 +14,10 @@ namespace cuflash::bench {
 
 namespace {
 
-// A copy from pageable memory may return before its DMA lands, and the timing stream is a
-// non-blocking one that does not wait for the legacy default stream: wait here.
-void wait_for_uploads() { check_cuda(cudaDeviceSynchronize(), "cudaMemcpy (inputs)"); }
+// A copy from pageable memory may return before its DMA lands, the GPU generator runs on the
+// legacy default stream, and the timing stream is a non-blocking one that waits for neither:
+// wait here.
+void wait_for_inputs() { check_cuda(cudaDeviceSynchronize(), "making the inputs"); }
 
 // The generator's tables on the device, or nothing when they do not fit beside the case.
 std::unique_ptr<DeviceNormalTables> device_tables() {
@@ -43,11 +44,11 @@ void DeviceCase::fill_inputs(const Problem& p, uint64_t seed) {
     } else {
       const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
       buffer->copy_from_host(host.data());
-      wait_for_uploads();  // before `host` goes
+      wait_for_inputs();  // before `host` goes
     }
   }
   pending_inputs_.clear();
-  wait_for_uploads();  // before the tables go and before the timing stream reads the inputs
+  wait_for_inputs();  // before the tables go and before the timing stream reads the inputs
 }
 
 DeviceBuffer& DeviceCase::allocate(size_t bytes) {
@@ -100,7 +101,7 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
       const std::vector<int32_t> offsets32(offsets.begin(), offsets.end());
       DeviceBuffer& buffer = allocate(offsets32.size() * sizeof(int32_t));
       buffer.copy_from_host(offsets32.data());
-      wait_for_uploads();  // before offsets32 goes
+      wait_for_inputs();  // before offsets32 goes
       *pointer = buffer.as<const int32_t>();
     }
   }
