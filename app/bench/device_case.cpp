@@ -25,8 +25,7 @@ std::unique_ptr<DeviceNormalTables> device_tables() {
     return std::make_unique<DeviceNormalTables>();
   } catch (const Error& error) {
     if (error.kind() != Error::Kind::out_of_memory) throw;
-    cudaGetLastError();  // the failed cudaMalloc's error is handled here
-    return nullptr;
+    return nullptr;  // DeviceBuffer cleared the failed cudaMalloc's error
   }
 }
 

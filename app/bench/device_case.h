@@ -22,9 +22,10 @@ namespace cuflash::bench {
 class DeviceCase {
  public:
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), then
-  // fills Q, K, V (and dO) with seeded standard normals, made on the GPU (device_inputs.h);
-  // with a page size, K and V go into a paged cache instead, from the host
-  // (host_runner.h: DeviceForwardExtras), and cache lengths go to the device.
+  // fills Q, K, V (and dO) with seeded standard normals, made on the GPU (device_inputs.h; on
+  // the host when its tables do not fit or head_dim is odd); with a page size, K and V go into
+  // a paged cache instead, from the host (host_runner.h: DeviceForwardExtras), and cache
+  // lengths go to the device.
   // Throws cuflash::Error (out_of_memory, ...).
   DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 

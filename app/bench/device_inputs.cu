@@ -1,10 +1,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "bench/device_inputs.h"
 #include "cuflash/cuda_error.h"
+#include "cuflash/error.h"
 
 namespace cuflash::bench {
 
@@ -12,20 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65536;  // grid-stride beyond this
-
-// Where element `index` (bhsd order) of a tensor of `dims` is stored: bhsd keeps the order,
-// every other layout is placed as bshd (as io::random_input_bytes() places them).
-struct Placement {
-  uint64_t heads, seq, head_dim;
-  bool bhsd;
-  __device__ uint64_t position(uint64_t index) const {
-    if (bhsd) return index;
-    const uint64_t column = index % head_dim, row = index / head_dim;  // row = (b * H + h) * S + s
-    const uint64_t s = row % seq, bh = row / seq;
-    const uint64_t h = bh % heads, b = bh / heads;
-    return ((b * seq + s) * heads + h) * head_dim + column;
-  }
-};
 
 template <typename Element>
 __device__ void store(Element* out, uint64_t position, float value) {
@@ -43,7 +33,7 @@ __device__ void store(Element* out, uint64_t position, float value) {
 // IEEE operations of the host (no contraction).
 template <typename Element>
 __global__ void __launch_bounds__(kThreads)
-    generate_kernel(Element* out, uint64_t pairs, uint64_t key, Placement placement,
+    generate_kernel(Element* out, uint64_t pairs, uint64_t key, io::InputDims dims, bool bhsd,
                     const double* radius, const double* cosine, const double* sine) {
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t pair = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; pair < pairs;
@@ -52,7 +42,7 @@ __global__ void __launch_bounds__(kThreads)
     const double r = radius[io::radius_index(bits)];
     const uint32_t angle = io::angle_index(bits);
     // head_dim is even: both elements of a pair lie in one row, at consecutive positions.
-    const uint64_t position = placement.position(2 * pair);
+    const uint64_t position = io::input_position(dims, bhsd, 2 * pair);
     store(out, position, __double2float_rn(__dmul_rn(r, cosine[angle])));
     store(out, position + 1, __double2float_rn(__dmul_rn(r, sine[angle])));
   }
@@ -76,9 +66,17 @@ DeviceNormalTables::DeviceNormalTables() {
 void DeviceNormalTables::generate(const Problem& problem, io::InputTensor tensor, uint64_t seed,
                                   DeviceBuffer& out) const {
   const io::InputDims d = io::input_dims(problem, tensor);
-  const uint64_t pairs = d.elements() / 2;  // head_dim is even (a multiple of 8)
+  const size_t bytes = d.elements() * size_t(dtype_size(problem.dtype));
+  if (d.head_dim % 2 != 0 || out.bytes() != bytes) {
+    throw Error(Error::Kind::invalid_argument,
+                "device inputs: a buffer of " + std::to_string(bytes) +
+                    " bytes and an even head_dim are needed (got " +
+                    std::to_string(out.bytes()) + " bytes, head_dim " +
+                    std::to_string(d.head_dim) + ")");
+  }
+  const uint64_t pairs = d.elements() / 2;  // both elements of a pair lie in one row
   const uint64_t key = io::stream_key(seed, uint64_t(tensor));
-  const Placement placement{d.heads, d.seq, d.head_dim, problem.layout == Layout::bhsd};
+  const bool bhsd = problem.layout == Layout::bhsd;
   const unsigned blocks =
       unsigned(std::min<uint64_t>(kMaxBlocks, (pairs + kThreads - 1) / kThreads));
   const auto* r = radius_.as<const double>();
@@ -86,13 +84,13 @@ void DeviceNormalTables::generate(const Problem& problem, io::InputTensor tensor
   const auto* s = sine_.as<const double>();
   switch (problem.dtype) {
     case DType::fp32:
-      generate_kernel<<<blocks, kThreads>>>(out.as<float>(), pairs, key, placement, r, c, s);
+      generate_kernel<<<blocks, kThreads>>>(out.as<float>(), pairs, key, d, bhsd, r, c, s);
       break;
     case DType::fp16:
-      generate_kernel<<<blocks, kThreads>>>(out.as<__half>(), pairs, key, placement, r, c, s);
+      generate_kernel<<<blocks, kThreads>>>(out.as<__half>(), pairs, key, d, bhsd, r, c, s);
       break;
     case DType::bf16:
-      generate_kernel<<<blocks, kThreads>>>(out.as<__nv_bfloat16>(), pairs, key, placement, r, c,
+      generate_kernel<<<blocks, kThreads>>>(out.as<__nv_bfloat16>(), pairs, key, d, bhsd, r, c,
                                             s);
       break;
   }

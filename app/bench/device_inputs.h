@@ -18,8 +18,9 @@ class DeviceNormalTables {
   // Throws cuflash::Error (out_of_memory when the device cannot hold them).
   DeviceNormalTables();
 
-  // Writes io::random_input_bytes(problem, tensor, seed) into `out` (a buffer of that size) on
-  // the legacy default stream; the caller synchronizes before reading it.
+  // Writes io::random_input_bytes(problem, tensor, seed) into `out` on the legacy default
+  // stream; the caller synchronizes before reading it. Throws cuflash::Error
+  // (invalid_argument) unless `out` has exactly that size and head_dim is even.
   void generate(const Problem& problem, io::InputTensor tensor, uint64_t seed,
                 DeviceBuffer& out) const;
 

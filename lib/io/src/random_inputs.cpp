@@ -105,10 +105,7 @@ struct DoubleStore {
 template <class Store>
 void fill_tensor(const InputDims& d, Layout layout, uint64_t key, const Store& store) {
   const auto row_start = [&d, layout](size_t row) {  // row = (b * heads + h) * seq + s
-    if (layout == Layout::bhsd) return row * d.head_dim;
-    const size_t s = row % d.seq, bh = row / d.seq;
-    const size_t h = bh % d.heads, b = bh / d.heads;
-    return ((b * d.seq + s) * d.heads + h) * d.head_dim;
+    return input_position(d, layout == Layout::bhsd, row * d.head_dim);
   };
   fill(d.elements(), d.head_dim, key, row_start, store);
 }

@@ -126,9 +126,9 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// Lanes per (row, 8 columns): at most two splits each (one step of the loop), at most a warp.
-// More lanes cost a shuffle round each, fewer a serial chain of dependent loads: with about
-// four splits a lane, the merge of 6 splits over 64 rows took 8.6 us (ncu, B=64 MQA decode).
+// Lanes per (row, 8 columns): at most two splits each (one step of the loop) up to 64 splits,
+// at most a warp. More lanes cost a shuffle round each, fewer a serial chain of dependent loads:
+// with one lane of all 6 splits, the merge over 2048 rows took 8.6 us (ncu, B=64 MQA decode).
 inline int merge_parts(int64_t splits) {
   int parts = 1;
   while (parts < 32 && 2 * parts < splits) parts *= 2;

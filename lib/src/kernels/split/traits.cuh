@@ -68,7 +68,8 @@ struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
   using Wide = SplitConfig<32, 4, 6>;
 };
 // Narrow at D=64 (one decoded token of up to 16 grouped heads) runs three 16 KB stages, 48 KB,
-// four CTAs per SM: 512 kv heads then fill 132 SMs in one wave of splits, where three CTAs per
+// four CTAs per SM (ptxas, sm_90a: 128 registers, 12 bytes spilled; 136 in the padded-head_dim
+// kernel): 512 kv heads then fill 132 SMs in one wave of splits, where three CTAs per
 // SM took 3.9 waves and read the cache at 78 % of the bandwidth (ncu, B=64, GQA-4, 4k keys).
 template <>
 struct SplitTraits<64> {  // 16 KB stages: 64 KB, three CTAs per SM; Narrow 48 KB, four

@@ -45,6 +45,16 @@ struct InputDims {
 };
 InputDims input_dims(const Problem& problem, InputTensor tensor);
 
+// Where element `index` (bhsd order) of a tensor of `d` is stored: bhsd keeps the order, every
+// other layout is placed as bshd (thd is bshd with batch 1).
+constexpr size_t input_position(const InputDims& d, bool bhsd, size_t index) {
+  if (bhsd) return index;
+  const size_t column = index % d.head_dim, row = index / d.head_dim;  // (b * H + h) * S + s
+  const size_t s = row % d.seq, bh = row / d.seq;
+  const size_t h = bh % d.heads, b = bh / d.heads;
+  return ((b * d.seq + s) * d.heads + h) * d.head_dim + column;
+}
+
 // The generator step by step, for a copy of it on the GPU (`cuflash bench` makes its inputs
 // there) that must give the same bits. Element i of stream `key` is
 //   bits = splitmix64(key + i / 2),
