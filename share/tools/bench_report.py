@@ -9,7 +9,8 @@ The markdown has, per sweep and per (pass, dtype), the median time and TFLOP/s o
 and the speed ratio of the baseline (cuflash by default) to each other backend X:
 cuflash/X speed = X's time / cuflash's time, so above 1 means cuflash is faster.
 A ratio marked ~ lies within the two runs' noise; one marked * compares different timing
-methods (CUDA graph against direct calls). Results of different GPUs are never joined.
+methods (CUDA graph against direct calls). Results of different GPUs are never joined. Each
+sweep's summary counts the cases at or above 1x and lists those where the baseline is slower.
 
 The chart (one PNG per sweep: TFLOP/s against sequence length, one panel per pass, dtype,
 head_dim and mask, one line per backend) needs matplotlib; without it the markdown is still
@@ -176,7 +177,11 @@ def summary_lines(sweep, by_name, backends, baseline):
                 e[other]["ms"] / e[baseline]["ms"] for e in entries if baseline in e and other in e
             ]
             if other != baseline and ratios:
-                parts.append(f"{baseline}/{other} {geomean(ratios):.2f}x (min {min(ratios):.2f}x)")
+                at_least_one = sum(r >= 1.0 for r in ratios)
+                parts.append(
+                    f"{baseline}/{other} {geomean(ratios):.2f}x (min {min(ratios):.2f}x, "
+                    f"{at_least_one} at or above 1x)"
+                )
                 counts.add(len(ratios))
         if parts:
             cases = "/".join(str(n) for n in sorted(counts))
@@ -211,6 +216,27 @@ def memory_lines(by_name, backends, baseline):
                 f"{len(ratios)} cases"
             )
     return lines
+
+
+def slower_lines(by_name, backends, baseline):
+    """The cases where the baseline takes longer than another backend, slowest ratio first: the
+    list a comparison is read for."""
+    slower = []
+    for by_backend in by_name.values():
+        base = by_backend.get(baseline)
+        for other in backends:
+            row = by_backend.get(other)
+            if other == baseline or base is None or row is None:
+                continue
+            ratio = row["ms"] / base["ms"]
+            if ratio < 1.0:
+                slower.append((ratio, other, base, row))
+    slower.sort(key=lambda s: s[0])
+    return [
+        f"{base['pass']} {base['dtype']} {short_case(base)}: {baseline}/{other} "
+        f"{ratio_cell(base, row)} ({base['ms']:.4g} ms against {row['ms']:.4g})"
+        for _, other, base, row in slower
+    ]
 
 
 def failure_lines(failures):
@@ -253,6 +279,11 @@ def markdown(results, baseline):
                 "of both passes and the workspace; PyTorch's allocator peak for SDPA):\n"
             )
             out.append("\n".join(f"- {line}" for line in memory) + "\n")
+        slower = slower_lines(by_name, results.backends, baseline)
+        if len(results.backends) > 1:
+            out.append(f"Cases where {baseline} is slower: {len(slower) or 'none'}\n")
+            if slower:
+                out.append("\n".join(f"- {line}" for line in slower) + "\n")
         for (pass_name, dtype), entries in groups(by_name).items():
             out.append(f"### {pass_name}, {dtype}\n")
             out.append(table(entries, results.backends, baseline))

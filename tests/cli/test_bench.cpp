@@ -929,6 +929,46 @@ TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
   CHECK(text.find("| b:1/h:8/sq:128/sk:128/d:64/causal:0 | 0.04 |") != std::string::npos);
 }
 
+TEST_CASE("report: bench_report.py counts and lists the cases where cuflash is slower", "[bench]") {
+  TempDir tmp;
+  // Two cases timed by cuflash and by another backend: cuflash faster on the first, slower on
+  // the second.
+  const auto results = [](const std::string& backend, double first_ms, double second_ms) {
+    Json rows = Json::array();
+    for (const auto& [name, ms] :
+         {std::pair{std::string("fwd/bf16/b:1/h:8/sq:1/sk:4096/d:64/causal:1"), first_ms},
+          std::pair{std::string("fwd/bf16/b:8/h:8/sq:1/sk:4096/d:64/causal:1"), second_ms}}) {
+      rows.push_back(Json{{"run_name", name},
+                          {"run_type", "aggregate"},
+                          {"aggregate_name", "median"},
+                          {"pass", "fwd"},
+                          {"dtype", "bf16"},
+                          {"backend", backend},
+                          {"real_time", ms},
+                          {"time_unit", "ms"},
+                          {"tflops", 1.0}});
+    }
+    return Json{{"benchmarks", rows}}.dump();
+  };
+  std::ofstream(tmp.path / "ours.json") << results("cuflash", 1.0, 2.0);
+  std::ofstream(tmp.path / "other.json") << results("other", 1.5, 1.6);
+  const fs::path report = tmp.path / "report.md";
+  const Outcome o =
+      run_shell(std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                    "/share/tools/bench_report.py " + (tmp.path / "ours.json").string() + " " +
+                    (tmp.path / "other.json").string() + " --output " + report.string(),
+                tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  const std::string text = slurp(report);
+  INFO(text);
+  CHECK(text.find("cuflash/other 1.10x (min 0.80x, 1 at or above 1x)") != std::string::npos);
+  CHECK(text.find("Cases where cuflash is slower: 1\n") != std::string::npos);
+  CHECK(text.find("- fwd bf16 b:8/h:8/sq:1/sk:4096/d:64/causal:1: cuflash/other 0.80 (2 ms "
+                  "against 1.6)") != std::string::npos);
+  CHECK(text.find("b:1/h:8/sq:1/sk:4096/d:64/causal:1: cuflash/other") == std::string::npos);
+}
+
 TEST_CASE("sdpa_bench.py: compact package files, every sample with --samples", "[bench]") {
   TempDir tmp;
   // cuflash's compact row of the same case, for the fields both scripts must write.
