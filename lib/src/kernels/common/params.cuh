@@ -160,6 +160,13 @@ struct PartialOutputs {
   float* lse = nullptr;
 };
 
+// The partial row of split `split` for the call's row `row` = (batch * heads + head) * seq_q +
+// query (the row of O and LSE): rows [split, batch, head, query].
+__host__ __device__ __forceinline__ int64_t partial_row(const ProblemParams& p, int64_t split,
+                                                        int64_t row) {
+  return split * p.batch * p.heads * p.seq_q + row;
+}
+
 // The key blocks [begin, end) of `blocks` that split `split` of `splits` takes: contiguous, even
 // shares (one may be empty), the same in the split kernel and the sm90 forward's key splits.
 struct KeyBlockShare {

@@ -238,7 +238,7 @@ __host__ __device__ __forceinline__ void keep_key_split(ForwardBlock& block, int
 // The partial row (PartialOutputs) of query 0 of a tile's (batch, head) in split `split`.
 __device__ __forceinline__ int64_t first_partial_row(const ProblemParams& p, int64_t split,
                                                      const ForwardBlock& block) {
-  return ((split * p.batch + block.batch) * p.heads + block.head) * p.seq_q;
+  return partial_row(p, split, (block.batch * p.heads + block.head) * p.seq_q);
 }
 
 // Writes a warp's rows of one key split's partial result: O normalized over the split's keys

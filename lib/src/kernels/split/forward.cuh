@@ -263,10 +263,10 @@ __device__ __forceinline__ void store_rows(const SplitParams<Element>& params, i
       store_accumulator_row(out, o_acc, half, normalizer[half], head_dim, lane);
       if (lane % 4 == 0) params.lse[row] = row_lse[half];
     } else {
-      const int64_t partial_row = split * p.batch * p.heads * p.seq_q + row;
-      store_accumulator_row(params.partial_out + partial_row * head_dim, o_acc, half,  // fp32
+      const int64_t partial = partial_row(p, split, row);
+      store_accumulator_row(params.partial_out + partial * head_dim, o_acc, half,  // fp32
                             normalizer[half], head_dim, lane);
-      if (lane % 4 == 0) params.partial_lse[partial_row] = row_lse[half];
+      if (lane % 4 == 0) params.partial_lse[partial] = row_lse[half];
     }
   }
 }
