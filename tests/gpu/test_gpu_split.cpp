@@ -146,6 +146,36 @@ TEST_CASE("split-KV: 17 to 32 packed rows per kv head vs the float64 reference",
   }
 }
 
+// Head_dim 64's Narrow rows (<= 16 a kv head) on 600 kv heads: more than one wave of four CTAs
+// an SM on 132 SMs, so the plan runs them on NarrowDeep (four stages, three CTAs: split_count.h),
+// which the smaller grids of the other cases do not reach; head_dim 40 on the same kernels,
+// padded. The automatic count, one split and three.
+TEST_CASE("split-KV: head_dim 64's deep pipeline on grids of several waves vs the reference",
+          "[gpu][split]") {
+  require_gpu();
+  struct Heads {
+    int64_t heads, heads_kv;
+  };
+  uint64_t seed = 7330;
+  int index = 0;
+  for (const Heads h : {Heads{4, 4}, Heads{16, 4}}) {
+    for (int64_t head_dim : {64, 40}) {
+      for (int64_t splits : {0, 1, 3}) {
+        const Problem c =
+            decode_case(index % 2 ? DType::bf16 : DType::fp16, head_dim,
+                        index % 3 ? Mask::causal_bottom_right : Mask::none, index % 2 ? 1 : 3, 517,
+                        150, h.heads, h.heads_kv, index % 2 ? Layout::bhsd : Layout::bshd, splits);
+        DYNAMIC_SECTION(describe(c) << " splits=" << c.splits) {
+          check_forward(c, seed);
+          if (splits == 3) check_same_as_unsplit(c, seed);
+        }
+        ++index;
+        ++seed;
+      }
+    }
+  }
+}
+
 TEST_CASE("split-KV: a small grid over long keys (B=1, H=8, 300 x 16384) splits and is right",
           "[gpu][split]") {
   require_gpu();

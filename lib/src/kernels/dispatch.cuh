@@ -77,6 +77,9 @@ bool launch_split_forward(const ForwardArgs& args, const split::ForwardPlan& pla
     case split::ForwardKernel::split_narrow:
       split::launch_split_forward<Element, typename Traits::Narrow>(args, plan.splits, stream);
       return true;
+    case split::ForwardKernel::split_narrow_deep:
+      split::launch_split_forward<Element, typename Traits::NarrowDeep>(args, plan.splits, stream);
+      return true;
     case split::ForwardKernel::split_medium:
       split::launch_split_forward<Element, typename Traits::Medium>(args, plan.splits, stream);
       return true;

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuflash/cuda_error.h"
+#include "int_math.h"
 
 namespace cuflash::detail {
 
@@ -21,8 +22,6 @@ inline constexpr size_t kDefaultDynamicSmemLimit = 48 * 1024;
 // Grid-stride elementwise kernels: enough blocks to fill any current GPU several times.
 inline constexpr int kElementwiseThreads = 256;
 inline constexpr int64_t kMaxElementwiseBlocks = 8192;
-
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename Kernel>
 void allow_dynamic_smem(Kernel* kernel, size_t bytes) {

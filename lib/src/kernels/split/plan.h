@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "cuflash/attention.h"
@@ -14,16 +15,18 @@
 #include "head_dims.h"
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/params.cuh"
+#include "kernels/split/split_count.h"
 #include "kernels/split/traits.cuh"
 #include "workspace.h"
 
 namespace cuflash::detail::split {
 
 enum class ForwardKernel {
-  tiled,         // the sm90 / sm80 kernels of one CTA per query block
-  split_narrow,  // SplitTraits::Narrow: <= 16 packed rows per kv head
-  split_medium,  // SplitTraits::Medium: <= 32 packed rows per kv head (where Wide has more)
-  split_wide,    // SplitTraits::Wide: 64 packed rows per CTA (32 above head_dim 128)
+  tiled,              // the sm90 / sm80 kernels of one CTA per query block
+  split_narrow,       // SplitTraits::Narrow: <= 16 packed rows per kv head
+  split_narrow_deep,  // SplitTraits::NarrowDeep: the same rows where deep_pipeline_pays()
+  split_medium,       // SplitTraits::Medium: <= 32 packed rows per kv head (where Wide has more)
+  split_wide,         // SplitTraits::Wide: 64 packed rows per CTA (32 above head_dim 128)
 };
 
 struct ForwardPlan {
@@ -62,42 +65,6 @@ inline PartialOutputs partial_outputs(const ForwardArgs& args, int64_t splits) {
           reinterpret_cast<float*>(base + partial_out_bytes(args.shape, splits))};
 }
 
-// --- The automatic split count
-
-inline constexpr int64_t kMaxAutoSplits = 128;
-// Cost, in the time one CTA takes for a key block, of a CTA's start (Q, pipeline fill) and
-// epilogue, and of the merge kernel's launch.
-inline constexpr double kCtaOverheadBlocks = 2.0;
-inline constexpr double kMergeLaunchBlocks = 1.0;
-// The merge reads and writes D fp32 (8 * D bytes) per row and split, where a CTA moves
-// 2 * 64 * D 16-bit elements (256 * D bytes) per key block: a split row costs 1/32 block.
-inline constexpr double kMergeRowsPerBlock = 32.0;
-
-// The split count with the least modelled time: CTAs run in waves of `slots` (the SMs times
-// the CTAs of this configuration one SM holds), a wave lasting as long as its CTAs' key blocks
-// plus their overhead; splitting adds the merge. Ties keep the fewer splits.
-inline int64_t auto_splits(int64_t ctas, int64_t blocks, int64_t slots, int64_t query_rows) {
-  const auto cost = [&](int64_t splits) {
-    const double waves = double(ceil_div(ctas * splits, slots));
-    double time = waves * (double(ceil_div(blocks, splits)) + kCtaOverheadBlocks);
-    if (splits > 1) {
-      time += kMergeLaunchBlocks +
-              double(query_rows) * double(splits) / (kMergeRowsPerBlock * double(slots));
-    }
-    return time;
-  };
-  int64_t best = 1;
-  double best_cost = cost(1);
-  for (int64_t splits = 2; splits <= std::min(blocks, kMaxAutoSplits); ++splits) {
-    const double c = cost(splits);
-    if (c < best_cost) {
-      best = splits;
-      best_cost = c;
-    }
-  }
-  return best;
-}
-
 // CTAs of Config one SM holds: those its registers were compiled for (kMinCtasPerSm), fewer
 // where the device's shared memory per SM takes fewer.
 template <typename Config>
@@ -134,6 +101,8 @@ template <typename Traits>
 SplitShape split_shape(ForwardKernel kernel, const DeviceLimits& limits) {
   switch (kernel) {
     case ForwardKernel::split_narrow: return config_shape<typename Traits::Narrow>(limits);
+    case ForwardKernel::split_narrow_deep:
+      return config_shape<typename Traits::NarrowDeep>(limits);
     case ForwardKernel::split_medium: return config_shape<typename Traits::Medium>(limits);
     default: return config_shape<typename Traits::Wide>(limits);
   }
@@ -202,16 +171,30 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits, bo
     return {ForwardKernel::tiled,
             forward_workspace_bytes(s, splits) <= args.workspace_bytes ? splits : 1};
   }
-  const ForwardKernel kernel = split_kernel_for_rows<Traits>(rows);
-  const SplitShape shape = split_shape<Traits>(kernel, limits);
+  ForwardKernel kernel = split_kernel_for_rows<Traits>(rows);
+  SplitShape shape = split_shape<Traits>(kernel, limits);
   if (shape.smem_bytes > limits.max_dynamic_smem) return {};  // e.g. D=128 on sm_86 / sm_89
-  const int64_t ctas = s.batch * s.heads_kv * ceil_div(rows, shape.block_rows);
-  const int64_t slots = int64_t(limits.multiprocessors) * shape.slots_per_sm;
-  int64_t splits = args.splits;
-  if (splits == 0) {
-    splits = auto_splits(ctas, key_blocks(s.seq_k), slots, s.batch * s.heads * s.seq_q);
-    if (forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
+  const int64_t blocks = key_blocks(s.seq_k);
+  const auto ctas = [&] { return s.batch * s.heads_kv * ceil_div(rows, shape.block_rows); };
+  const auto slots = [&] { return int64_t(limits.multiprocessors) * shape.slots_per_sm; };
+  const auto splits_for_shape = [&] {
+    if (args.splits != 0) return args.splits;
+    const bool load_bound =
+        kernel == ForwardKernel::split_narrow || kernel == ForwardKernel::split_narrow_deep;
+    return auto_splits(ctas(), blocks, limits.multiprocessors, shape.slots_per_sm,
+                       s.batch * s.heads * s.seq_q, load_bound);
+  };
+  int64_t splits = splits_for_shape();
+  if constexpr (!std::is_same_v<typename Traits::Narrow, typename Traits::NarrowDeep>) {
+    const SplitShape deep = split_shape<Traits>(ForwardKernel::split_narrow_deep, limits);
+    if (kernel == ForwardKernel::split_narrow && deep.smem_bytes <= limits.max_dynamic_smem &&
+        deep_pipeline_pays(ctas(), splits, blocks, slots())) {
+      kernel = ForwardKernel::split_narrow_deep;
+      shape = deep;
+      splits = splits_for_shape();
+    }
   }
+  if (args.splits == 0 && forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
   if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }

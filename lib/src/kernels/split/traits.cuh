@@ -64,6 +64,7 @@ struct SplitTraits;
 template <>
 struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
   using Narrow = SplitConfig<32, 1, 6>;
+  using NarrowDeep = Narrow;
   using Medium = SplitConfig<32, 2, 6>;
   using Wide = SplitConfig<32, 4, 6>;
 };
@@ -71,15 +72,20 @@ struct SplitTraits<32> {  // 10 KB stages: 61 KB, three CTAs per SM
 // four CTAs per SM (ptxas, sm_90a: 128 registers, 12 bytes spilled; 136 in the padded-head_dim
 // kernel): 512 kv heads then fill 132 SMs in one wave of splits, where three CTAs per
 // SM took 3.9 waves and read the cache at 78 % of the bandwidth (ncu, B=64, GQA-4, 4k keys).
+// NarrowDeep, four stages and three CTAs, serves the same rows on grids that take several
+// waves anyway or stream long runs of keys, where it reads faster (deep_pipeline_pays()).
+// Elsewhere NarrowDeep is Narrow: the plan then never chooses it.
 template <>
 struct SplitTraits<64> {  // 16 KB stages: 64 KB, three CTAs per SM; Narrow 48 KB, four
   using Narrow = SplitConfig<64, 1, 3>;
+  using NarrowDeep = SplitConfig<64, 1, 4>;
   using Medium = SplitConfig<64, 2, 4>;
   using Wide = SplitConfig<64, 4, 4>;
 };
 template <>
 struct SplitTraits<128> {  // 32 KB stages: 96 KB, two CTAs per SM
   using Narrow = SplitConfig<128, 1, 3>;
+  using NarrowDeep = Narrow;
   using Medium = SplitConfig<128, 2, 3>;
   using Wide = SplitConfig<128, 4, 3>;
 };
@@ -91,18 +97,21 @@ struct SplitTraits<128> {  // 32 KB stages: 96 KB, two CTAs per SM
 template <>
 struct SplitTraits<96> {  // 26 KB stages: 78 KB, two CTAs per SM
   using Narrow = SplitConfig<96, 1, 3>;
+  using NarrowDeep = Narrow;
   using Medium = SplitConfig<96, 2, 3>;
   using Wide = SplitConfig<96, 4, 3>;
 };
 template <>
 struct SplitTraits<192> {  // 50 KB stages: 100 KB, two CTAs per SM (sm_90)
   using Narrow = SplitConfig<192, 1, 2>;
+  using NarrowDeep = Narrow;
   using Wide = SplitConfig<192, 2, 2>;
   using Medium = Wide;  // Wide already has 32 rows
 };
 template <>
 struct SplitTraits<256> {  // 66 KB stages: 132 KB, one CTA per SM
   using Narrow = SplitConfig<256, 1, 2>;
+  using NarrowDeep = Narrow;
   using Wide = SplitConfig<256, 2, 2>;
   using Medium = Wide;  // Wide already has 32 rows
 };
