@@ -147,9 +147,11 @@ inline bool has_score_variants(const ForwardArgs& args) {
 // The plan of a validated forward call at head_dim kHeadDim on a device with `limits`: the
 // split kernel for packed rows or queries up to a Wide block (64; 32 above head_dim 128:
 // decoding, GQA groups of short queries, speculative decoding), for small tiled grids over long
-// keys and for every call that needs it (needs_split_kernel()); `args.splits` when given,
-// otherwise auto_splits(), reduced to 1 when the caller's workspace cannot hold the partial
-// results. A tiled plan for a call that needs the split kernel is refused by forward().
+// keys and for every call that needs it (needs_split_kernel()); Narrow's rows on NarrowDeep
+// where deep_pipeline_pays() on Narrow's grid; `args.splits` when given, otherwise
+// auto_splits() for the configuration (split_count.h), reduced to 1 when the caller's workspace
+// cannot hold the partial results. A tiled plan for a call that needs the split kernel is
+// refused by forward().
 // `tiled_splits`: the tiled kernels of the call split keys themselves (the sm90 forward); then
 // they take the small grids the automatic count would split, with tiled_key_splits(): those
 // shapes are long enough to be bound by the products, which the split kernel runs on mma.sync
@@ -195,7 +197,8 @@ ForwardPlan plan_forward(const ForwardArgs& args, const DeviceLimits& limits, bo
     }
   }
   if (args.splits == 0 && forward_workspace_bytes(s, splits) > args.workspace_bytes) splits = 1;
-  if (!decode && !needs_split_kernel(args) && (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
+  if (!decode && !needs_split_kernel(args) &&
+      (splits <= 1 || (args.splits == 0 && !tiled_grid_is_small(s, limits)))) {
     return {};
   }
   return {kernel, splits};

@@ -10,8 +10,8 @@
 // block. The products cost as many rows as the configuration has, valid or not: 32 rows on
 // Wide's 64 made MQA decoding wait on the tensor cores (3.4 TB/s) rather than on memory.
 // Q stays in registers, so the shared memory is the K/V stages alone; stage counts let two
-// (D=128), three (D=32, 64) or four (D=64 Narrow) CTAs share an SM of sm_90 with 70-100 KB of
-// loads in flight per SM.
+// (D=128), three (D=32, 64, D=64 NarrowDeep) or four (D=64 Narrow) CTAs share an SM of sm_90
+// with 70-100 KB of loads in flight per SM.
 #pragma once
 
 #include <cstddef>
