@@ -31,23 +31,39 @@ std::unique_ptr<DeviceNormalTables> device_tables() {
 
 }  // namespace
 
-// The generator's tensors (io/random_inputs.h: the same bits as `run` and `verify` use), made
-// on the GPU once every buffer of the case is allocated (the tables take 384 MB for the moment);
-// on the host and copied when the tables do not fit or head_dim is odd.
-void DeviceCase::fill_inputs(const Problem& p, uint64_t seed) {
-  std::unique_ptr<DeviceNormalTables> tables;
-  if (p.shape.head_dim % 2 == 0) tables = device_tables();
-  for (const auto& [buffer, tensor] : pending_inputs_) {
-    if (tables) {
-      tables->generate(p, tensor, seed, *buffer);
-    } else {
-      const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
-      buffer->copy_from_host(host.data());
-      wait_for_inputs();  // before `host` goes
-    }
+// Writes the generator's tensor (io/random_inputs.h: the same bits as `run` and `verify` use)
+// into `buffer`: on the GPU while its tables fit (they take 384 MB; made at the first call, kept
+// until the inputs are made), on the host and copied when they do not or head_dim is odd.
+void DeviceCase::fill(const Problem& p, io::InputTensor tensor, uint64_t seed,
+                      DeviceBuffer& buffer) {
+  if (!tables_ && p.shape.head_dim % 2 == 0) tables_ = device_tables();
+  if (tables_) {
+    tables_->generate(p, tensor, seed, buffer);
+  } else {
+    const std::vector<unsigned char> host = io::random_input_bytes(p, tensor, seed);
+    buffer.copy_from_host(host.data());
+    wait_for_inputs();  // before `host` goes
   }
+}
+
+// Fills the buffers allocated for inputs, once every buffer of the case is allocated (so that
+// the generator's tables take no room the case needs), then frees the tables.
+void DeviceCase::fill_inputs(const Problem& p, uint64_t seed) {
+  for (const auto& [buffer, tensor] : pending_inputs_) fill(p, tensor, seed, *buffer);
   pending_inputs_.clear();
   wait_for_inputs();  // before the tables go and before the timing stream reads the inputs
+  tables_.reset();
+}
+
+// Paged K and V, moved into their pools on the GPU from dense ones made for the purpose and
+// freed once paged.
+void DeviceCase::make_paged_kv(const Problem& p, size_t kv_bytes, uint64_t seed) {
+  DeviceBuffer k(kv_bytes), v(kv_bytes);
+  fill(p, io::InputTensor::k, seed, k);
+  fill(p, io::InputTensor::v, seed, v);
+  wait_for_inputs();  // the generator ran on the legacy default stream
+  tables_.reset();    // made again for the other inputs once the case's buffers are allocated
+  extras_ = std::make_unique<DeviceForwardExtras>(p, k.data(), v.data(), nullptr);
 }
 
 DeviceBuffer& DeviceCase::allocate(size_t bytes) {
@@ -79,13 +95,11 @@ DeviceCase::DeviceCase(const Problem& p, bool with_backward, uint64_t seed)
     pending_inputs_.push_back({&k, io::InputTensor::k});
     pending_inputs_.push_back({&v, io::InputTensor::v});
   }
-  if (p.page_size != 0 || !p.cache_seqlens.empty()) {
-    const auto host_kv = [&](io::InputTensor tensor) {  // only paging reads them
-      return p.page_size == 0 ? HostBytes{} : io::random_input_bytes(p, tensor, seed);
-    };
-    extras_ = std::make_unique<DeviceForwardExtras>(p, host_kv(io::InputTensor::k),
-                                                    host_kv(io::InputTensor::v), nullptr);
-    if (p.page_size != 0) kv_device_bytes = 0;
+  if (p.page_size != 0) {
+    make_paged_kv(p, kv_bytes, seed);
+    kv_device_bytes = extras_->bytes();
+  } else if (!p.cache_seqlens.empty()) {
+    extras_ = std::make_unique<DeviceForwardExtras>(p, nullptr, nullptr, nullptr);
     kv_device_bytes += extras_->bytes();
   }
   if (!p.alibi_slopes.empty()) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/device_inputs.h"
 #include "cuflash/attention.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/host_runner.h"
@@ -24,8 +25,8 @@ class DeviceCase {
   // Allocates Q, K, V, O, LSE (and with `with_backward` dO, dQ, dK, dV and the workspace), then
   // fills Q, K, V (and dO) with seeded standard normals, made on the GPU (device_inputs.h; on
   // the host when its tables do not fit or head_dim is odd); with a page size, K and V go into
-  // a paged cache instead, from the host (host_runner.h: DeviceForwardExtras), and cache
-  // lengths go to the device.
+  // a paged cache instead (host_runner.h: DeviceForwardExtras, paged on the GPU from dense ones
+  // freed afterwards), and cache lengths go to the device.
   // Throws cuflash::Error (out_of_memory, ...).
   DeviceCase(const Problem& p, bool with_backward, uint64_t seed);
 
@@ -42,12 +43,15 @@ class DeviceCase {
 
  private:
   DeviceBuffer& allocate(size_t bytes);
+  void fill(const Problem& p, io::InputTensor tensor, uint64_t seed, DeviceBuffer& buffer);
   void fill_inputs(const Problem& p, uint64_t seed);
+  void make_paged_kv(const Problem& p, size_t kv_bytes, uint64_t seed);
 
   std::deque<DeviceBuffer> buffers_;  // a deque: allocate()'s references stay valid
   // Buffers allocated and not yet filled, with the generator tensor each takes.
   std::vector<std::pair<DeviceBuffer*, io::InputTensor>> pending_inputs_;
   std::unique_ptr<DeviceForwardExtras> extras_;  // paged K/V, cache lengths
+  std::unique_ptr<DeviceNormalTables> tables_;   // the generator's, while inputs are made
   DevicePasses passes_;
   ForwardArgs forward_;
   BackwardArgs backward_;

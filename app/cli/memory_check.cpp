@@ -115,11 +115,9 @@ MemoryNeed run_memory_need(const Problem& p, bool backward, Backend backend) {
     need.device_bytes = element * (q + 2 * kv + q) + 4 * rows +
                         double(passes.forward_workspace_bytes(p));
     if (p.page_size != 0) {
-      // The page pools (a quarter more pages than used) are built on the host and uploaded
-      // beside the contiguous K and V.
-      const double pools = 2 * 1.25 * element * kv;
-      need.host_bytes += pools;
-      need.device_bytes += pools;
+      // The page pools (a quarter more pages than used), made on the device from the
+      // contiguous K and V beside them.
+      need.device_bytes += 2 * 1.25 * element * kv;
     }
     if (backward) {
       need.device_bytes += element * (q + q + 2 * kv) + double(passes.backward_workspace_bytes(p));

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -16,6 +15,7 @@
 #include "cuflash/cuda_error.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
+#include "paged_cache.h"
 
 namespace cuflash {
 namespace {
@@ -253,32 +253,6 @@ ProblemBytes checked_problem_bytes(const Problem& problem, const HostBytes& q,
   return bytes;
 }
 
-// Where row `key` of (batch, kv head) starts in densely stored K or V, in elements.
-int64_t stored_row(const Problem& p, int64_t batch, int64_t head, int64_t key) {
-  const AttentionShape& s = p.shape;
-  const int64_t row = p.layout == Layout::bhsd ? (batch * s.heads_kv + head) * s.seq_k + key
-                                               : (batch * s.seq_k + key) * s.heads_kv + head;
-  return row * s.head_dim;
-}
-
-// A permutation of 0..count-1 from a fixed seed (splitmix64 driving Fisher-Yates): the page
-// order is the same in every run, so paged runs are reproducible.
-std::vector<int32_t> shuffled_pages(int64_t count) {
-  uint64_t state = 0x7061676564ull;  // "paged"
-  const auto next = [&state] {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  std::vector<int32_t> order(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) order[i] = static_cast<int32_t>(i);
-  for (int64_t i = count - 1; i > 0; --i) {
-    std::swap(order[i], order[next() % uint64_t(i + 1)]);
-  }
-  return order;
-}
-
 void check_cache_seqlens(const Problem& p) {
   if (p.cache_seqlens.empty()) return;
   if (static_cast<int64_t>(p.cache_seqlens.size()) != p.shape.batch) {
@@ -328,71 +302,33 @@ DevicePasses library_passes() {
   return passes;
 }
 
-HostPagedKV page_kv(const Problem& problem, const HostBytes& k, const HostBytes& v) {
-  const AttentionShape& s = problem.shape;
-  const int64_t page_size = problem.page_size;
-  if (page_size <= 0) {
-    throw Error(Error::Kind::invalid_argument, "page_size must be positive");
-  }
-  const ProblemBytes bytes = problem_bytes(problem);
-  check_host_size("k", k, bytes.kv, problem.dtype);
-  check_host_size("v", v, bytes.kv, problem.dtype);
-  HostPagedKV paged;
-  paged.pages_per_sequence = (s.seq_k + page_size - 1) / page_size;
-  const int64_t used = s.batch * paged.pages_per_sequence;
-  paged.num_pages = used + used / 4 + 1;  // a quarter more, unused, between the used ones
-  if (paged.num_pages > std::numeric_limits<int32_t>::max()) {
-    throw Error(Error::Kind::invalid_argument, "paged K/V: more pages than int32 indices hold");
-  }
-  const std::vector<int32_t> order = shuffled_pages(paged.num_pages);
-  paged.block_table.assign(order.begin(), order.begin() + used);
-
-  const size_t element = static_cast<size_t>(dtype_size(problem.dtype));
-  const size_t row_bytes = size_t(s.head_dim) * element;
-  size_t pool_bytes = row_bytes;
-  for (const int64_t factor : {paged.num_pages, page_size, s.heads_kv}) {
-    if (pool_bytes > std::numeric_limits<size_t>::max() / size_t(factor)) {
-      throw Error(Error::Kind::invalid_argument, "paged K/V: the page pools' size overflows");
-    }
-    pool_bytes *= size_t(factor);
-  }
-  paged.k_pages.assign(pool_bytes, kPoisonByte);
-  paged.v_pages.assign(pool_bytes, kPoisonByte);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t key = 0; key < s.seq_k; ++key) {
-      const int64_t page = paged.block_table[b * paged.pages_per_sequence + key / page_size];
-      const int64_t page_row = page * page_size + key % page_size;
-      for (int64_t h = 0; h < s.heads_kv; ++h) {
-        const size_t from = size_t(stored_row(problem, b, h, key)) * element;
-        const size_t to = size_t(page_row * s.heads_kv + h) * row_bytes;
-        std::memcpy(paged.k_pages.data() + to, k.data() + from, row_bytes);
-        std::memcpy(paged.v_pages.data() + to, v.data() + from, row_bytes);
-      }
-    }
-  }
-  return paged;
-}
-
-DeviceForwardExtras::DeviceForwardExtras(const Problem& problem, const HostBytes& k,
-                                         const HostBytes& v, cudaStream_t stream) {
+DeviceForwardExtras::DeviceForwardExtras(const Problem& problem, const void* k, const void* v,
+                                         cudaStream_t stream) {
   check_cache_seqlens(problem);
   if (!problem.cache_seqlens.empty()) {
     const std::vector<int32_t> lengths(problem.cache_seqlens.begin(),
                                        problem.cache_seqlens.end());
     cache_seqlens_ = upload(lengths, stream);
+    // A pageable upload may still be reading `lengths` after returning.
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache lengths)");
   }
   if (problem.page_size == 0) return;
-  const HostPagedKV host = page_kv(problem, k, v);
-  k_pages_ = upload(host.k_pages, stream);
-  v_pages_ = upload(host.v_pages, stream);
-  block_table_ = upload(host.block_table, stream);
+  const detail::PageLayout layout = detail::page_layout(problem);
+  block_table_ = upload(layout.block_table, stream);
+  k_pages_ = DeviceBuffer(layout.pool_bytes);
+  v_pages_ = DeviceBuffer(layout.pool_bytes);
+  for (auto [dense, pool] : {std::pair{k, &k_pages_}, std::pair{v, &v_pages_}}) {
+    pool->fill(kPoisonByte, stream);
+    detail::scatter_into_pages(problem, dense, block_table_.as<int32_t>(),
+                               layout.pages_per_sequence, pool->data(), stream);
+  }
   paged_.k_pages = k_pages_.data();
   paged_.v_pages = v_pages_.data();
-  paged_.num_pages = host.num_pages;
+  paged_.num_pages = layout.num_pages;
   paged_.page_size = problem.page_size;
   paged_.block_table = block_table_.as<int32_t>();
-  paged_.block_table_stride = host.pages_per_sequence;
-  // Pageable uploads may still be reading `host` after returning: wait before it goes.
+  paged_.block_table_stride = layout.pages_per_sequence;
+  // Before `layout`'s table (a pageable upload) goes, and before K and V may be freed.
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (paged K/V)");
 }
 
@@ -415,7 +351,7 @@ HostForwardResult run_forward(const Problem& problem, const HostBytes& q, const 
   DeviceInputs inputs(problem, bytes, q, k, v, stream.get());
   DeviceForwardOutputs fwd(bytes, stream.get());
   const DeviceBuffer workspace(passes.forward_workspace_bytes(problem));
-  const DeviceForwardExtras extras(problem, k, v, stream.get());
+  const DeviceForwardExtras extras(problem, inputs.k.data(), inputs.v.data(), stream.get());
   DenseTensors tensors = forward_tensors(inputs, fwd);
   tensors.workspace = workspace.data();
   tensors.workspace_bytes = workspace.bytes();

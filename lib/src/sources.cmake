@@ -44,6 +44,7 @@ set(CUFLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/device_buffer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_runner.cu
   ${CMAKE_CURRENT_LIST_DIR}/merge.cu
+  ${CMAKE_CURRENT_LIST_DIR}/paged_cache.cu
   ${CMAKE_CURRENT_LIST_DIR}/kernels/sm90/tensor_map.cu
   ${CUFLASH_INSTANTIATION_SOURCES})
 # Configure again when the list changes.

@@ -28,25 +28,17 @@ struct HostBackwardResult {
   HostBytes dq, dk, dv;  // like q, k, v
 };
 
-// K and V of `problem` (stored as run_forward() takes them) moved into a paged cache of
-// problem.page_size keys per page: every batch entry's pages sit in a shuffled order (a fixed
-// seed) in a pool that also holds unused pages, and the unused pages and the slots past seq_k
-// hold NaN, so that a kernel reading a wrong page or slot gives NaN.
-struct HostPagedKV {
-  HostBytes k_pages, v_pages;        // [num_pages, page_size, heads_kv, head_dim]
-  std::vector<int32_t> block_table;  // [batch, pages_per_sequence]
-  int64_t num_pages = 0;
-  int64_t pages_per_sequence = 0;    // ceil(seq_k / page_size)
-};
-HostPagedKV page_kv(const Problem& problem, const HostBytes& k, const HostBytes& v);
-
-// The device side of the forward options that live in device memory: page_kv()'s pools and
-// table when problem.page_size > 0, and the key lengths when problem.cache_seqlens is set.
+// The device side of the forward options that live in device memory: with problem.page_size > 0,
+// K and V moved (on the device) into a paged cache of that many keys per page, every batch
+// entry's pages in a shuffled order (a fixed seed) in pools of [num_pages, page_size, heads_kv,
+// head_dim] that also hold unused pages; the unused pages and the slots past seq_k hold NaN, so
+// that a kernel reading a wrong page or slot gives NaN. With problem.cache_seqlens, the key
+// lengths. `k` and `v` are the problem's dense K and V on the device (bhsd or bshd; read only
+// with a page size); the object no longer needs them once constructed.
 // Throws cuflash::Error (invalid_argument for lengths of the wrong count or outside [1, seq_k]).
 class DeviceForwardExtras {
  public:
-  DeviceForwardExtras(const Problem& problem, const HostBytes& k, const HostBytes& v,
-                      cudaStream_t stream);
+  DeviceForwardExtras(const Problem& problem, const void* k, const void* v, cudaStream_t stream);
   void apply(ForwardArgs& args) const;  // sets args.paged and args.cache_seqlens
   size_t bytes() const;                 // of the device buffers
 
