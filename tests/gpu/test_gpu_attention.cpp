@@ -8,9 +8,11 @@
 // Unwritten outputs: the host runner fills every output with NaN before the kernels run, so an
 // element a kernel forgot to write fails the accuracy checks below.
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -391,6 +393,50 @@ TEST_CASE("forward is bitwise identical over 20 runs", "[gpu][determinism]") {
         const HostForwardResult again = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
         CHECK(again.out == first.out);
         CHECK(same_bits(again.lse, first.lse));
+      }
+    }
+  }
+}
+
+// --- NaN inputs ---------------------------------------------------------------------------------
+
+// One NaN in K reaches every output row that sees its key (O and LSE), wherever the key falls: in
+// the first or a later key block, in different 8-column tiles of the scores (fmaxf, which the
+// row max uses, drops NaN: the exponentials must carry it). Head 1 stays finite.
+TEST_CASE("a NaN in K makes every row that sees its key NaN", "[gpu][nan]") {
+  require_gpu();
+  for (DType dtype : kDtypes) {
+    for (int64_t head_dim : {64, 128}) {
+      for (int64_t key : {10, 27, 155}) {
+        DYNAMIC_SECTION(to_string(dtype) << " D=" << head_dim << " NaN at key " << key) {
+          const Problem p =
+              make_problem(dtype, head_dim, Mask::none, 300, 300, 1, 2, 2, Layout::bhsd);
+          CaseInputs in = make_inputs(p, 31);
+          const size_t element = dtype == DType::fp32 ? 4 : 2;
+          const size_t at = size_t(key * head_dim + 5) * element;  // head 0, column 5
+          const float nan_value = std::numeric_limits<float>::quiet_NaN();
+          const uint16_t nan_bits = dtype == DType::bf16 ? uint16_t(0x7fc0) : uint16_t(0x7e00);
+          if (dtype == DType::fp32) {
+            std::memcpy(in.k_bytes.data() + at, &nan_value, 4);
+          } else {
+            std::memcpy(in.k_bytes.data() + at, &nan_bits, 2);
+          }
+          const HostForwardResult result = run_forward(p, in.q_bytes, in.k_bytes, in.v_bytes);
+          const std::vector<double> out = q_side_values(p, result.out);
+          const size_t head_values = size_t(p.shape.seq_q * head_dim);
+          size_t nan_in_head0 = 0, nan_in_head1 = 0;
+          for (size_t i = 0; i < head_values; ++i) {
+            nan_in_head0 += std::isnan(out[i]);
+            nan_in_head1 += std::isnan(out[head_values + i]);
+          }
+          CHECK(nan_in_head0 == head_values);
+          CHECK(nan_in_head1 == 0);
+          for (int64_t row = 0; row < p.shape.seq_q; ++row) {
+            INFO("row " << row);
+            CHECK(std::isnan(result.lse[size_t(row)]));
+            CHECK(std::isfinite(result.lse[size_t(p.shape.seq_q + row)]));
+          }
+        }
       }
     }
   }
