@@ -58,25 +58,34 @@ struct ForwardSmem {
   using Storage = typename Traits::Storage;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
-  static_assert(sizeof(Storage::q) == QTile::kBytes && sizeof(Storage::k[0]) == KvTile::kBytes);
+  static_assert(sizeof(Storage::q[0]) == QTile::kBytes && sizeof(Storage::k[0]) == KvTile::kBytes);
   static_assert(kTileAlignment == kSwizzleAtomBytes);
   uint32_t tiles;  // kTileAlignment-aligned
 
   // Blocks are counted in 32 unsigned bits: the slot and phase are then a mask and a shift, and
   // stay right past a wrap (2^32 is a multiple of 2 * kStages).
+  // Q tiles are counted alike (q_slot(), q_parity()).
   static_assert((Traits::kStages & (Traits::kStages - 1)) == 0, "a power of two");
+  static_assert((Traits::kQStages & (Traits::kQStages - 1)) == 0, "a power of two");
   static __device__ uint32_t slot(uint32_t block) { return block % Traits::kStages; }
+  static __device__ uint32_t q_slot(uint32_t load) { return load % Traits::kQStages; }
   __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
 
-  __device__ QTile q() const { return {at(offsetof(Storage, q))}; }
+  __device__ QTile q(uint32_t load) const {
+    return {at(offsetof(Storage, q) + q_slot(load) * sizeof(Storage::q[0]))};
+  }
   __device__ KvTile k(uint32_t block) const {
     return {at(offsetof(Storage, k) + slot(block) * sizeof(Storage::k[0]))};
   }
   __device__ KvTile v(uint32_t block) const {
     return {at(offsetof(Storage, v) + slot(block) * sizeof(Storage::v[0]))};
   }
-  __device__ uint32_t q_full() const { return at(offsetof(Storage, q_full)); }
-  __device__ uint32_t q_empty() const { return at(offsetof(Storage, q_empty)); }
+  __device__ uint32_t q_full(uint32_t load) const {
+    return at(offsetof(Storage, q_full) + 8 * q_slot(load));
+  }
+  __device__ uint32_t q_empty(uint32_t load) const {
+    return at(offsetof(Storage, q_empty) + 8 * q_slot(load));
+  }
   __device__ uint32_t k_full(uint32_t block) const {
     return at(offsetof(Storage, k_full) + 8 * slot(block));
   }
@@ -93,6 +102,7 @@ struct ForwardSmem {
   static __device__ uint32_t parity(uint32_t block) {
     return (block / Traits::kStages) & 1u;
   }
+  static __device__ uint32_t q_parity(uint32_t load) { return (load / Traits::kQStages) & 1u; }
 };
 
 // The tiles of the grid: (query block, batch * heads) pairs, num_m_blocks per head, the
@@ -188,10 +198,11 @@ __device__ __forceinline__ void load_tile_tma(SwizzledTile<kRows, kCols> tile,
   }
 }
 
-// The producer, for one tile: Q (once the consumers are done with the previous tile's), then K_j
-// and V_j into their slots as soon as the consumers free them. `loaded` counts the key blocks
-// loaded for earlier tiles (slots and barrier phases follow the running count), `q_loads` the
-// Q tiles; the keys start at block first_key_block, the tile's sequence at `start`.
+// The producer, for one tile: Q into its slot (once the consumers are done with the tile's that
+// held it before), then K_j and V_j into their slots as soon as the consumers free them.
+// `loaded` counts the key blocks loaded for earlier tiles (slots and barrier phases follow the
+// running count), `q_loads` the Q tiles; the keys start at block first_key_block, the tile's
+// sequence at `start`.
 template <typename Traits, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& params,
                                               ForwardSmem<Traits> smem,
@@ -200,9 +211,12 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
                                               int64_t q_loads) {
   using Smem = ForwardSmem<Traits>;
   const int64_t batch = start.map_batch(tile.batch);
-  if (q_loads > 0) mbarrier_wait(smem.q_empty(), uint32_t(q_loads - 1) & 1u);
-  load_tile_tma(smem.q(), params.q_map, smem.q_full(), start.first_row() + tile.q0, tile.head,
-                batch);
+  const uint32_t q_load = uint32_t(q_loads);
+  if (q_loads >= Traits::kQStages) {
+    mbarrier_wait(smem.q_empty(q_load), Smem::q_parity(q_load) ^ 1u);
+  }
+  load_tile_tma(smem.q(q_load), params.q_map, smem.q_full(q_load), start.first_row() + tile.q0,
+                tile.head, batch);
   for (int64_t j = 0; j < tile.key_blocks; ++j) {
     const int64_t count = loaded + j;  // this CTA's key blocks so far
     const uint32_t block = uint32_t(count);
@@ -316,8 +330,10 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   const uint32_t shared_base = shared_address(shared_bytes);
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   if (thread == kConsumers) {
-    mbarrier_init(smem.q_full(), 1);
-    mbarrier_init(smem.q_empty(), kConsumers);
+    for (int slot = 0; slot < Traits::kQStages; ++slot) {
+      mbarrier_init(smem.q_full(slot), 1);
+      mbarrier_init(smem.q_empty(slot), kConsumers);
+    }
     for (int slot = 0; slot < Traits::kStages; ++slot) {
       mbarrier_init(smem.k_full(slot), 1);
       mbarrier_init(smem.v_full(slot), 1);
@@ -403,7 +419,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     }
     const int64_t num_key_blocks = block.key_blocks;
     const int64_t fragment_row = q0 + warp_row0 + lane / 4;  // query of fragment row `group`
-    const uint32_t q_parity = uint32_t(q_loads) & 1u;
+    const uint32_t q_load = uint32_t(q_loads);               // this tile's Q: its slot and phase
     ++q_loads;
     // Running index of this tile's key block j: its slot and barrier phase.
     auto slot_of = [&](int64_t j) { return consumed + uint32_t(j); };
@@ -412,7 +428,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     auto issue_scores = [&](float (&s)[kScoreTiles][4], int64_t j) {
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-        Mma::template ss<0, 0>(s, k_major_descriptor(smem.q(), warp_group_row0, 16 * kk),
+        Mma::template ss<0, 0>(s, k_major_descriptor(smem.q(q_load), warp_group_row0, 16 * kk),
                                k_major_descriptor(smem.k(slot_of(j)), 0, 16 * kk), kk > 0);
       }
       wgmma_commit();
@@ -468,7 +484,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     {  // S_0 -> P_0 (O is still 0: nothing to rescale)
       float s[kScoreTiles][4];
       float rescale[2];
-      mbarrier_wait(smem.q_full(), q_parity);
+      mbarrier_wait(smem.q_full(q_load), Smem::q_parity(q_load));
       mbarrier_wait(smem.k_full(slot_of(0)), Smem::parity(slot_of(0)));
       wait_for_turn();
       wgmma_fence();
@@ -503,8 +519,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       OnlineSoftmax::rescale_rows(o_acc, rescale);
       pack_probabilities(s);
     }
-    // Every product with Q has completed: the next tile's Q may land.
-    mbarrier_arrive(smem.q_empty());
+    // Every product with Q has completed: a later tile's Q may land in its slot.
+    mbarrier_arrive(smem.q_empty(q_load));
     const int64_t last = num_key_blocks - 1;
     mbarrier_wait(smem.v_full(slot_of(last)), Smem::parity(slot_of(last)));
     wait_for_turn();
@@ -555,8 +571,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     sync_writers();
     if constexpr (Traits::kPersistent) {
       store_tile<64, kHeadDim, 128>(out_rows(), params.base.out.seq_stride, q0 + warp_group_row0,
-                                    p.seq_q, OutTile{out_tile.at(warp_group_row0, 0)},
-                                    thread % 128, p.head_dim);
+                                    p.seq_q, OutTile{out_tile.at(warp_group_row0, 0)}, thread % 128,
+                                    p.head_dim);
     } else {
       store_tile<kBlockM, kHeadDim, kConsumers>(out_rows(), params.base.out.seq_stride, q0,
                                                 p.seq_q, out_tile, thread, p.head_dim);

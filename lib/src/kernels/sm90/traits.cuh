@@ -26,19 +26,19 @@ inline constexpr bool kFitsRegisterFile =
     kConsumerRegisters % 8 == 0 && kProducerRegisters % 8 == 0 && kProducerRegisters >= 24 &&
     kConsumerRegisters <= 256;
 
-// The shared memory of a forward CTA, in this order: Q, the K and the V slots (16-bit elements,
-// swizzled), O's staging rows (kOutBytes: a CTA that runs several tiles stages O apart from the
-// tiles, which the next tile's loads fill meanwhile; 16 where O is staged over the tiles), then
-// the mbarriers. Tile sizes are multiples of kTileAlignment, so every tile starts on such a
-// boundary (checked in ForwardConfig).
-template <int kBlockM, int kBlockN, int kHeadDim, int kStages, size_t kOutBytes>
+// The shared memory of a forward CTA, in this order: the Q slots, the K and the V slots (16-bit
+// elements, swizzled), O's staging rows (kOutBytes: a CTA that runs several tiles stages O apart
+// from the tiles, which the next tile's loads fill meanwhile; 16 where O is staged over the
+// tiles), then the mbarriers. Tile sizes are multiples of kTileAlignment, so every tile starts on
+// such a boundary (checked in ForwardConfig).
+template <int kBlockM, int kBlockN, int kHeadDim, int kQStages, int kStages, size_t kOutBytes>
 struct ForwardStorage {
-  unsigned char q[size_t(kBlockM) * kHeadDim * 2];
+  unsigned char q[kQStages][size_t(kBlockM) * kHeadDim * 2];
   unsigned char k[kStages][size_t(kBlockN) * kHeadDim * 2];
   unsigned char v[kStages][size_t(kBlockN) * kHeadDim * 2];
   unsigned char out[kOutBytes];
-  uint64_t q_full;            // Q landed
-  uint64_t q_empty;           // every consumer is done with Q (the next tile's may come)
+  uint64_t q_full[kQStages];   // Q slot landed
+  uint64_t q_empty[kQStages];  // every consumer is done with the Q slot (a later tile's may come)
   uint64_t k_full[kStages];   // K slot landed
   uint64_t v_full[kStages];   // V slot landed
   uint64_t k_empty[kStages];  // every consumer is done with the K slot
@@ -105,15 +105,22 @@ struct ForwardConfig {
   // O staged in padded rows for whole-row stores (kSmemPadElements of 16-bit elements: 8).
   static constexpr int kOutStride = HeadDim + 8;
   static constexpr size_t kOutStageBytes = size_t(kBlockM) * kOutStride * 2;
+  template <int kQSlots>
+  static constexpr bool kFitsWithOut =
+      kTileAlignment +
+          sizeof(ForwardStorage<kBlockM, BlockN, HeadDim, kQSlots, kStages, kOutStageBytes>) <=
+      kMaxSmemBytes;
   // Persistent CTAs (one per SM, each walking a share of the tiles) when O's staging rows fit
   // next to the tiles (head_dim <= 128): a CTA's epilogue then overlaps the next tile's loads,
   // which matters where tiles are short (few key blocks: short sequences, windows). Otherwise
   // one CTA per tile, staging O over the tiles.
-  static constexpr bool kPersistent =
-      kTileAlignment + sizeof(ForwardStorage<kBlockM, BlockN, HeadDim, kStages, kOutStageBytes>) <=
-      kMaxSmemBytes;
-  using Storage =
-      ForwardStorage<kBlockM, BlockN, HeadDim, kStages, kPersistent ? kOutStageBytes : 16>;
+  static constexpr bool kPersistent = kFitsWithOut<1>;
+  // A persistent CTA loads the next tile's Q into a second slot while it works on this one
+  // where that fits (head_dim 64; at 128 it misses by 96 bytes): the next tile's first scores
+  // then need not wait for a Q load issued only once both warpgroups are done with this tile's.
+  static constexpr int kQStages = kPersistent && kFitsWithOut<2> ? 2 : 1;
+  using Storage = ForwardStorage<kBlockM, BlockN, HeadDim, kQStages, kStages,
+                                 kPersistent ? kOutStageBytes : 16>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
   // Where O is staged: its own rows, or the tiles' bytes (every tile's: Q and beyond).
   static constexpr size_t kOutOffset = kPersistent ? offsetof(Storage, out) : 0;
@@ -123,7 +130,8 @@ struct ForwardConfig {
   static_assert(HeadDim % 64 == 0, "swizzled tiles hold whole 64-column blocks");
   static_assert(BlockN % 16 == 0 && BlockN <= 256, "wgmma N is a multiple of 8 up to 256");
   static_assert(kBlockM <= 256, "one TMA box covers the Q tile's rows");
-  static_assert(offsetof(Storage, k) % kTileAlignment == 0 &&
+  static_assert(sizeof(Storage::q[0]) % kTileAlignment == 0 &&
+                    offsetof(Storage, k) % kTileAlignment == 0 &&
                     offsetof(Storage, v) % kTileAlignment == 0 &&
                     sizeof(Storage::k[0]) % kTileAlignment == 0,
                 "every tile starts on a swizzle boundary");
