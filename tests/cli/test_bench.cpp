@@ -1081,6 +1081,73 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
         std::string::npos);
 }
 
+TEST_CASE("sass_waits.py: the wgmma waits and the exponentials between them", "[bench]") {
+  TempDir tmp;
+  // The shape of `cuobjdump -sass`: a function header, then an instruction a line with its
+  // address and encoding in comments.
+  const auto line = [](const char* address, const char* text) {
+    return std::string("        /*") + address + "*/                   " + text +
+           " ;   /* 0x000fe20000000800 */\n";
+  };
+  std::ofstream(tmp.path / "k.sass")
+      << "\t\tFunction : _Z6kernelv\n"
+      << line("0000", "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], R24")
+      << line("0010", "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], R24, gsb0")
+      << line("0020", "WARPGROUP.DEPBAR.LE gsb0, 0x1") << line("0030", "MUFU.EX2 R24, R24")
+      << line("0040", "FFMA R25, R25, UR21, -R179") << line("0050", "MUFU.EX2 R25, R25")
+      << line("0060", "WARPGROUP.DEPBAR.LE gsb0, 0x0")
+      << line("0070", "F2FP.BF16.F32.PACK_AB R1, R2, R3") << "\t\tFunction : _Z5otherv\n"
+      << line("0000", "EXIT");
+  const std::string tool =
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/sass_waits.py ";
+  const Outcome o = run_shell(tool + (tmp.path / "k.sass").string() + " --kernel kernel", tmp);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  CHECK(o.out.find("_Z6kernelv: 8 instructions, 2 wgmma waits, MUFU.EX2 between a wait for all "
+                   "but one group and the next full wait: [2]") != std::string::npos);
+  CHECK(o.out.find("  group committed: HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], R24, gsb0\n"
+                   "  WARPGROUP.DEPBAR.LE gsb0, 0x1\n    2 MUFU.EX2\n"
+                   "  WARPGROUP.DEPBAR.LE gsb0, 0x0\n    1 F2FP\n") != std::string::npos);
+  CHECK(o.out.find("_Z5otherv") == std::string::npos);  // --kernel leaves it out
+}
+
+TEST_CASE("check_wgmma_pipelines.py: kernels that ptxas serialized, known or new", "[bench]") {
+  TempDir tmp;
+  const auto serialized = [](const std::string& kernel) {
+    return "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are "
+           "serialized due to insufficient register resources for the function '" +
+           kernel + "'\n";
+  };
+  const std::string known_kernel =
+      "_ZN7cuflash6detail4sm9015backward_kernelI6__halfLi64ELb0ELb0ELb0ELb0EEEvNS1_"
+      "17BackwardTmaParamsIT_EE";
+  const std::string new_kernel =
+      "_ZN7cuflash6detail4sm9014forward_kernelI13__nv_bfloat16Li128ELNS1_13ForwardKernelE0EEEvNS1_"
+      "16ForwardTmaParamsIT_EE";
+  std::ofstream(tmp.path / "build.log")
+      << "[1/2] Building CUDA object a.cu.o\n"
+      << serialized(known_kernel) << "[2/2] Building CUDA object b.cu.o\n"
+      << serialized(new_kernel);
+  std::ofstream(tmp.path / "known.txt") << "# why\n" << known_kernel << "  # head_dim 64\n\n";
+  std::ofstream(tmp.path / "both.txt") << known_kernel << "\n" << new_kernel << "\n_Z4gonev\n";
+  const std::string tool = std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR +
+                           "/share/scripts/check_wgmma_pipelines.py " +
+                           (tmp.path / "build.log").string();
+  const Outcome fails = run_shell(tool + " --known " + (tmp.path / "known.txt").string(), tmp);
+  CHECK(fails.exit_code == 1);
+  CHECK(fails.out.find("NEW: sm90 forward_kernel bf16 head_dim 128: C7512 serialized due to "
+                       "insufficient register resources") != std::string::npos);
+  CHECK(fails.out.find("known: sm90 backward_kernel fp16 head_dim 64") != std::string::npos);
+  CHECK(fails.out.find("2 kernels serialized, 1 of them not known") != std::string::npos);
+  CHECK(fails.err.find("see the lines marked NEW") != std::string::npos);
+  const Outcome passes = run_shell(tool + " --known " + (tmp.path / "both.txt").string(), tmp);
+  CHECK(passes.exit_code == 0);
+  CHECK(passes.out.find("not serialized in this output (known): _Z4gonev") != std::string::npos);
+  const Outcome missing = run_shell(tool + " --known " + (tmp.path / "none.txt").string(), tmp);
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("none.txt: No such file or directory") != std::string::npos);
+}
+
 TEST_CASE("cli: named sweeps, --list and --filter need no GPU", "[bench]") {
   TempDir tmp;
   const std::string cuflash = std::string("NO_COLOR=1 ") + CUFLASH_BINARY;
