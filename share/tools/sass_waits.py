@@ -23,6 +23,7 @@ import sys
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;?\s*/\*")
 FUNCTION = re.compile(r"Function\s*:\s*(\S+)")
 EVENTS = ("HGMMA", "WARPGROUP.DEPBAR", "BAR.SYNC", "BAR.ARV", "SYNCS.ARRIVE")
+GUARD = re.compile(r"^@!?U?P[T0-9]+\s+")  # an instruction's predicate, as in "@!P0 BAR.ARV"
 
 
 def kernels(path):
@@ -47,9 +48,10 @@ def timeline(body, counted):
     """Events in order, with the counted instructions between consecutive events folded in."""
     rows, counts = [], {}
     for text in body:
-        if any(text.lstrip("@!P0123456789UT ").startswith(event) for event in EVENTS):
+        unguarded = GUARD.sub("", text)
+        if unguarded.startswith(EVENTS):
             # One row per committed group rather than per wgmma instruction.
-            if text.find("HGMMA") >= 0 and "gsb0" not in text:
+            if unguarded.startswith("HGMMA") and "gsb0" not in unguarded:
                 continue
             if counts:
                 rows.append("    " + ", ".join(f"{n} {k}" for k, n in counts.items()))
