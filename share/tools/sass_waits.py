@@ -47,22 +47,25 @@ def kernels(path):
 def timeline(body, counted):
     """Events in order, with the counted instructions between consecutive events folded in."""
     rows, counts = [], {}
+
+    def close_counts():
+        if counts:
+            rows.append("    " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+            counts.clear()
+
     for text in body:
         unguarded = GUARD.sub("", text)
         if unguarded.startswith(EVENTS):
             # One row per committed group rather than per wgmma instruction.
             if unguarded.startswith("HGMMA") and "gsb0" not in unguarded:
                 continue
-            if counts:
-                rows.append("    " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-                counts = {}
+            close_counts()
             rows.append(("  group committed: " if "HGMMA" in text else "  ") + text)
             continue
         match = counted.search(text)
         if match:
             counts[match.group(0)] = counts.get(match.group(0), 0) + 1
-    if counts:
-        rows.append("    " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    close_counts()
     return rows
 
 
