@@ -431,6 +431,13 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     // dV += P^T dO (dO read N-major), issued as soon as P^T is packed: the default kernels
     // multiply it while dS^T is computed; the variant kernels have dS^T with P^T.
     uint32_t p_fragments[kBlockM / 16][4];
+    uint32_t ds_fragments[kBlockM / 16][4];
+    const auto pack_ds = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+      }
+    };
     const auto issue_dv = [&] {
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -448,13 +455,16 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     } else if constexpr (kBlockM == 128) {
       // 128-query blocks (head_dim 64): P^T's fragments next to S^T and dP^T of 128 columns do
       // not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
-      // multiplied).
+      // multiplied), and dS^T is packed first: with dP^T's registers free before P^T's
+      // fragments take theirs, ptxas keeps the products asynchronous (packed after dV was
+      // issued, it serialized every wgmma of the kernel, C7512: 11.8 % more time on H200).
       wgmma_wait<1>();  // S^T
       wgmma_fence_operands(st);
       probabilities_transposed(st, lse, p.scale_log2, visible, lane);
       wgmma_wait<0>();  // dP^T
       wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+      pack_ds();
       issue_dv();
     } else {
       wgmma_wait<1>();  // S^T
@@ -465,7 +475,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
       wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
     }
-    uint32_t ds_fragments[kBlockM / 16][4];
+    if constexpr (kVariants || kBlockM != 128) pack_ds();
     const auto ds_tile = smem.ds(it);
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
       mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqSlots));
@@ -480,7 +490,6 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     };
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
         store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
