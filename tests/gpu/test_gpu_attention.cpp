@@ -261,6 +261,30 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
   }
 }
 
+// Scores of a wide range: Q times 16 puts a row's scores tens of log2 units apart, so that its
+// running max grows across key blocks both by more than the wgmma forward's lazy bound (the max
+// raised and O rescaled) and by less (P above 1 against the stale max): with 1023 keys (eight
+// blocks of 128) a Python model of these inputs sees each in about one block of seven.
+TEST_CASE("scores of a wide range: forward and backward vs float64 reference", "[gpu][scores]") {
+  require_gpu();
+  int seed = 5500;
+  for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+    for (int64_t head_dim : {64, 128}) {
+      for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+        const Problem c = make_problem(dtype, head_dim, mask, 1023, 1023, 1, 2, 2, Layout::bhsd);
+        DYNAMIC_SECTION(describe(c)) {
+          CaseInputs in = make_inputs(c, uint64_t(++seed));
+          scale_queries(c, in, 16.0);
+          for (const TensorCheck& check : run_and_check(c, in)) {
+            INFO(check.report);
+            CHECK(check.pass);
+          }
+        }
+      }
+    }
+  }
+}
+
 // --- Gradients into fp32 sums (BackwardArgs::sums) ----------------------------------------------
 
 // The bytes of `sums` (fp32) rounded to `dtype` as the kernels store it (to nearest even).

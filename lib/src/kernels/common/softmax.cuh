@@ -13,6 +13,7 @@ inline constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = exp2(x * log2(
 inline constexpr float kLn2 = 0.6931471805599453f;    // ln(x) = log2(x) * ln(2)
 inline constexpr float kMaskedScore = -INFINITY;      // score of a (query, key) pair masked out
 inline constexpr float kEmptyRowLse = INFINITY;       // LSE of a row that sees no key
+inline constexpr float kLazyMaxGrowth = 8.f;          // OnlineSoftmax::exponentiate<kTiles, true>
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -42,7 +43,12 @@ struct OnlineSoftmax {
   // The first half of update(): exponentiates s and returns the factor by which the output
   // accumulated so far must be multiplied, for kernels that apply it later (while a product
   // into the output is still running).
-  template <int kTiles>
+  //
+  // kLazyMax: the running max is raised only when a block's max passes it by more than
+  // kLazyMaxGrowth (log2 units), so that the factor is exactly 1 for most blocks and the caller
+  // can skip the rescale. Exact all the same: P, the row sum and O are taken against the same
+  // (stale) max, and P <= 2^kLazyMaxGrowth stays far inside the 16-bit types' range.
+  template <int kTiles, bool kLazyMax = false>
   __device__ __forceinline__ void exponentiate(float (&s)[kTiles][4], float scale_log2,
                                                float (&rescale)[2]) {
 #pragma unroll
@@ -52,11 +58,14 @@ struct OnlineSoftmax {
       for (int t = 0; t < kTiles; ++t) {
         block_max = fmaxf(block_max, fmaxf(s[t][2 * half], s[t][2 * half + 1]));
       }
-      const float new_max = fmaxf(row_max[half], quad_max(block_max) * scale_log2);
+      const float scaled_block_max = quad_max(block_max) * scale_log2;
+      // Not raised: factor 1 (a NaN block max raises nothing, as fmaxf ignores it).
+      const bool raise = !kLazyMax || scaled_block_max > row_max[half] + kLazyMaxGrowth;
+      const float new_max = raise ? fmaxf(row_max[half], scaled_block_max) : row_max[half];
       // A row that has only seen masked keys keeps max = -inf: subtract 0 instead so that
       // exp2(-inf - max) stays 0 rather than becoming NaN.
       const float reference = new_max == kMaskedScore ? 0.f : new_max;
-      rescale[half] = fast_exp2(row_max[half] - reference);
+      rescale[half] = raise ? fast_exp2(row_max[half] - reference) : 1.f;
       row_max[half] = new_max;
       float sum = 0.f;
 #pragma unroll

@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
                  crosses_band<kLeftBound>(p, q0, kBlockM, k0, kBlockN);
       }
       if (masked) mask_scores<kLeftBound>(s, p, k0, fragment_row, lane);
-      softmax.exponentiate(s, softmax_scale, rescale);
+      softmax.exponentiate<kScoreTiles, Traits::kLazyMax>(s, softmax_scale, rescale);
     };
     uint32_t p_fragments[kBlockN / 16][4];  // P_j as A operands, k16 slices of keys
     auto pack_probabilities = [&](const float (&s)[kScoreTiles][4]) {
@@ -516,7 +516,10 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
       wgmma_fence_operands(o_acc);
       wgmma_fence_operands(p_fragments);
       mbarrier_arrive(smem.v_empty(slot_of(j)));
-      OnlineSoftmax::rescale_rows(o_acc, rescale);
+      // With the lazy max, a warp's rows mostly keep theirs: skip multiplying O by ones.
+      if (!Traits::kLazyMax || __any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {
+        OnlineSoftmax::rescale_rows(o_acc, rescale);
+      }
       pack_probabilities(s);
     }
     // Every product with Q has completed: a later tile's Q may land in its slot.
