@@ -305,31 +305,31 @@ DevicePasses library_passes() {
 DeviceForwardExtras::DeviceForwardExtras(const Problem& problem, const void* k, const void* v,
                                          cudaStream_t stream) {
   check_cache_seqlens(problem);
-  if (!problem.cache_seqlens.empty()) {
-    const std::vector<int32_t> lengths(problem.cache_seqlens.begin(),
-                                       problem.cache_seqlens.end());
-    cache_seqlens_ = upload(lengths, stream);
-    // A pageable upload may still be reading `lengths` after returning.
-    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache lengths)");
+  // Pageable uploads may still read `lengths` and the block table after returning, and the
+  // pools are filled from K and V: one synchronization at the end, before any of them may go.
+  const std::vector<int32_t> lengths(problem.cache_seqlens.begin(), problem.cache_seqlens.end());
+  if (!lengths.empty()) cache_seqlens_ = upload(lengths, stream);
+  detail::PageLayout layout;
+  if (problem.page_size != 0) {
+    layout = detail::page_layout(problem);
+    block_table_ = upload(layout.block_table, stream);
+    k_pages_ = DeviceBuffer(layout.pool_bytes);
+    v_pages_ = DeviceBuffer(layout.pool_bytes);
+    for (auto [dense, pool] : {std::pair{k, &k_pages_}, std::pair{v, &v_pages_}}) {
+      pool->fill(kPoisonByte, stream);
+      detail::scatter_into_pages(problem, dense, block_table_.as<int32_t>(),
+                                 layout.pages_per_sequence, pool->data(), stream);
+    }
+    paged_.k_pages = k_pages_.data();
+    paged_.v_pages = v_pages_.data();
+    paged_.num_pages = layout.num_pages;
+    paged_.page_size = problem.page_size;
+    paged_.block_table = block_table_.as<int32_t>();
+    paged_.block_table_stride = layout.pages_per_sequence;
   }
-  if (problem.page_size == 0) return;
-  const detail::PageLayout layout = detail::page_layout(problem);
-  block_table_ = upload(layout.block_table, stream);
-  k_pages_ = DeviceBuffer(layout.pool_bytes);
-  v_pages_ = DeviceBuffer(layout.pool_bytes);
-  for (auto [dense, pool] : {std::pair{k, &k_pages_}, std::pair{v, &v_pages_}}) {
-    pool->fill(kPoisonByte, stream);
-    detail::scatter_into_pages(problem, dense, block_table_.as<int32_t>(),
-                               layout.pages_per_sequence, pool->data(), stream);
+  if (!lengths.empty() || problem.page_size != 0) {
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache lengths, paged K/V)");
   }
-  paged_.k_pages = k_pages_.data();
-  paged_.v_pages = v_pages_.data();
-  paged_.num_pages = layout.num_pages;
-  paged_.page_size = problem.page_size;
-  paged_.block_table = block_table_.as<int32_t>();
-  paged_.block_table_stride = layout.pages_per_sequence;
-  // Before `layout`'s table (a pageable upload) goes, and before K and V may be freed.
-  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (paged K/V)");
 }
 
 void DeviceForwardExtras::apply(ForwardArgs& args) const {
