@@ -65,50 +65,46 @@ struct BackwardSmem {
   uint32_t tiles;  // kTileAlignment-aligned
 
   // Query block `it` of the CTA's schedule (32 unsigned bits: slots and phases without 64-bit
-  // division).
-  static __device__ uint32_t slot(uint32_t it) { return it % Traits::kStages; }
+  // division) goes to Q/dO slot Slots::slot(it) and to dQ stage DqSlots::slot(it).
+  using Slots = SlotRing<Traits::kStages>;
+  using DqSlots = SlotRing<Traits::kDqSlots>;
   __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
 
   __device__ KvTile k() const { return {at(offsetof(Storage, k))}; }
   __device__ KvTile v() const { return {at(offsetof(Storage, v))}; }
-  __device__ QTile q(uint32_t it) const { return {at(Storage::q_offset(slot(it)))}; }
-  __device__ QTile dout(uint32_t it) const { return {at(Storage::dout_offset(slot(it)))}; }
+  __device__ QTile q(uint32_t it) const { return {at(Storage::q_offset(Slots::slot(it)))}; }
+  __device__ QTile dout(uint32_t it) const { return {at(Storage::dout_offset(Slots::slot(it)))}; }
   __device__ DsTile ds(uint32_t it) const {
     return {at(offsetof(Storage, ds) +
                uint32_t(it % Traits::kDsBuffers) * sizeof(Storage::ds[0]))};
   }
   // LSE and D of the query block, kBlockM floats each (offsets in bytes from `tiles`).
   __device__ uint32_t lse_offset(uint32_t it) const {
-    return uint32_t(offsetof(Storage, lse) + slot(it) * sizeof(Storage::lse[0]));
+    return uint32_t(offsetof(Storage, lse) + Slots::slot(it) * sizeof(Storage::lse[0]));
   }
   __device__ uint32_t row_dot_offset(uint32_t it) const {
-    return uint32_t(offsetof(Storage, row_dot) + slot(it) * sizeof(Storage::row_dot[0]));
+    return uint32_t(offsetof(Storage, row_dot) + Slots::slot(it) * sizeof(Storage::row_dot[0]));
   }
   __device__ uint32_t kv_full() const { return at(offsetof(Storage, kv_full)); }
   __device__ uint32_t full(uint32_t it) const {
-    return at(offsetof(Storage, full) + 8 * slot(it));
+    return at(offsetof(Storage, full) + 8 * Slots::slot(it));
   }
   __device__ uint32_t empty(uint32_t it) const {
-    return at(offsetof(Storage, empty) + 8 * slot(it));
+    return at(offsetof(Storage, empty) + 8 * Slots::slot(it));
   }
-  static __device__ uint32_t parity(uint32_t it) { return (it / Traits::kStages) & 1u; }
   // Query block `it`'s dQ stage and its barriers, which complete once per use of the stage. With
   // kDqInQuerySlots the stage is the block's Q/dO slot, and the slot's empty barrier does
   // dq_free's work.
-  static __device__ int dq_slot(uint32_t it) { return int(it % Traits::kDqSlots); }
   __device__ uint32_t dq_stage(uint32_t it) const {
     if constexpr (Traits::kDqInQuerySlots) return q(it).base;
     if constexpr (Traits::kDqInScoreBuffers) return ds(it).base;
-    return at(offsetof(Storage, dq) + dq_slot(it) * sizeof(Storage::dq[0]));
+    return at(offsetof(Storage, dq) + DqSlots::slot(it) * sizeof(Storage::dq[0]));
   }
   __device__ uint32_t dq_staged(uint32_t it) const {
-    return at(offsetof(Storage, dq_staged) + 8 * dq_slot(it));
+    return at(offsetof(Storage, dq_staged) + 8 * DqSlots::slot(it));
   }
   __device__ uint32_t dq_free(uint32_t it) const {
-    return at(offsetof(Storage, dq_free) + 8 * dq_slot(it));
-  }
-  static __device__ uint32_t dq_parity(uint32_t it) {
-    return uint32_t(it / Traits::kDqSlots) & 1u;
+    return at(offsetof(Storage, dq_free) + 8 * DqSlots::slot(it));
   }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -169,7 +165,7 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
     }
   }
   for (uint32_t it = 0; it < schedule.count; ++it) {
-    if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::parity(it) ^ 1u);
+    if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::Slots::parity(it) ^ 1u);
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     if (lane == 0) {
@@ -231,7 +227,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = accumulator + (start.rows(batch, head) + q0) * Traits::kHeadDim;
-    mbarrier_wait(smem.dq_staged(it), Smem::dq_parity(it));
+    mbarrier_wait(smem.dq_staged(it), Smem::DqSlots::parity(it));
     if (store) {
       bulk_store_f32(target, smem.dq_stage(it), rows * kRowBytes);
     } else {
@@ -379,7 +375,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     const int64_t q0 = schedule.q0(p, it);
     const auto q_tile = smem.q(it);
     const auto dout_tile = smem.dout(it);
-    mbarrier_wait(smem.full(it), Smem::parity(it));
+    mbarrier_wait(smem.full(it), Smem::Slots::parity(it));
 
     // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup), committed
     // apart: the default kernels compute P^T from S^T while dP^T is still being multiplied.
@@ -478,7 +474,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     if constexpr (kVariants || kBlockM != 128) pack_ds();
     const auto ds_tile = smem.ds(it);
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
-      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqSlots));
+      mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqSlots));
     }
     // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
     // compiler keeps across the loop spill, so each is computed in two instructions
@@ -524,7 +520,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     // the dS^T buffer: the column block of this warpgroup's queries, which its dQ product alone
     // read and has finished reading).
     if (!Traits::kDqInScoreBuffers && it >= Traits::kDqStages) {
-      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
+      mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
     }
     float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
     stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,

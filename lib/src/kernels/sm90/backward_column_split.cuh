@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const typename Smem::DsTile pt_tile{
         smem.at(offsetof(Storage, pt) + uint32_t(it % 2) * sizeof(Storage::pt[0]))};
     const auto ds_tile = smem.ds(it);
-    mbarrier_wait(smem.full(it), Smem::parity(it));
+    mbarrier_wait(smem.full(it), Smem::Slots::parity(it));
 
     // S^T = K Q^T (warpgroup 0) or dP^T = V dO^T (warpgroup 1).
     float scores[kQueryTiles][4];
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     }
     // Stage the part for reduce_dq() once the reduce of the stage's previous block has read it.
     if (!Traits::kDqInQuerySlots && it >= Traits::kDqStages) {
-      mbarrier_wait(smem.dq_free(it), Smem::dq_parity(it - Traits::kDqStages));
+      mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
     }
     float* const stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
     stage_dq<kHeadDim>(stage, dq_acc.wide, warp_row0, Pieces::wide_col(warp_group), 0, lane);
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
     const uint32_t first =
         uint32_t(schedule.count > Traits::kStages ? schedule.count - Traits::kStages : 0);
     for (uint32_t it = first; it < schedule.count; ++it) {
-      mbarrier_wait(smem.empty(it), Smem::parity(it));
+      mbarrier_wait(smem.empty(it), Smem::Slots::parity(it));
     }
   }
   named_barrier_sync(kComputeBarrier, kConsumers);

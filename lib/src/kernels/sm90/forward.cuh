@@ -62,47 +62,41 @@ struct ForwardSmem {
   static_assert(kTileAlignment == kSwizzleAtomBytes);
   uint32_t tiles;  // kTileAlignment-aligned
 
-  // Blocks are counted in 32 unsigned bits: the slot and phase are then a mask and a shift, and
-  // stay right past a wrap (2^32 is a multiple of 2 * kStages).
-  // Q tiles are counted alike (q_slot(), q_parity()).
+  // Key blocks and Q loads are counted over the CTA's tiles, in 32 unsigned bits: powers of two,
+  // so that the counts may wrap (SlotRing).
   static_assert((Traits::kStages & (Traits::kStages - 1)) == 0, "a power of two");
   static_assert((Traits::kQStages & (Traits::kQStages - 1)) == 0, "a power of two");
-  static __device__ uint32_t slot(uint32_t block) { return block % Traits::kStages; }
-  static __device__ uint32_t q_slot(uint32_t load) { return load % Traits::kQStages; }
+  using Blocks = SlotRing<Traits::kStages>;
+  using QLoads = SlotRing<Traits::kQStages>;
   __device__ uint32_t at(size_t offset) const { return tiles + uint32_t(offset); }
 
   __device__ QTile q(uint32_t load) const {
-    return {at(offsetof(Storage, q) + q_slot(load) * sizeof(Storage::q[0]))};
+    return {at(offsetof(Storage, q) + QLoads::slot(load) * sizeof(Storage::q[0]))};
   }
   __device__ KvTile k(uint32_t block) const {
-    return {at(offsetof(Storage, k) + slot(block) * sizeof(Storage::k[0]))};
+    return {at(offsetof(Storage, k) + Blocks::slot(block) * sizeof(Storage::k[0]))};
   }
   __device__ KvTile v(uint32_t block) const {
-    return {at(offsetof(Storage, v) + slot(block) * sizeof(Storage::v[0]))};
+    return {at(offsetof(Storage, v) + Blocks::slot(block) * sizeof(Storage::v[0]))};
   }
   __device__ uint32_t q_full(uint32_t load) const {
-    return at(offsetof(Storage, q_full) + 8 * q_slot(load));
+    return at(offsetof(Storage, q_full) + 8 * QLoads::slot(load));
   }
   __device__ uint32_t q_empty(uint32_t load) const {
-    return at(offsetof(Storage, q_empty) + 8 * q_slot(load));
+    return at(offsetof(Storage, q_empty) + 8 * QLoads::slot(load));
   }
   __device__ uint32_t k_full(uint32_t block) const {
-    return at(offsetof(Storage, k_full) + 8 * slot(block));
+    return at(offsetof(Storage, k_full) + 8 * Blocks::slot(block));
   }
   __device__ uint32_t v_full(uint32_t block) const {
-    return at(offsetof(Storage, v_full) + 8 * slot(block));
+    return at(offsetof(Storage, v_full) + 8 * Blocks::slot(block));
   }
   __device__ uint32_t k_empty(uint32_t block) const {
-    return at(offsetof(Storage, k_empty) + 8 * slot(block));
+    return at(offsetof(Storage, k_empty) + 8 * Blocks::slot(block));
   }
   __device__ uint32_t v_empty(uint32_t block) const {
-    return at(offsetof(Storage, v_empty) + 8 * slot(block));
+    return at(offsetof(Storage, v_empty) + 8 * Blocks::slot(block));
   }
-  // Block j is the (j / kStages)-th use of its slot: the parity of the barrier phase to wait for.
-  static __device__ uint32_t parity(uint32_t block) {
-    return (block / Traits::kStages) & 1u;
-  }
-  static __device__ uint32_t q_parity(uint32_t load) { return (load / Traits::kQStages) & 1u; }
 };
 
 // The tiles of the grid: (query block, batch * heads) pairs, num_m_blocks per head, the
@@ -213,7 +207,7 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
   const int64_t batch = start.map_batch(tile.batch);
   const uint32_t q_load = uint32_t(q_loads);
   if (q_loads >= Traits::kQStages) {
-    mbarrier_wait(smem.q_empty(q_load), Smem::q_parity(q_load) ^ 1u);
+    mbarrier_wait(smem.q_empty(q_load), Smem::QLoads::parity(q_load) ^ 1u);
   }
   load_tile_tma(smem.q(q_load), params.q_map, smem.q_full(q_load), start.first_row() + tile.q0,
                 tile.head, batch);
@@ -221,9 +215,11 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
     const int64_t count = loaded + j;  // this CTA's key blocks so far
     const uint32_t block = uint32_t(count);
     const int64_t k0 = start.first_key() + (tile.first_key_block + j) * Traits::kBlockN;
-    if (count >= Traits::kStages) mbarrier_wait(smem.k_empty(block), Smem::parity(block) ^ 1u);
+    if (count >= Traits::kStages)
+      mbarrier_wait(smem.k_empty(block), Smem::Blocks::parity(block) ^ 1u);
     load_tile_tma(smem.k(block), params.k_map, smem.k_full(block), k0, tile.kv_head, batch);
-    if (count >= Traits::kStages) mbarrier_wait(smem.v_empty(block), Smem::parity(block) ^ 1u);
+    if (count >= Traits::kStages)
+      mbarrier_wait(smem.v_empty(block), Smem::Blocks::parity(block) ^ 1u);
     load_tile_tma(smem.v(block), params.v_map, smem.v_full(block), k0, tile.kv_head, batch);
   }
 }
@@ -484,8 +480,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     {  // S_0 -> P_0 (O is still 0: nothing to rescale)
       float s[kScoreTiles][4];
       float rescale[2];
-      mbarrier_wait(smem.q_full(q_load), Smem::q_parity(q_load));
-      mbarrier_wait(smem.k_full(slot_of(0)), Smem::parity(slot_of(0)));
+      mbarrier_wait(smem.q_full(q_load), Smem::QLoads::parity(q_load));
+      mbarrier_wait(smem.k_full(slot_of(0)), Smem::Blocks::parity(slot_of(0)));
       wait_for_turn();
       wgmma_fence();
       issue_scores(s, 0);
@@ -501,8 +497,8 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     for (int64_t j = 0; j + 1 < num_key_blocks; ++j) {
       float s[kScoreTiles][4];
       float rescale[2];
-      mbarrier_wait(smem.k_full(slot_of(j + 1)), Smem::parity(slot_of(j + 1)));
-      mbarrier_wait(smem.v_full(slot_of(j)), Smem::parity(slot_of(j)));
+      mbarrier_wait(smem.k_full(slot_of(j + 1)), Smem::Blocks::parity(slot_of(j + 1)));
+      mbarrier_wait(smem.v_full(slot_of(j)), Smem::Blocks::parity(slot_of(j)));
       wait_for_turn();
       wgmma_fence();
       issue_scores(s, j + 1);
@@ -525,7 +521,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     // Every product with Q has completed: a later tile's Q may land in its slot.
     mbarrier_arrive(smem.q_empty(q_load));
     const int64_t last = num_key_blocks - 1;
-    mbarrier_wait(smem.v_full(slot_of(last)), Smem::parity(slot_of(last)));
+    mbarrier_wait(smem.v_full(slot_of(last)), Smem::Blocks::parity(slot_of(last)));
     wait_for_turn();
     wgmma_fence();
     issue_products(last);

@@ -17,6 +17,16 @@
 
 namespace cuflash::detail::sm90 {
 
+// kSlots buffers taken in turn by a running count n (a key block, a query block, a Q load):
+// use n fills slot n % kSlots and is that slot's (n / kSlots)-th use, so its mbarriers are in
+// the phase of that parity. Counted in 32 unsigned bits, slot and phase are a mask and a shift
+// where kSlots is a power of two, and then stay right past a wrap (2^32 is a multiple of 2 kSlots).
+template <int kSlots>
+struct SlotRing {
+  static __device__ __forceinline__ uint32_t slot(uint32_t n) { return n % kSlots; }
+  static __device__ __forceinline__ uint32_t parity(uint32_t n) { return (n / kSlots) & 1u; }
+};
+
 // Box of a TMA tile load: 64 columns (128 bytes, the swizzle width) by up to 256 rows.
 inline constexpr int kTmaBoxColumns = 64;
 
