@@ -448,6 +448,7 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     };
     if constexpr (kVariants) {
       issue_dv();
+      pack_ds();
     } else if constexpr (kBlockM == 128) {
       // 128-query blocks (head_dim 64): P^T's fragments next to S^T and dP^T of 128 columns do
       // not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
@@ -470,8 +471,8 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
       wgmma_wait<1>();  // dP^T
       wgmma_fence_operands(dpt);
       score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+      pack_ds();
     }
-    if constexpr (kVariants || kBlockM != 128) pack_ds();
     const auto ds_tile = smem.ds(it);
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
       mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqSlots));
