@@ -305,13 +305,14 @@ DevicePasses library_passes() {
 DeviceForwardExtras::DeviceForwardExtras(const Problem& problem, const void* k, const void* v,
                                          cudaStream_t stream) {
   check_cache_seqlens(problem);
+  // Every check (page_layout() refuses what pages cannot hold) before anything is uploaded.
+  const detail::PageLayout layout =
+      problem.page_size != 0 ? detail::page_layout(problem) : detail::PageLayout{};
   // Pageable uploads may still read `lengths` and the block table after returning, and the
   // pools are filled from K and V: one synchronization at the end, before any of them may go.
   const std::vector<int32_t> lengths(problem.cache_seqlens.begin(), problem.cache_seqlens.end());
   if (!lengths.empty()) cache_seqlens_ = upload(lengths, stream);
-  detail::PageLayout layout;
   if (problem.page_size != 0) {
-    layout = detail::page_layout(problem);
     block_table_ = upload(layout.block_table, stream);
     k_pages_ = DeviceBuffer(layout.pool_bytes);
     v_pages_ = DeviceBuffer(layout.pool_bytes);
