@@ -69,12 +69,16 @@ __global__ void __launch_bounds__(kElementwiseThreads)
 }
 
 // Where column `col` of query `query`'s dQ accumulator row lies when the rows are swizzled (the
-// wgmma backward's layout): its 16-byte chunk c at c ^ 2 * (query % 8), within each group of 16
-// chunks. A warp's fragment stores to a staged tile in this layout meet no bank conflicts (8
-// rows land on 8 different chunk pairs), and the tile, laid out as in global memory, is added
-// there by a single bulk reduce. Groups of 8 columns stay together (8-float loads still work).
+// wgmma backward's layout): its group of 8 columns c at c ^ g(query % 8), within each group of 8
+// groups, where g(r) is r with its lowest bit flipped when r >= 4. Both fragments a warp stages
+// in this layout meet no bank conflicts: a dQ fragment's float pairs (each half warp 4
+// consecutive rows of 8 columns, whose g differ in their lowest two bits) and a dQ^T fragment's
+// single floats (4 rows of one parity, 8 columns each: their g also differ in the lowest two
+// bits). The tile, laid out as in global memory, is added there by a single bulk reduce. Groups
+// of 8 columns stay together (8-float loads still work).
 __host__ __device__ constexpr int dq_swizzled_column(int64_t query, int col) {
-  return col ^ (8 * static_cast<int>(query % 8));
+  const int row = static_cast<int>(query % 8);
+  return col ^ (8 * (row ^ (row >> 2)));
 }
 
 // The fp32 dQ accumulator and the semaphores of key group `group` (dq_sum_groups(), workspace.h;
