@@ -91,7 +91,7 @@ def generate(ns: list[int]) -> str:
 def main() -> None:
     root = pathlib.Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 96, 128, 192, 256])
+    parser.add_argument("--n", type=int, nargs="+", default=[32, 64, 80, 96, 128, 192, 256])
     parser.add_argument("--output", type=pathlib.Path,
                         default=root / "lib/src/kernels/sm90/wgmma_ops.cuh")
     parser.add_argument("--check", action="store_true",

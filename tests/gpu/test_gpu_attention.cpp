@@ -261,6 +261,22 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
   }
 }
 
+// From 2048 query rows the default wgmma backward at head_dim 128 takes query blocks of 80 rows
+// (sm90/backward.cuh, kWideQueryBlocksFromRows): dQ^T computed and staged transposed, dS stored
+// query-major. 2100 rows end in a block of 20; 1023 keys in a partial key block; under the
+// bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
+TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
+          "[gpu][wide_queries]") {
+  require_gpu();
+  int seed = 6000;
+  for (const DType dtype : {DType::fp16, DType::bf16}) {
+    for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
+      const Problem c = make_problem(dtype, 128, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
+      DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+    }
+  }
+}
+
 // Scores of a wide range: Q times 16 puts a row's scores tens of log2 units apart, so that its
 // running max grows across key blocks both by more than the wgmma forward's lazy bound (the max
 // raised and O rescaled) and by less (P above 1 against the stale max): with 1023 keys (eight

@@ -17,7 +17,10 @@
 //   dQ part -> shared memory                    ... this is staged
 // Query blocks are 64 rows (the warpgroups split dQ's columns) or, at head_dim 64, 128 rows
 // (they split its rows; dV then waits for dS^T, and each warpgroup stages its dQ rows in the
-// dS^T buffer's column block that only its own dQ product read: BackwardConfig).
+// dS^T buffer's column block that only its own dQ product read: BackwardConfig), or, on the
+// default kernel at head_dim 128 from 2048 query rows, 80 rows (dV waits for dS^T; dS is stored
+// transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2 columns:
+// kDqTransposed).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
@@ -26,20 +29,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/backward_steps.cuh"
 #include "kernels/common/copy.cuh"
-#include "kernels/common/launch_util.cuh"
 #include "kernels/common/fragments.cuh"
+#include "kernels/common/launch_util.cuh"
 #include "kernels/common/mask.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/sequence.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/sm90/column_pieces.cuh"
 #include "kernels/sm90/tma.cuh"
-#include "kernels/sm90/wgmma.cuh"
-#include "kernels/common/softmax.cuh"
 #include "kernels/sm90/traits.cuh"
+#include "kernels/sm90/wgmma.cuh"
 #include "workspace.h"
 
 namespace cuflash::detail::sm90 {
@@ -58,7 +62,10 @@ struct BackwardSmem {
   using Storage = typename Traits::Storage;
   using KvTile = SwizzledTile<Traits::kBlockN, Traits::kHeadDim>;
   using QTile = SwizzledTile<Traits::kBlockM, Traits::kHeadDim>;
-  using DsTile = SwizzledTile<Traits::kBlockN, Traits::kBlockM>;  // dS^T: keys x queries
+  // dS^T, keys x queries; or dS, queries x keys, where the dQ^T product takes it (kDqTransposed)
+  using DsTile =
+      std::conditional_t<Traits::kDqTransposed, SwizzledTile<Traits::kBlockM, Traits::kBlockN>,
+                         SwizzledTile<Traits::kBlockN, Traits::kBlockM>>;
   static_assert(sizeof(Storage::k) == KvTile::kBytes && Storage::kQTileBytes == QTile::kBytes &&
                 sizeof(Storage::ds[0]) == DsTile::kBytes);
   static_assert(kTileAlignment == kSwizzleAtomBytes);
@@ -279,6 +286,31 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
   }
 }
 
+// stage_dq() for a warp's dQ^T fragment: 16 columns of dQ from col0 (a multiple of 16; the
+// fragment's rows) for queries 0 .. 8 * kTiles - 1 (its columns). A thread holds no two adjacent
+// columns of one query, so it stores single floats; the swizzle keeps them free of bank
+// conflicts (dq_swizzled_column()). The thread's queries have two residues mod 8, one per parity.
+template <int kHeadDim, int kTiles>
+__device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&dqt)[kTiles][4],
+                                                    int col0, int64_t first_row, int lane) {
+  int residue;  // of the thread's even queries; opaque as in stage_dq()
+  asm volatile("mov.b32 %0, %1;\n"
+               : "=r"(residue)
+               : "r"((2 * (lane % 4) + int(first_row & 7)) & 7));
+  float* const rows = stage + 2 * (lane % 4) * kHeadDim + lane / 4;
+#pragma unroll
+  for (int parity = 0; parity < 2; ++parity) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // columns col0 + lane / 4 (+ 8)
+      const int column = dq_swizzled_column(residue + parity, col0 + 8 * half);
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        rows[(8 * t + parity) * kHeadDim + column] = dqt[t][2 * half + parity];
+      }
+    }
+  }
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
@@ -289,12 +321,14 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
-          bool kVarlen = false>
-__global__ void
-__launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kThreads, 1)
+          bool kVarlen = false, bool kWide = false>
+__global__ void __launch_bounds__(
+    BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kWide>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>;
+  using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kWide>;
+  static_assert(!kWide || !(kVariants || kDeterministic || kSums || kVarlen),
+                "query blocks of 80 on the default dense kernel only");
   using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -304,11 +338,13 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
   // last 32 TMA's zeros, which the products skip), dK and dV as ColumnPieces.
   constexpr int kDim = Traits::kComputeDim;
   using Pieces = ColumnPieces<kDim>;
-  constexpr int kDqTiles = Traits::kDqCols / 8;
   constexpr int kConsumerRegisters = Traits::kConsumerRegisters;
   constexpr int kProducerRegisters = Traits::kProducerRegisters;
   using MmaScores = Wgmma<Element, kBlockM>;         // S^T, dP^T: 64 keys x kBlockM
-  using MmaDq = Wgmma<Element, Traits::kDqCols>;     // dQ: 64 queries x kDqCols
+  constexpr bool kDqTransposed = Traits::kDqTransposed;
+  // dQ: 64 queries x kDqCols; or dQ^T: kDqCols (64) columns x kBlockM queries
+  using MmaDq = Wgmma<Element, kDqTransposed ? kBlockM : Traits::kDqCols>;
+  constexpr int kDqTiles = kDqTransposed ? kBlockM / 8 : Traits::kDqCols / 8;
 
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
@@ -449,9 +485,9 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     if constexpr (kVariants) {
       issue_dv();
       pack_ds();
-    } else if constexpr (kBlockM == 128) {
-      // 128-query blocks (head_dim 64): P^T's fragments next to S^T and dP^T of 128 columns do
-      // not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
+    } else if constexpr (kBlockM != 64) {
+      // 128-query blocks (head_dim 64), 80 (head_dim 128): P^T's fragments next to S^T and dP^T
+      // do not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
       // multiplied), and dS^T is packed first: with dP^T's registers free before P^T's
       // fragments take theirs, ptxas keeps the products asynchronous (packed after dV was
       // issued, it serialized every wgmma of the kernel, C7512: 11.8 % more time on H200).
@@ -477,34 +513,58 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
     if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
       mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqSlots));
     }
-    // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
-    // compiler keeps across the loop spill, so each is computed in two instructions
-    // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
-    const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
-    const auto ds_address = [&](int half, int col) {
-      if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
-      return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
-    };
+    if constexpr (kDqTransposed) {
+      // dS, query-major: the fragments' four 8 x 8 blocks of each 16 queries, transposed. Lane
+      // 8 i + j addresses row j of block i: query 16 kk + 8 (i / 2) + j, keys from 8 (i % 2).
+      const uint32_t ds_rows =
+          swizzled_address(ds_tile, 8 * (lane / 16) + lane % 8, warp_key0 + 8 * ((lane / 8) % 2));
 #pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        stmatrix_x4_transposed(ds_rows + 16 * kk * kSwizzleBytes, ds_fragments[kk]);
+      }
+    } else {
+      // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
+      // compiler keeps across the loop spill, so each is computed in two instructions
+      // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
+      const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
+      const auto ds_address = [&](int half, int col) {
+        if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
+        return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
+      };
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-        store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
-        store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
+          store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
+          store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
+        }
       }
     }
 
     // dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys once both
-    // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major); dK += dS^T
-    // Q last (Q read N-major), so that dQ is staged while dK is multiplied.
+    // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major), or its
+    // transpose (kDqTransposed); dK += dS^T Q last (Q read N-major), so that dQ is staged while
+    // dK is multiplied.
     float dq_acc[kDqTiles][4];
     fence_view_async_shared();          // dS^T stores -> visible to wgmma
     named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
+    if constexpr (kDqTransposed) {
+      // dV done first: dQ^T's 40 accumulators next to P^T's fragments did not fit the registers
+      // (ptxas serialized every wgmma of the kernel, C7512).
+      wgmma_wait<0>();
+      fence_piece_operands(dv_acc);
+      wgmma_fence_operands(p_fragments);
+    }
     wgmma_fence();  // ds_fragments were written after dV's products were issued
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
-                               n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
+      if constexpr (kDqTransposed) {  // dQ^T = K^T dS^T: K read M-major, dS K-major
+        MmaDq::template ss<1, 0>(dq_acc, n_major_descriptor(smem.k(), 16 * kk, dq_col0),
+                                 k_major_descriptor(ds_tile, 0, 16 * kk), kk > 0);
+      } else {
+        MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
+                                 n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
+      }
     }
     wgmma_commit();
 #pragma unroll
@@ -524,8 +584,13 @@ __launch_bounds__(BackwardKernelTraits<kHeadDim, kDeterministic, kVariants>::kTh
       mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
     }
     float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
-    stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
-                       start.first_row(), lane);
+    if constexpr (kDqTransposed) {
+      stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq_acc, dq_col0 + 16 * ((thread / 32) % 4),
+                                            start.first_row(), lane);
+    } else {
+      stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
+                                 start.first_row(), lane);
+    }
     fence_view_async_shared();  // the stores -> visible to the bulk reduces
     mbarrier_arrive(smem.dq_staged(it));
     wgmma_wait<0>();  // dK
@@ -584,6 +649,23 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
          map(params.v_map, args.v, shape.heads_kv, seq_k, Traits::kBlockN);
 }
 
+// The default dense kernel on query blocks of 80 (BackwardKernelTraits' kWide) exists at
+// head_dim 128; elsewhere WideTraits is a placeholder that is never launched.
+template <int kHeadDim>
+inline constexpr bool kHasWideQueryBlocks = kHeadDim == 128;
+template <int kHeadDim>
+using WideTraits = BackwardKernelTraits<kHeadDim, false, false, kHasWideQueryBlocks<kHeadDim>>;
+
+// Whether a default dense call takes the kernel on query blocks of 80 rows: from 2048 query rows
+// (H200, `fa` head_dim 128 backward, both masks, time against blocks of 64: 0.99 at 2k rows,
+// 0.97 at 4k, 0.96 at 8k and 16k; about even at 1k, and 3-11 % more at 512, where a CTA's
+// fixed costs weigh more and 7 blocks of 80 rows pad 512 to 560).
+inline constexpr int64_t kWideQueryBlocksFromRows = 2048;
+template <int kHeadDim>
+bool wide_query_blocks_pay(const BackwardArgs& args) {
+  return kHasWideQueryBlocks<kHeadDim> && args.shape.seq_q >= kWideQueryBlocksFromRows;
+}
+
 // Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
 // (launching nothing) when a tensor cannot be described to TMA, so that the caller falls back
 // to the mma.sync kernel. sm90::launch_backward() (backward_column_split.cuh) picks it. A varlen
@@ -617,9 +699,11 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
   const bool deterministic_variants = variants && deterministic;
   BackwardTmaParams<Element> params{};
+  const bool wide = !variants && !varlen && !deterministic && wide_query_blocks_pay<kHeadDim>(args);
   const bool mapped = deterministic_variants
                           ? make_backward_tensor_maps<DeterministicVariantTraits>(params, args)
-                          : make_backward_tensor_maps<Traits>(params, args);
+                      : wide ? make_backward_tensor_maps<WideTraits<kHeadDim>>(params, args)
+                             : make_backward_tensor_maps<Traits>(params, args);
   if (!mapped) return false;
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
@@ -633,9 +717,15 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
   }
-  const size_t smem_bytes = deterministic_variants ? DeterministicVariantTraits::kSmemBytes
-                            : deterministic          ? DeterministicTraits::kSmemBytes
-                                                     : Traits::kSmemBytes;
+  size_t smem_bytes = deterministic_variants ? DeterministicVariantTraits::kSmemBytes
+                      : deterministic        ? DeterministicTraits::kSmemBytes
+                                             : Traits::kSmemBytes;
+  if constexpr (kHasWideQueryBlocks<kHeadDim>) {
+    if (wide) {
+      kernel = &backward_kernel<Element, kHeadDim, false, false, false, false, true>;
+      smem_bytes = WideTraits<kHeadDim>::kSmemBytes;
+    }
+  }
   allow_dynamic_smem(kernel, smem_bytes);
   for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
     params.base.bh_offset = offset;

@@ -189,6 +189,10 @@ struct BackwardConfig : BackwardWarpgroups {
   static constexpr int kBlockM = BlockM;  // queries per iteration
   static constexpr int kStages = 2;
   static constexpr bool kDqSplitRows = BlockM == 128;
+  // Query blocks that are no multiple of 64 rows (80) cannot be the M of the dQ product: there
+  // the warpgroups compute dQ^T = K^T dS^T (M: their D / 2 columns, N: the block's queries), and
+  // dS is stored query-major (dS^T's transpose) to be that product's K-major B.
+  static constexpr bool kDqTransposed = BlockM % 64 != 0;
   static constexpr int kDqCols = kDqSplitRows ? HeadDim : HeadDim / 2;  // dQ columns per warpgroup
   // As many dQ stages as fit, up to MaxDqStages, so that the consumers do not wait for the
   // reduces of the blocks before (it matters where a block's products are short: head_dim 64).
@@ -219,7 +223,9 @@ struct BackwardConfig : BackwardWarpgroups {
   static constexpr size_t kTileBytes =
       kDqInScoreBuffers ? offsetof(Storage, ds) : offsetof(Storage, dq);
 
-  static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 128), "whole swizzle atoms");
+  static_assert(HeadDim % 64 == 0 && (BlockM == 64 || BlockM == 80 || BlockM == 128),
+                "whole swizzle atoms (80: dS stored query-major, kDqTransposed)");
+  static_assert(!kDqTransposed || kDqCols == 64, "dQ^T's M is one wgmma of 64 rows");
   static_assert(kDqCols % 32 == 0, "wgmma shapes exist for dQ blocks of 32, 64, 128 columns");
   static_assert(offsetof(Storage, v) % kTileAlignment == 0 &&
                     offsetof(Storage, q) % kTileAlignment == 0 &&
@@ -282,6 +288,7 @@ struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   static constexpr int kDqSlots = kDqInQuerySlots ? kStages : kDqStages;  // places a dQ is staged
   static constexpr int kDsBuffers = 2;            // BackwardSmem::ds(): P^T's and dS^T's
   static constexpr bool kDqInScoreBuffers = false;  // see BackwardConfig
+  static constexpr bool kDqTransposed = false;      // see BackwardConfig
   using Storage =
       ColumnSplitBackwardStorage<kBlockM, kBlockN, HeadDim, kStages, kDqStages, kDqSlots>;
   static constexpr size_t kSmemBytes = kTileAlignment + sizeof(Storage);
@@ -329,9 +336,14 @@ struct BackwardTraits<256, kDeterministic> : ColumnSplitBackwardConfig<256> {};
 // deterministic variant kernels (softcap, ALiBi, windows, varlen batches; the fp32 sums) at
 // head_dim 64 keep query blocks of 64 rows (H200, head_dim 64 variant backward: 3.7 % less time
 // than on blocks of 128; the default variant kernels took 2.4 % more on blocks of 64).
-template <int kHeadDim, bool kDeterministic, bool kVariants>
+template <int kHeadDim, bool kDeterministic, bool kVariants, bool kWide = false>
 struct BackwardKernelTraits : BackwardTraits<kHeadDim, kDeterministic> {};
 template <>
 struct BackwardKernelTraits<64, true, true> : BackwardConfig<64, 64, 64, max_dq_stages(true)> {};
+// kWide: the default kernel at head_dim 128 on query blocks of 80 rows (kDqTransposed): a fifth
+// more work per block for the same chain of products, waits and barriers, and score products of
+// 80 columns, whose operands take fewer shared-memory bytes per multiply-add. One dQ stage fits.
+template <>
+struct BackwardKernelTraits<128, false, false, true> : BackwardConfig<128, 80, 128> {};
 
 }  // namespace cuflash::detail::sm90
