@@ -682,8 +682,9 @@ using WideTraits = BackwardKernelTraits<kHeadDim, false, false, kHasWideQueryBlo
 
 // Whether a default dense call takes the kernel on query blocks of 80 rows: from 2048 query rows
 // (H200, `fa` head_dim 128 backward, both masks, time against blocks of 64: 0.99 at 2k rows,
-// 0.97 at 4k, 0.96 at 8k and 16k; about even at 1k, and 3-11 % more at 512, where a CTA's
-// fixed costs weigh more and 7 blocks of 80 rows pad 512 to 560).
+// 0.97 at 4k, 0.96 at 8k and 16k, and 0.94-0.97 of that once dK went out with dV; with that,
+// 1-2 % more at 1k and 5-9 % more at 512, where a CTA's fixed costs weigh more and 7 blocks of
+// 80 rows pad 512 to 560; share/results/h200-2026-12-04-wide-queries/).
 inline constexpr int64_t kWideQueryBlocksFromRows = 2048;
 template <int kHeadDim>
 bool wide_query_blocks_pay(const BackwardArgs& args) {
