@@ -81,6 +81,36 @@ __host__ __device__ constexpr int dq_swizzled_column(int64_t query, int col) {
   return col ^ (8 * (row ^ (row >> 2)));
 }
 
+// The claims above, checked: rows are whole multiples of 32 floats (banks repeat every row), so
+// a store's banks are those of its column groups, group g on banks 8 (g % 4) .. + 7. Each row
+// permutes the 8 groups; for every column group, 4 consecutive rows from 0 or 4 (a half warp's
+// float pairs) and the 4 rows of each parity (a warp's single floats) land on 4 different bank
+// groups.
+constexpr bool dq_swizzle_is_conflict_free() {
+  const auto bank_group = [](int row, int group) {
+    return (dq_swizzled_column(row, 8 * group) / 8) % 4;
+  };
+  for (int group = 0; group < 8; ++group) {
+    for (int first = 0; first < 8; first += 4) {  // half warps: rows first .. first + 3
+      int seen = 0;
+      for (int row = first; row < first + 4; ++row) seen |= 1 << bank_group(row, group);
+      if (seen != 15) return false;
+    }
+    for (int parity = 0; parity < 2; ++parity) {  // rows parity, parity + 2, + 4, + 6
+      int seen = 0;
+      for (int row = parity; row < 8; row += 2) seen |= 1 << bank_group(row, group);
+      if (seen != 15) return false;
+    }
+  }
+  for (int row = 0; row < 8; ++row) {
+    int seen = 0;
+    for (int group = 0; group < 8; ++group) seen |= 1 << (dq_swizzled_column(row, 8 * group) / 8);
+    if (seen != 255) return false;
+  }
+  return true;
+}
+static_assert(dq_swizzle_is_conflict_free());
+
 // The fp32 dQ accumulator and the semaphores of key group `group` (dq_sum_groups(), workspace.h;
 // the prologue zeroes them on the host).
 template <typename Params>

@@ -20,7 +20,7 @@
 // dS^T buffer's column block that only its own dQ product read: BackwardConfig), or, on the
 // default kernel at head_dim 128 from 2048 query rows, 80 rows (dV waits for dS^T; dS is stored
 // transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2 columns:
-// kDqTransposed).
+// kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
@@ -200,12 +200,12 @@ __device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<E
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
 // dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
 // one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
-// (dq_free) once the reduce has read it: with two stages (the default kernels), checked after
-// issuing the next block's, so that two reduces may be in flight.
+// (dq_free) once the reduce has read it: with two stages (the default kernels on 64- and 128-row
+// blocks), checked after issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (dq_turn_from_last(); spinning on the semaphore, ahead of the consumers, who never wait for
-// it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up to
-// four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
+// it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up
+// to four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
 // turns.
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
@@ -290,13 +290,13 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 // fragment's rows) for queries 0 .. 8 * kTiles - 1 (its columns). A thread holds no two adjacent
 // columns of one query, so it stores single floats; the swizzle keeps them free of bank
 // conflicts (dq_swizzled_column()). The thread's queries have two residues mod 8, one per parity.
+// Dense batches only (the kernel on query blocks of 80 takes no varlen batch): a block's first
+// query is its place in the accumulator's rows of its sequence, a multiple of 8.
 template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&dqt)[kTiles][4],
-                                                    int col0, int64_t first_row, int lane) {
+                                                    int col0, int lane) {
   int residue;  // of the thread's even queries; opaque as in stage_dq()
-  asm volatile("mov.b32 %0, %1;\n"
-               : "=r"(residue)
-               : "r"((2 * (lane % 4) + int(first_row & 7)) & 7));
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(residue) : "r"(2 * (lane % 4)));
   float* const rows = stage + 2 * (lane % 4) * kHeadDim + lane / 4;
 #pragma unroll
   for (int parity = 0; parity < 2; ++parity) {
@@ -321,13 +321,13 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
-          bool kVarlen = false, bool kWide = false>
+          bool kVarlen = false, bool kBlocksOf80 = false>
 __global__ void __launch_bounds__(
-    BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kWide>::kThreads, 1)
+    BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kWide>;
-  static_assert(!kWide || !(kVariants || kDeterministic || kSums || kVarlen),
+  using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>;
+  static_assert(!kBlocksOf80 || !(kVariants || kDeterministic || kSums || kVarlen),
                 "query blocks of 80 on the default dense kernel only");
   using Smem = BackwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
@@ -561,8 +561,8 @@ __global__ void __launch_bounds__(
     // transpose (kDqTransposed); dK += dS^T Q last (Q read N-major), so that dQ is staged while
     // dK is multiplied, except where it went out with dV (kDkWithDv).
     float dq_acc[kDqTiles][4];
-    fence_view_async_shared();          // dS^T stores -> visible to wgmma
-    named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' dS^T are in place
+    fence_view_async_shared();                        // dS^T (or dS) stores -> visible to wgmma
+    named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' parts are in place
     if constexpr (kDkWithDv) {
       // dV and dK done: the slot's Q, dO, LSE and D are no longer read.
       wgmma_wait<0>();
@@ -572,7 +572,7 @@ __global__ void __launch_bounds__(
       wgmma_fence_operands(ds_fragments);
       mbarrier_arrive(smem.empty(it));
     }
-    wgmma_fence();  // ds_fragments were written after dV's products were issued
+    wgmma_fence();  // registers written since the last products were issued (ds_fragments)
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       if constexpr (kDqTransposed) {  // dQ^T = K^T dS^T: K read M-major, dS K-major
@@ -608,7 +608,7 @@ __global__ void __launch_bounds__(
     float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
     if constexpr (kDqTransposed) {
       stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq_acc, dq_col0 + 16 * ((thread / 32) % 4),
-                                            start.first_row(), lane);
+                                            lane);
     } else {
       stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
                                  start.first_row(), lane);
@@ -673,22 +673,25 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
          map(params.v_map, args.v, shape.heads_kv, seq_k, Traits::kBlockN);
 }
 
-// The default dense kernel on query blocks of 80 (BackwardKernelTraits' kWide) exists at
-// head_dim 128; elsewhere WideTraits is a placeholder that is never launched.
+// The default dense kernel on query blocks of 80 (BackwardKernelTraits' kBlocksOf80) exists at
+// head_dim 128; elsewhere BlocksOf80Traits is a placeholder that is never launched.
 template <int kHeadDim>
-inline constexpr bool kHasWideQueryBlocks = kHeadDim == 128;
+inline constexpr bool kHasBlocksOf80 = kHeadDim == 128;
 template <int kHeadDim>
-using WideTraits = BackwardKernelTraits<kHeadDim, false, false, kHasWideQueryBlocks<kHeadDim>>;
+using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocksOf80<kHeadDim>>;
 
 // Whether a default dense call takes the kernel on query blocks of 80 rows: from 2048 query rows
 // (H200, `fa` head_dim 128 backward, both masks, time against blocks of 64: 0.99 at 2k rows,
 // 0.97 at 4k, 0.96 at 8k and 16k, and 0.94-0.97 of that once dK went out with dV; with that,
 // 1-2 % more at 1k and 5-9 % more at 512, where a CTA's fixed costs weigh more and 7 blocks of
-// 80 rows pad 512 to 560; share/results/h200-2026-12-04-wide-queries/).
-inline constexpr int64_t kWideQueryBlocksFromRows = 2048;
+// 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/).
+// The kernel serves the default dense calls alone: no variants (nor sums, which take the
+// variant kernels), no varlen batch, no deterministic dQ.
+inline constexpr int64_t kBlocksOf80FromRows = 2048;
 template <int kHeadDim>
-bool wide_query_blocks_pay(const BackwardArgs& args) {
-  return kHasWideQueryBlocks<kHeadDim> && args.shape.seq_q >= kWideQueryBlocksFromRows;
+bool blocks_of_80_pay(const BackwardArgs& args) {
+  return kHasBlocksOf80<kHeadDim> && !uses_variant_kernels(args) && !args.varlen.enabled() &&
+         !args.deterministic && args.shape.seq_q >= kBlocksOf80FromRows;
 }
 
 // Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
@@ -700,19 +703,25 @@ template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
   using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
-  // The deterministic variant kernels have tiles of their own (BackwardKernelTraits); every
-  // other kernel launched here has Traits' (or DeterministicTraits', the same tiles).
+  // The deterministic variant kernels and the kernel on query blocks of 80 have query tiles of
+  // their own (BackwardKernelTraits); every other kernel launched here has Traits' (or
+  // DeterministicTraits', the same tiles).
   using DeterministicVariantTraits = BackwardKernelTraits<kHeadDim, true, true>;
+  using Of80Traits = BlocksOf80Traits<kHeadDim>;
   static_assert(kEpilogueFitsTiles<Traits, Element> &&
                 kEpilogueFitsTiles<DeterministicTraits, Element> &&
-                kEpilogueFitsTiles<DeterministicVariantTraits, Element>);
+                kEpilogueFitsTiles<DeterministicVariantTraits, Element> &&
+                kEpilogueFitsTiles<Of80Traits, Element>);
   static_assert(DeterministicTraits::kBlockM == Traits::kBlockM,
-                "the same maps serve every kernel but the deterministic variant one");
+                "the same maps serve every kernel but those with query tiles of their own");
   static_assert(DeterministicTraits::kBlockN == Traits::kBlockN &&
                     DeterministicVariantTraits::kBlockN == Traits::kBlockN &&
+                    Of80Traits::kBlockN == Traits::kBlockN &&
                     DeterministicTraits::kThreads == Traits::kThreads &&
                     DeterministicVariantTraits::kThreads == Traits::kThreads &&
-                    DeterministicVariantTraits::kHeadDim == Traits::kHeadDim,
+                    Of80Traits::kThreads == Traits::kThreads &&
+                    DeterministicVariantTraits::kHeadDim == Traits::kHeadDim &&
+                    Of80Traits::kHeadDim == Traits::kHeadDim,
                 "the grid, the prologue and the dQ conversion below serve every kernel");
   constexpr int kTileDim = Traits::kHeadDim;  // 128 for the 96 kernel (column_pieces.cuh)
   const AttentionShape& shape = args.shape;
@@ -723,12 +732,12 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   const bool deterministic = args.deterministic;
   const bool variants = uses_variant_kernels(args) || (varlen && deterministic);
   const bool deterministic_variants = variants && deterministic;
+  const bool blocks_of_80 = blocks_of_80_pay<kHeadDim>(args);
   BackwardTmaParams<Element> params{};
-  const bool wide = !variants && !varlen && !deterministic && wide_query_blocks_pay<kHeadDim>(args);
   const bool mapped = deterministic_variants
                           ? make_backward_tensor_maps<DeterministicVariantTraits>(params, args)
-                      : wide ? make_backward_tensor_maps<WideTraits<kHeadDim>>(params, args)
-                             : make_backward_tensor_maps<Traits>(params, args);
+                      : blocks_of_80 ? make_backward_tensor_maps<Of80Traits>(params, args)
+                                     : make_backward_tensor_maps<Traits>(params, args);
   if (!mapped) return false;
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
@@ -745,10 +754,10 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   size_t smem_bytes = deterministic_variants ? DeterministicVariantTraits::kSmemBytes
                       : deterministic        ? DeterministicTraits::kSmemBytes
                                              : Traits::kSmemBytes;
-  if constexpr (kHasWideQueryBlocks<kHeadDim>) {
-    if (wide) {
+  if constexpr (kHasBlocksOf80<kHeadDim>) {
+    if (blocks_of_80) {
       kernel = &backward_kernel<Element, kHeadDim, false, false, false, false, true>;
-      smem_bytes = WideTraits<kHeadDim>::kSmemBytes;
+      smem_bytes = Of80Traits::kSmemBytes;
     }
   }
   allow_dynamic_smem(kernel, smem_bytes);

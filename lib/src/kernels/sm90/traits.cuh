@@ -58,7 +58,8 @@ struct BackwardStorage {
   unsigned char v[size_t(kBlockN) * kHeadDim * 2];
   unsigned char q[kStages][kQTileBytes];
   unsigned char dout[kStages][kQTileBytes];
-  unsigned char ds[kDsBuffers][size_t(kBlockN) * kBlockM * 2];  // dS^T: keys x queries
+  // dS^T, keys x queries (dS, queries x keys, with BackwardConfig::kDqTransposed)
+  unsigned char ds[kDsBuffers][size_t(kBlockN) * kBlockM * 2];
   // Query blocks' dQ parts, fp32 rows in the accumulator's swizzled order
   // (dq_swizzled_column()), each added to it by one bulk reduce.
   float dq[kHasDq ? kDqStages : 1][kHasDq ? kBlockM : 1][kHasDq ? kHeadDim : 4];
@@ -166,7 +167,8 @@ struct ForwardTraits<256> : ForwardConfig<256, 2, 64> {};  // 128 x 64
 // loads K and V once and Q, dO, LSE and D per query block of kBlockM rows (kStages slots). dQ
 // of a query block needs dS of all 128 keys, so dS^T goes through shared memory (two buffers or
 // more, so that one warpgroup may run an iteration ahead) and the two warpgroups split dQ's
-// (kBlockM, D) tile: by rows when kBlockM = 128, by columns (D / 2 each) when kBlockM = 64.
+// (kBlockM, D) tile: by rows when kBlockM = 128, by columns (D / 2 each) when kBlockM = 64 or
+// 80 (there as dQ^T, kDqTransposed).
 // The warpgroups of both backward kernels: two consumers and the producer, which hands them
 // its registers (2 x 128 x 240 + 128 x 24 = 64512 of the 65536).
 struct BackwardWarpgroups {
@@ -336,13 +338,13 @@ struct BackwardTraits<256, kDeterministic> : ColumnSplitBackwardConfig<256> {};
 // deterministic variant kernels (softcap, ALiBi, windows, varlen batches; the fp32 sums) at
 // head_dim 64 keep query blocks of 64 rows (H200, head_dim 64 variant backward: 3.7 % less time
 // than on blocks of 128; the default variant kernels took 2.4 % more on blocks of 64).
-template <int kHeadDim, bool kDeterministic, bool kVariants, bool kWide = false>
+template <int kHeadDim, bool kDeterministic, bool kVariants, bool kBlocksOf80 = false>
 struct BackwardKernelTraits : BackwardTraits<kHeadDim, kDeterministic> {};
 template <>
 struct BackwardKernelTraits<64, true, true> : BackwardConfig<64, 64, 64, max_dq_stages(true)> {};
-// kWide: the default kernel at head_dim 128 on query blocks of 80 rows (kDqTransposed): a fifth
-// more work per block for the same chain of products, waits and barriers, and score products of
-// 80 columns, whose operands take fewer shared-memory bytes per multiply-add. One dQ stage fits.
+// kBlocksOf80: the default kernel at head_dim 128 on query blocks of 80 rows (kDqTransposed): a
+// fifth more work per block for the same chain of products, waits and barriers, and score products
+// of 80 columns, whose operands take fewer shared-memory bytes per multiply-add. One dQ stage fits.
 template <>
 struct BackwardKernelTraits<128, false, false, true> : BackwardConfig<128, 80, 128> {};
 

@@ -70,18 +70,6 @@ __device__ __forceinline__ uint32_t swizzled_address(SwizzledTile<kRows, kCols> 
          ((chunk ^ (row % 8)) * 16) + (col % 8) * 2;
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Stores four 8 x 8 blocks of 16-bit pairs, held as mma fragments (register i: block i, the
-// thread's row lane / 4, columns 2 (lane % 4), + 1), each transposed: lane 8 i + j gives the
-// shared address of the 16 bytes of row j of block i's transpose (its column j).
-__device__ __forceinline__ void stmatrix_x4_transposed(uint32_t address, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
-               :
-               : "r"(address), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-#endif  // __CUDA_ARCH_FEAT_SM90_ALL
-
 // swizzled_address() of a thread's accumulator-fragment elements (row0 + lane / 4 + 8 * half,
 // col + 2 * (lane % 4)), row0 and col multiples of 8, in two instructions a store. The rows'
 // swizzle (row % 8 == lane / 4) flips the bits of the 16-byte chunk (4-6), which no other term
@@ -159,6 +147,16 @@ __device__ __forceinline__ void warpgroup_release_registers() {
 template <int kRegisters>
 __device__ __forceinline__ void warpgroup_claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// Stores four 8 x 8 blocks of 16-bit pairs, held as mma fragments (register i: block i, the
+// thread's row lane / 4, columns 2 (lane % 4), + 1), each transposed: lane 8 i + j gives the
+// shared address of the 16 bytes of row j of block i's transpose (its column j).
+__device__ __forceinline__ void stmatrix_x4_transposed(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               :
+               : "r"(address), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
