@@ -262,11 +262,13 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
 }
 
 // From 2048 query rows the default wgmma backward at head_dim 128 takes query blocks of 80 rows
-// (sm90/backward.cuh, kWideQueryBlocksFromRows): dQ^T computed and staged transposed, dS stored
+// (sm90/backward.cuh, kBlocksOf80FromRows): dQ^T computed and staged transposed, dS stored
 // query-major. 2100 rows end in a block of 20; 1023 keys in a partial key block; under the
 // bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
+// Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
+// right alone stays on the default kernels; two batch entries.
 TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
-          "[gpu][wide_queries]") {
+          "[gpu][blocks_of_80]") {
   require_gpu();
   int seed = 6000;
   for (const DType dtype : {DType::fp16, DType::bf16}) {
@@ -274,6 +276,9 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
       const Problem c = make_problem(dtype, 128, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
       DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
     }
+    Problem c = make_problem(dtype, 120, Mask::none, 2048, 2049, 2, 2, 1, Layout::bshd);
+    c.window = {-1, 64};
+    DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
   }
 }
 
