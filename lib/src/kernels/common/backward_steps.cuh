@@ -90,17 +90,16 @@ constexpr bool dq_swizzle_is_conflict_free() {
   const auto bank_group = [](int row, int group) {
     return (dq_swizzled_column(row, 8 * group) / 8) % 4;
   };
+  // Rows first, first + step, + 2 step, + 3 step of column group `group` on 4 bank groups.
+  const auto spread = [&](int group, int first, int step) {
+    int seen = 0;
+    for (int i = 0; i < 4; ++i) seen |= 1 << bank_group(first + i * step, group);
+    return seen == 15;
+  };
   for (int group = 0; group < 8; ++group) {
-    for (int first = 0; first < 8; first += 4) {  // half warps: rows first .. first + 3
-      int seen = 0;
-      for (int row = first; row < first + 4; ++row) seen |= 1 << bank_group(row, group);
-      if (seen != 15) return false;
-    }
-    for (int parity = 0; parity < 2; ++parity) {  // rows parity, parity + 2, + 4, + 6
-      int seen = 0;
-      for (int row = parity; row < 8; row += 2) seen |= 1 << bank_group(row, group);
-      if (seen != 15) return false;
-    }
+    const bool half_warps = spread(group, 0, 1) && spread(group, 4, 1);  // float pairs
+    const bool parities = spread(group, 0, 2) && spread(group, 1, 2);    // single floats
+    if (!half_warps || !parities) return false;
   }
   for (int row = 0; row < 8; ++row) {
     int seen = 0;
