@@ -282,6 +282,45 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
   }
 }
 
+// The default backward adds dQ into an fp32 accumulator that the D_i kernel zeroes as it goes
+// (common/backward_steps.cuh); on a workspace of NaN bytes a row or column it missed shows as
+// NaN in dQ. Every kernel family and tile width: mma.sync (fp32, and the column split at 192),
+// wgmma at 40 (64-column tiles with zero columns), 64, 120 (128-column tiles) and the 80-row
+// blocks at 128 from 2048 query rows.
+TEST_CASE(
+    "default backward on a workspace of NaN bytes: forward and backward vs float64 "
+    "reference",
+    "[gpu][workspace]") {
+  require_gpu();
+  uint64_t seed = 6200;
+  std::vector<Problem> cases;
+  for (const DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+    for (int64_t head_dim : {40, 64, 120, 192}) {
+      for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+        cases.push_back(make_problem(dtype, head_dim, mask, 300, 257, 2, 4, 2, Layout::bhsd));
+      }
+    }
+  }
+  cases.push_back(make_problem(DType::bf16, 128, Mask::none, 2100, 1023, 1, 2, 1, Layout::bshd));
+  for (const Problem& c : cases) {
+    DYNAMIC_SECTION(describe(c)) {
+      const CaseInputs in = make_inputs(c, ++seed);
+      DeviceProblem device(c);
+      device.upload(in);
+      forward(device.forward_args());
+      const BackwardArgs args = device.backward_args();
+      REQUIRE(cudaMemset(args.workspace, 0xFF, args.workspace_bytes) == cudaSuccess);
+      backward(args);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const HostForwardBackwardResult gpu{device.forward_result(), device.backward_result()};
+      for (const TensorCheck& check : check_results(c, gpu, expected_results(c, in))) {
+        INFO(check.report);
+        CHECK(check.pass);
+      }
+    }
+  }
+}
+
 // Scores of a wide range: Q times 16 puts a row's scores tens of log2 units apart, so that its
 // running max grows across key blocks both by more than the wgmma forward's lazy bound (the max
 // raised and O rescaled) and by less (P above 1 against the stale max): with 1023 keys (eight

@@ -31,8 +31,35 @@ template <int kHeadDim>
 inline constexpr int kRowDotThreadsPerRow =
     kHeadDim <= 64 ? (kHeadDim <= 32 ? kHeadDim / 8 : 8) : (kHeadDim <= 128 ? 16 : 32);
 
+// The fp32 dQ accumulator and the semaphores of key group `group` (dq_sum_groups(), workspace.h;
+// the prologue zeroes them).
+template <typename Params>
+__host__ __device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
+  return params.dq_accum + group * params.dq_groups.accum_floats;
+}
+template <typename Params>
+__host__ __device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
+  return params.dq_semaphores + group * params.dq_groups.semaphore_ints;
+}
+
+// Zeroes columns col..col+7 of query row `row` in every key group's dQ accumulator, unless the
+// first turns store (dq_first_turn_stores()); the accumulators' rows are kHeadDim floats.
+template <int kHeadDim, typename Params>
+__device__ __forceinline__ void zero_dq_accumulator_columns(const Params& params, int64_t row,
+                                                            int col) {
+  if (params.dq_groups.first_turn_stores) return;
+  for (int group = 0; group < params.dq_groups.count; ++group) {
+    float4* target =
+        reinterpret_cast<float4*>(dq_group_accumulator(params, group) + row * kHeadDim + col);
+    target[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    target[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
 // D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kRowDotThreadsPerRow threads per row, 8 elements
-// each (those of columns at or past head_dim read nothing and add 0).
+// each (those of columns at or past head_dim read nothing and add 0). The same threads zero the
+// rows' dQ accumulators: one pass that reads O and dO and writes the zeros costs less than a
+// memset of its own before it (the accumulator is twice the size of O at 16 bits).
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_row_dot_kernel(const BackwardParams<Element> params) {
@@ -65,6 +92,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
       dot += __shfl_xor_sync(0xffffffffu, dot, offset);
     }
     if (active && col == 0) params.row_dot[row] = dot;
+    if (active && col < kHeadDim) zero_dq_accumulator_columns<kHeadDim>(params, row, col);
   }
 }
 
@@ -109,17 +137,6 @@ constexpr bool dq_swizzle_is_conflict_free() {
   return true;
 }
 static_assert(dq_swizzle_is_conflict_free());
-
-// The fp32 dQ accumulator and the semaphores of key group `group` (dq_sum_groups(), workspace.h;
-// the prologue zeroes them on the host).
-template <typename Params>
-__host__ __device__ __forceinline__ float* dq_group_accumulator(const Params& params, int group) {
-  return params.dq_accum + group * params.dq_groups.accum_floats;
-}
-template <typename Params>
-__host__ __device__ __forceinline__ int* dq_group_semaphores(const Params& params, int group) {
-  return params.dq_semaphores + group * params.dq_groups.semaphore_ints;
-}
 
 // dQ = scale * accumulator (the sum of the groups' accumulators, in group order, where
 // deterministic mode keeps several), converted to Element and written through dq's strides (the
@@ -402,8 +419,8 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   return params;
 }
 
-// Before the main kernel: zero the fp32 dQ accumulators (unless the first turns store,
-// dq_first_turn_stores()) and the semaphores of deterministic mode, and compute D_i.
+// Before the main kernel: zero the semaphores of deterministic mode, then compute D_i and zero
+// the fp32 dQ accumulators (unless the first turns store, dq_first_turn_stores()) in one kernel.
 // A varlen batch's rows are [1, heads, total_q] (packed_rows()); its semaphores stay [batch,
 // heads, query blocks of the longest sequence].
 template <typename Element, int kHeadDim>
@@ -418,13 +435,6 @@ void launch_backward_prologue(const BackwardParams<Element>& params, cudaStream_
   const BackwardParams<Element> rows = packed_rows(params);
   const ProblemParams& p = rows.problem;
   const int64_t query_rows = p.batch * p.heads * p.seq_q;
-  if (!params.dq_groups.first_turn_stores) {
-    for (int group = 0; group < params.dq_groups.count; ++group) {
-      check_cuda(cudaMemsetAsync(dq_group_accumulator(rows, group), 0,
-                                 size_t(query_rows) * kHeadDim * sizeof(float), stream),
-                 "backward: zeroing the dQ accumulator");
-    }
-  }
   const int64_t row_dot_threads = query_rows * kRowDotThreadsPerRow<kHeadDim>;
   launch_kernel(&backward_row_dot_kernel<Element, kHeadDim>,
                 dim3(elementwise_blocks(row_dot_threads)), kElementwiseThreads, 0, stream, rows);
