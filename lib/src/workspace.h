@@ -20,6 +20,7 @@
 
 #include "cuflash/attention.h"
 #include "head_dims.h"
+#include "int_math.h"
 
 namespace cuflash::detail {
 
@@ -124,6 +125,7 @@ inline bool dq_first_turn_stores(const BackwardArgs& args) {
   return args.deterministic && dq_meets_every_key_block(args);
 }
 
+// The groups wanted; dq_groups_of() keeps those that hold keys.
 inline int dq_sum_groups(const BackwardArgs& args) {
   const AttentionShape& s = args.shape;
   if (!args.deterministic || !dq_meets_every_key_block(args) || dq_accum_bytes(s) == 0) return 1;
@@ -141,6 +143,22 @@ inline int64_t dq_group_keys(const AttentionShape& s, int groups) {
       kDqGroupKeyAlignment);
 }
 
+// The groups that hold keys, of dq_sum_groups()'s count at dq_group_keys() each. Rounding a
+// group's keys up to whole blocks can leave the last groups empty (1100 keys in four groups:
+// 384 each, three hold them all); an empty group's accumulator is neither written (its first
+// turn never comes) nor zeroed, so the dQ conversion must not add it.
+inline DqGroups dq_groups_of(const BackwardArgs& args) {
+  const int wanted = dq_sum_groups(args);
+  DqGroups groups{};
+  groups.keys = dq_group_keys(args.shape, wanted);
+  groups.count =
+      static_cast<int>(std::clamp<int64_t>(ceil_div(args.shape.seq_k, groups.keys), 1, wanted));
+  groups.accum_floats = static_cast<int64_t>(dq_accum_bytes(args.shape) / sizeof(float));
+  groups.semaphore_ints = static_cast<int64_t>(dq_semaphore_bytes(args.shape) / sizeof(int));
+  groups.first_turn_stores = dq_first_turn_stores(args);
+  return groups;
+}
+
 inline size_t workspace_bytes(const AttentionShape& s, bool deterministic) {
   return dq_accum_bytes(s) + dq_group_extra_bytes(s, deterministic) + row_dot_bytes(s) +
          (deterministic ? kMaxDqGroups * dq_semaphore_bytes(s) : 0);
@@ -148,7 +166,6 @@ inline size_t workspace_bytes(const AttentionShape& s, bool deterministic) {
 
 inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
   const AttentionShape& s = args.shape;
-  const int groups = dq_sum_groups(args);
   auto* base = static_cast<unsigned char*>(args.workspace);
   const size_t row_dot_offset = dq_accum_bytes(s) + dq_group_extra_bytes(s, args.deterministic);
   const size_t semaphore_offset = row_dot_offset + row_dot_bytes(s);
@@ -156,11 +173,7 @@ inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
   w.dq_accum = reinterpret_cast<float*>(base);
   w.row_dot = reinterpret_cast<float*>(base + row_dot_offset);
   w.dq_semaphores = args.deterministic ? reinterpret_cast<int*>(base + semaphore_offset) : nullptr;
-  w.dq_groups.count = groups;
-  w.dq_groups.keys = dq_group_keys(s, groups);
-  w.dq_groups.accum_floats = static_cast<int64_t>(dq_accum_bytes(s) / sizeof(float));
-  w.dq_groups.semaphore_ints = static_cast<int64_t>(dq_semaphore_bytes(s) / sizeof(int));
-  w.dq_groups.first_turn_stores = dq_first_turn_stores(args);
+  w.dq_groups = dq_groups_of(args);
   return w;
 }
 

@@ -198,8 +198,10 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
 // Small problems without a mask sum the keys in groups, each with an accumulator and semaphores
 // of its own, whose first turns store rather than add (workspace.h, dq_sum_groups() and
 // dq_first_turn_stores()): 2100 keys are 17 key blocks of 128, four groups of 640 keys (the
-// last one 180); 300 keys (3 key blocks) keep one group, here over 4 x 8 kv heads, whose first
-// turn stores too. Causal and windowed heads keep one group that adds from zero.
+// last one 180); 1100 keys (9 key blocks) want four groups of 384 keys, and three hold them all
+// (dq_groups_of(): an empty fourth group's accumulator, never written, would be added as it
+// lies in the workspace); 300 keys (3 key blocks) keep one group, here over 4 x 8 kv heads, whose
+// first turn stores too. Causal and windowed heads keep one group that adds from zero.
 TEST_CASE("deterministic backward: four key groups, one group on many heads, masked heads",
           "[gpu][deterministic]") {
   require_gpu();
@@ -213,6 +215,7 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
           make_problem(dtype, head_dim, Mask::none, 300, 2100, 1, 4, 2, Layout::bhsd);
       windowed.window = {700, 300};
       cases.push_back(windowed);
+      cases.push_back(make_problem(dtype, head_dim, Mask::none, 300, 1100, 1, 4, 2, Layout::bhsd));
       cases.push_back(make_problem(dtype, head_dim, Mask::none, 200, 300, 4, 8, 8, Layout::bhsd));
     }
   }

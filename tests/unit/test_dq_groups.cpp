@@ -1,0 +1,45 @@
+// The deterministic backward's key groups (lib/src/workspace.h): each group's accumulator is
+// written only by its own key blocks' first turns, so every group the dQ conversion adds must
+// hold keys, and the groups must cover every key.
+#include <catch2/catch.hpp>
+#include <cstdint>
+
+#include "workspace.h"
+
+namespace {
+
+using cuflash::AttentionShape;
+using cuflash::BackwardArgs;
+using cuflash::detail::dq_groups_of;
+using cuflash::detail::DqGroups;
+
+BackwardArgs deterministic_args(int64_t seq_q, int64_t seq_k, int64_t head_dim) {
+  BackwardArgs args{};
+  args.shape = AttentionShape{1, 4, 2, seq_q, seq_k, head_dim};
+  args.deterministic = true;
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("dq groups: every group holds keys and together they hold them all", "[unit][dq]") {
+  for (int64_t head_dim : {64, 128}) {
+    for (int64_t seq_k = 1; seq_k <= 5000; seq_k += 7) {
+      const DqGroups groups = dq_groups_of(deterministic_args(300, seq_k, head_dim));
+      INFO("seq_k " << seq_k << " head_dim " << head_dim << ": " << groups.count << " groups of "
+                    << groups.keys << " keys");
+      REQUIRE(groups.count >= 1);
+      CHECK((groups.count - 1) * groups.keys < seq_k);  // the last group starts before seq_k
+      CHECK(groups.count * groups.keys >= seq_k);       // and ends at or past it
+    }
+  }
+}
+
+// 1100 keys are 9 blocks of 128: four groups wanted, 384 keys each after rounding, and three
+// hold them all (the fourth would start at key 1152).
+TEST_CASE("dq groups: 1100 keys sum in three groups of 384", "[unit][dq]") {
+  const DqGroups groups = dq_groups_of(deterministic_args(300, 1100, 64));
+  CHECK(groups.keys == 384);
+  CHECK(groups.count == 3);
+  CHECK(groups.first_turn_stores);
+}
