@@ -266,7 +266,8 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
 // query-major. 2100 rows end in a block of 20; 1023 keys in a partial key block; under the
 // bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
 // Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
-// right alone stays on the default kernels; two batch entries.
+// right alone stays on the default kernels; two batch entries. Head_dim 96 has a kernel of its
+// own on 80-row blocks (128-column tiles, products of 96 columns).
 TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
           "[gpu][blocks_of_80]") {
   require_gpu();
@@ -274,6 +275,10 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
   for (const DType dtype : {DType::fp16, DType::bf16}) {
     for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
       const Problem c = make_problem(dtype, 128, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
+      DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+    }
+    for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+      const Problem c = make_problem(dtype, 96, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
       DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
     }
     Problem c = make_problem(dtype, 120, Mask::none, 2048, 2049, 2, 2, 1, Layout::bshd);

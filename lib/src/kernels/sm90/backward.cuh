@@ -674,9 +674,10 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
 }
 
 // The default dense kernel on query blocks of 80 (BackwardKernelTraits' kBlocksOf80) exists at
-// head_dim 128; elsewhere BlocksOf80Traits is a placeholder that is never launched.
+// head_dims 128 and 96 (128-column tiles, products of 96); elsewhere BlocksOf80Traits is a
+// placeholder that is never launched.
 template <int kHeadDim>
-inline constexpr bool kHasBlocksOf80 = kHeadDim == 128;
+inline constexpr bool kHasBlocksOf80 = kHeadDim == 128 || kHeadDim == 96;
 template <int kHeadDim>
 using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocksOf80<kHeadDim>>;
 

@@ -347,5 +347,7 @@ struct BackwardKernelTraits<64, true, true> : BackwardConfig<64, 64, 64, max_dq_
 // of 80 columns, whose operands take fewer shared-memory bytes per multiply-add. One dQ stage fits.
 template <>
 struct BackwardKernelTraits<128, false, false, true> : BackwardConfig<128, 80, 128> {};
+template <>
+struct BackwardKernelTraits<96, false, false, true> : BackwardConfig<128, 80, 96> {};
 
 }  // namespace cuflash::detail::sm90
