@@ -685,7 +685,8 @@ using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocks
 // (H200, `fa` head_dim 128 backward, both masks, time against blocks of 64: 0.99 at 2k rows,
 // 0.97 at 4k, 0.96 at 8k and 16k, and 0.94-0.97 of that once dK went out with dV; with that,
 // 1-2 % more at 1k and 5-9 % more at 512, where a CTA's fixed costs weigh more and 7 blocks of
-// 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/).
+// 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/). Head_dim 96 at 4k and
+// 16k rows: 0.991 / 0.975 of blocks of 64 (share/results/h200-2026-12-04-prologue-groups-d96/).
 // The kernel serves the default dense calls alone: no variants (nor sums, which take the
 // variant kernels), no varlen batch, no deterministic dQ.
 inline constexpr int64_t kBlocksOf80FromRows = 2048;
