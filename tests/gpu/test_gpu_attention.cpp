@@ -289,9 +289,9 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
 
 // The default backward adds dQ into an fp32 accumulator that the D_i kernel zeroes as it goes
 // (common/backward_steps.cuh); on a workspace of NaN bytes a row or column it missed shows as
-// NaN in dQ. Every kernel family and tile width: mma.sync (fp32, and the column split at 192),
-// wgmma at 40 (64-column tiles with zero columns), 64, 120 (128-column tiles) and the 80-row
-// blocks at 128 from 2048 query rows.
+// NaN in dQ. Every kernel family and tile width: mma.sync (fp32), wgmma at 40 (64-column tiles
+// with zero columns), 64, 120 (128-column tiles), the column split at 192 and the 80-row blocks
+// at 128 from 2048 query rows.
 TEST_CASE(
     "default backward on a workspace of NaN bytes: forward and backward vs float64 "
     "reference",

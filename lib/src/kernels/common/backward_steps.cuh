@@ -58,8 +58,8 @@ __device__ __forceinline__ void zero_dq_accumulator_columns(const Params& params
 
 // D_i = rowsum(dO_i * O_i) for all B*H*Sq rows; kRowDotThreadsPerRow threads per row, 8 elements
 // each (those of columns at or past head_dim read nothing and add 0). The same threads zero the
-// rows' dQ accumulators: one pass that reads O and dO and writes the zeros costs less than a
-// memset of its own before it (the accumulator is twice the size of O at 16 bits).
+// rows' dQ accumulators: one launch instead of two (a memset before it took the same time: both
+// are bound by DRAM bandwidth; H200, share/results/h200-2026-12-04-prologue-groups-d96/).
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_row_dot_kernel(const BackwardParams<Element> params) {
