@@ -18,9 +18,9 @@
 // Query blocks are 64 rows (the warpgroups split dQ's columns) or, at head_dim 64, 128 rows
 // (they split its rows; dV then waits for dS^T, and each warpgroup stages its dQ rows in the
 // dS^T buffer's column block that only its own dQ product read: BackwardConfig), or, on the
-// default kernel at head_dim 128 from 2048 query rows, 80 rows (dV waits for dS^T; dS is stored
-// transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2 columns:
-// kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv).
+// default kernel at head_dims 128 and 96 from 2048 query rows, 80 rows (dV waits for dS^T; dS is
+// stored transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2
+// columns: kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
