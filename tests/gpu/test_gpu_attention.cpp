@@ -287,6 +287,32 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
   }
 }
 
+// On grids with enough tiles the head_dim 64 forward runs the plain kernel on tall tiles: three
+// warpgroups on 192 query rows (sm90/traits.cuh, ForwardTallTraits), which the launch's estimate
+// picks for each of these shapes on a GPU of 132 SMs (an H100 or H200 SXM): a last tile of 192
+// rows cut to 108 (300 rows), 1023 keys in a partial key block, both causal alignments with
+// seq_q != seq_k, GQA and MQA, both layouts. Forward only: the backward does not change with it.
+TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[gpu][tall_tiles]") {
+  require_gpu();
+  uint64_t seed = 6400;
+  const std::vector<Problem> cases = {
+      make_problem(DType::bf16, 64, Mask::none, 384, 384, 1, 66, 6, Layout::bhsd),
+      make_problem(DType::fp16, 64, Mask::none, 384, 384, 1, 66, 66, Layout::bshd),
+      make_problem(DType::fp16, 64, Mask::none, 300, 1023, 2, 66, 6, Layout::bhsd),
+      make_problem(DType::bf16, 64, Mask::causal_bottom_right, 1536, 1600, 1, 24, 8, Layout::bhsd),
+      make_problem(DType::fp16, 64, Mask::causal_bottom_right, 1100, 1100, 1, 48, 1, Layout::bshd),
+      make_problem(DType::bf16, 64, Mask::causal_top_left, 1536, 1536, 2, 16, 2, Layout::bhsd),
+  };
+  for (const Problem& c : cases) {
+    DYNAMIC_SECTION(describe(c)) {
+      for (const TensorCheck& check : run_and_check_forward(c, ++seed)) {
+        INFO(check.report);
+        CHECK(check.pass);
+      }
+    }
+  }
+}
+
 // The default backward adds dQ into an fp32 accumulator that the D_i kernel zeroes as it goes
 // (common/backward_steps.cuh); on a workspace of NaN bytes a row or column it missed shows as
 // NaN in dQ. Every kernel family and tile width: mma.sync (fp32), wgmma at 40 (64-column tiles

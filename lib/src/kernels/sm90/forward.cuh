@@ -117,17 +117,24 @@ struct TileWalk {
   }
 };
 
-// Whether persistent CTAs walking the tiles finish no later than one CTA per tile would, which
-// the hardware hands out in tile order as SMs free up. Both estimates count a tile's key blocks
-// plus its own prologue and epilogue: half a block for a persistent CTA, whose next tile's loads
-// overlap its epilogue, one block otherwise (measured: 8-16 % faster on tiles of 4 key blocks).
-// Tiles of one cost always favour the persistent walk; under a causal mask the cost falls along
-// each head, and where the number of CTAs and the blocks per head do not fit together the static
-// shares drift apart (B=1, H=8, 16k causal, D=128: the largest share 1.78x the mean, 0.80 ->
-// 1.40 ms), which the hardware's order avoids.
+// The finishing times, in half key blocks of a tile, of the busiest CTA when persistent CTAs walk
+// the tiles and when one CTA runs each tile, which the hardware hands out in tile order as SMs
+// free up. Both count a tile's key blocks plus its own prologue and epilogue: half a block for a
+// persistent CTA, whose next tile's loads overlap its epilogue, one block otherwise (measured:
+// 8-16 % faster on tiles of 4 key blocks). Tiles of one cost always favour the persistent walk;
+// under a causal mask the cost falls along each head, and where the number of CTAs and the
+// blocks per head do not fit together the static shares drift apart (B=1, H=8, 16k causal,
+// D=128: the largest share 1.78x the mean, 0.80 -> 1.40 ms), which the hardware's order avoids.
 // For the kernels that walk (plain, and window: kLeftBound; the variant kernels never walk).
+struct WalkMakespans {
+  int64_t persistent;
+  int64_t per_tile;
+  bool persistent_is_faster() const { return persistent <= per_tile; }
+  int64_t fastest() const { return std::min(persistent, per_tile); }
+};
+
 template <typename Traits, bool kLeftBound>
-bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
+WalkMakespans estimate_walk_makespans(const ProblemParams& p, const TileWalk& walk) {
   // A tile's key blocks depend on its query block only (dense problems: every head alike).
   std::vector<int64_t> blocks(size_t(walk.num_m_blocks));
   for (int64_t block = 0; block < walk.num_m_blocks; ++block) {
@@ -135,46 +142,81 @@ bool estimate_persistent_walk_is_faster(const ProblemParams& p, const TileWalk& 
                                 p, 0, walk.num_m_blocks, BlockOrder{block, 0})
                                 .key_blocks;
   }
-  const auto [fewest, most] = std::minmax_element(blocks.begin(), blocks.end());
-  if (*fewest == *most) return true;
   auto cost = [&](int64_t tile) { return 2 * blocks[size_t(tile % walk.num_m_blocks)]; };
-  int64_t persistent = 0;  // in half blocks
+  WalkMakespans makespans{0, 0};
   for (int64_t cta = 0; cta < walk.ctas; ++cta) {
     int64_t share = 0;
     for (int64_t round = 0, tile = walk.tile(0, cta); tile < walk.tiles;
          tile = walk.tile(++round, cta)) {
       share += cost(tile) + 1;
     }
-    persistent = std::max(persistent, share);
+    makespans.persistent = std::max(makespans.persistent, share);
   }
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;
   for (int64_t slot = 0; slot < walk.ctas; ++slot) free_at.push(0);
-  int64_t per_tile = 0;
   for (int64_t tile = 0; tile < walk.tiles; ++tile) {
     const int64_t end = free_at.top() + cost(tile) + 2;
     free_at.pop();
     free_at.push(end);
-    per_tile = std::max(per_tile, end);
+    makespans.per_tile = std::max(makespans.per_tile, end);
   }
-  return persistent <= per_tile;
+  return makespans;
 }
 
-// The same, remembered per shape: the estimate walks every tile (host time in proportion to
-// the tiles), and training calls the same shapes again and again. A tile's key blocks follow
-// from the rows, the keys and the band's ends alone.
-template <typename Traits, bool kLeftBound>
-bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
-  if (walk.ctas >= walk.tiles) return true;  // one tile a CTA either way
-  using Key = std::array<int64_t, 6>;
-  const Key key{walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_last, p.band_first};
+// The walk of a dense launch on Traits' tiles: one CTA an SM at most.
+template <typename Traits>
+TileWalk forward_walk(const AttentionShape& shape, int64_t multiprocessors) {
+  const int64_t m_blocks = ceil_div(shape.seq_q, Traits::kBlockM);
+  const int64_t tiles = m_blocks * shape.batch * shape.heads;
+  return {tiles, m_blocks, std::min(tiles, multiprocessors)};
+}
+
+// Remembered per shape: the estimates walk every tile (host time in proportion to the tiles),
+// and training calls the same shapes again and again. A tile's key blocks follow from the rows,
+// the keys and the band's ends alone. One table per caller: each lambda is a type of its own.
+template <typename Estimate>
+bool remembered(const std::array<int64_t, 6>& key, Estimate estimate) {
   static std::mutex mutex;
-  static std::map<Key, bool> known;
+  static std::map<std::array<int64_t, 6>, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
   const auto found = known.find(key);
   if (found != known.end()) return found->second;
   constexpr size_t kMaxRemembered = 4096;  // a bound for programs that sweep shapes
   if (known.size() >= kMaxRemembered) known.clear();
-  return known[key] = estimate_persistent_walk_is_faster<Traits, kLeftBound>(p, walk);
+  return known[key] = estimate();
+}
+
+template <typename Traits, bool kLeftBound>
+bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
+  if (walk.ctas >= walk.tiles) return true;  // one tile a CTA either way
+  return remembered(
+      {walk.tiles, walk.num_m_blocks, walk.ctas, p.seq_k, p.band_last, p.band_first},
+      [&] { return estimate_walk_makespans<Traits, kLeftBound>(p, walk).persistent_is_faster(); });
+}
+
+// Whether the plain kernel on tall tiles (ForwardTallTraits) finishes first: a tall tile's key
+// block takes kTallBlockCostPercent of a 128-row tile's for 1.5x the rows (H200, `fa` head_dim
+// 64 without a mask, S >= 2k: 0.84-0.87 of the time of 128-row tiles), but the tiles are fewer
+// and longer (a small grid's last round is fuller) and more of a causal tile's keys lie past
+// its diagonal. The estimate weighs both walks' finishing times.
+inline constexpr int64_t kTallBlockCostPercent = 128;
+
+template <int kHeadDim>
+bool tall_tiles_are_faster(const ProblemParams& p, const AttentionShape& shape,
+                           int64_t multiprocessors) {
+  using Wide = ForwardTraits<kHeadDim>;
+  using Tall = ForwardTallTraits<kHeadDim>;
+  return remembered(
+      {shape.seq_q, shape.batch * shape.heads, multiprocessors, p.seq_k, p.band_last, p.band_first},
+      [&] {
+        const int64_t wide =
+            estimate_walk_makespans<Wide, false>(p, forward_walk<Wide>(shape, multiprocessors))
+                .fastest();
+        const int64_t tall =
+            estimate_walk_makespans<Tall, false>(p, forward_walk<Tall>(shape, multiprocessors))
+                .fastest();
+        return tall * kTallBlockCostPercent < wide * 100;
+      });
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -270,11 +312,11 @@ __device__ __forceinline__ void store_partial_rows(
   }
 }
 
-template <typename Element, int kHeadDim, ForwardKernel kKernel>
-__global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
+template <typename Element, typename Traits, ForwardKernel kKernel>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
     forward_kernel(const __grid_constant__ ForwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = ForwardTraits<kHeadDim>;
+  constexpr int kHeadDim = Traits::kHeadDim;
   using Smem = ForwardSmem<Traits>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -370,22 +412,24 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
   uint32_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
 
-  // Turns (Traits::kAlternate): named barrier 2 + w opens when warpgroup w may issue; it needs
-  // w's own 128 threads and an arrival of the other warpgroup's 128. Warpgroup 0 goes first,
-  // and the turns run on across the CTA's tiles: warpgroup 0 issues a tile's first scores as
-  // soon as warpgroup 1 has issued the previous tile's last products, while warpgroup 1 still
-  // writes its rows. Warpgroup 1 opens the first turn at the first tile with key blocks and
+  // Turns (Traits::kAlternate), in a ring: named barrier kFirstTurnBarrier + w opens when
+  // warpgroup w may issue; it needs w's own 128 threads and an arrival of the 128 of the
+  // warpgroup before it (the last one's for warpgroup 0). Warpgroup 0 goes first, and the turns
+  // run on across the CTA's tiles: warpgroup 0 issues a tile's first scores as soon as the last
+  // warpgroup has issued the previous tile's last products, while that one still writes its
+  // rows. The last warpgroup opens the first turn at the first tile with key blocks and
   // warpgroup 0 takes the last hand-over after the walk, so that no arrival is left pending when
   // the CTA ends. (Opened before the walk instead, the turn made ptxas spill 84-184 bytes in the
   // one-tile kernels of head_dim 256.)
+  constexpr int kWarpGroups = Traits::kWarpGroups;
   auto wait_for_turn = [&] {
     if constexpr (Traits::kAlternate) {
-      named_barrier_sync(kFirstTurnBarrier + warp_group, kConsumers);
+      named_barrier_sync(kFirstTurnBarrier + warp_group, 256);
     }
   };
   auto pass_turn = [&] {
     if constexpr (Traits::kAlternate) {
-      named_barrier_arrive(kFirstTurnBarrier + (1 - warp_group), kConsumers);
+      named_barrier_arrive(kFirstTurnBarrier + (warp_group + 1) % kWarpGroups, 256);
     }
   };
 
@@ -475,7 +519,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     };
 
     if constexpr (Traits::kAlternate) {
-      if (warp_group == 1 && q_loads == 1) pass_turn();  // the first turn: warpgroup 0's
+      if (warp_group == kWarpGroups - 1 && q_loads == 1) pass_turn();  // warpgroup 0's first
     }
     {  // S_0 -> P_0 (O is still 0: nothing to rescale)
       float s[kScoreTiles][4];
@@ -582,7 +626,7 @@ __global__ void __launch_bounds__(ForwardTraits<kHeadDim>::kThreads, 1)
     if constexpr (!Traits::kPersistent || kVariants) break;
   }
   if constexpr (Traits::kAlternate) {
-    if (warp_group == 0 && q_loads > 0) wait_for_turn();  // warpgroup 1's last hand-over
+    if (warp_group == 0 && q_loads > 0) wait_for_turn();  // the last warpgroup's hand-over
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
@@ -602,11 +646,12 @@ inline ForwardKernel forward_kernel_for(const ForwardArgs& args) {
 // the variant kernels (one tile a CTA, each its sequence's problem), its tensors mapped as one
 // batch entry of all the tokens. With partials.splits > 1 (a dense call for the plain kernel:
 // split::plan_forward()) the key_splits kernel writes the partials instead of O and LSE, and the
-// caller merges them.
-template <typename Element, int kHeadDim>
-bool launch_forward(const ForwardArgs& args, cudaStream_t stream,
-                    const PartialOutputs& partials = {}) {
-  using Traits = ForwardTraits<kHeadDim>;
+// caller merges them. kPlainOnly: Traits has the plain kernel alone (tall tiles), which the
+// caller has chosen.
+template <typename Element, typename Traits, bool kPlainOnly = false>
+bool launch_forward_on(const ForwardArgs& args, cudaStream_t stream,
+                       const PartialOutputs& partials) {
+  constexpr int kHeadDim = Traits::kHeadDim;
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   const AttentionShape& shape = args.shape;
   const bool varlen = args.varlen.enabled();
@@ -648,24 +693,39 @@ bool launch_forward(const ForwardArgs& args, cudaStream_t stream,
   }
   const int64_t ctas = persistent ? walk.ctas : params.tiles;
 
-  auto* kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::plain>;
-  switch (kind) {
-    case ForwardKernel::plain:
-      break;
-    case ForwardKernel::window:
-      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::window>;
-      break;
-    case ForwardKernel::variants:
-      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::variants>;
-      break;
-    case ForwardKernel::key_splits:
-      kernel = &forward_kernel<Element, kHeadDim, ForwardKernel::key_splits>;
-      break;
+  auto* kernel = &forward_kernel<Element, Traits, ForwardKernel::plain>;
+  if constexpr (!kPlainOnly) {
+    switch (kind) {
+      case ForwardKernel::plain:
+        break;
+      case ForwardKernel::window:
+        kernel = &forward_kernel<Element, Traits, ForwardKernel::window>;
+        break;
+      case ForwardKernel::variants:
+        kernel = &forward_kernel<Element, Traits, ForwardKernel::variants>;
+        break;
+      case ForwardKernel::key_splits:
+        kernel = &forward_kernel<Element, Traits, ForwardKernel::key_splits>;
+        break;
+    }
   }
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Traits::kThreads, Traits::kSmemBytes,
                 stream, params);
   return true;
+}
+
+template <typename Element, int kHeadDim>
+bool launch_forward(const ForwardArgs& args, cudaStream_t stream,
+                    const PartialOutputs& partials = {}) {
+  if constexpr (kHasTallForward<kHeadDim>) {
+    if (partials.splits <= 1 && forward_kernel_for(args) == ForwardKernel::plain &&
+        tall_tiles_are_faster<kHeadDim>(problem_params(args), args.shape,
+                                        current_device_limits().multiprocessors)) {
+      return launch_forward_on<Element, ForwardTallTraits<kHeadDim>, true>(args, stream, partials);
+    }
+  }
+  return launch_forward_on<Element, ForwardTraits<kHeadDim>>(args, stream, partials);
 }
 
 }  // namespace cuflash::detail::sm90

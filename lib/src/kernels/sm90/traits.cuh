@@ -96,18 +96,19 @@ struct ForwardConfig {
   static constexpr int kBlockM = 64 * WarpGroups;  // query rows per CTA
   static constexpr int kBlockN = BlockN;           // keys per iteration
   static constexpr int kStages = 2;                // slots for K and for V
-  // The two consumer warpgroups take turns at issuing their products, so that the softmax of
-  // one runs while the products of the other occupy the tensor cores.
-  static constexpr bool kAlternate = WarpGroups == 2;
+  // The consumer warpgroups take turns at issuing their products (0, 1, .. in a ring), so that
+  // the softmax of one runs while the products of the others occupy the tensor cores.
+  static constexpr bool kAlternate = WarpGroups >= 2;
   // The running max raised only when it grows past a bound (OnlineSoftmax's kLazyMax), so that
   // O is rescaled in few key blocks: above head_dim 64, where O holds D / 2 registers a thread
   // (H200, `fa` forward at 128: 2.5 % less time); at 64 the branch around the rescale cost more
   // than it saved (5.8 % more time).
   static constexpr bool kLazyMax = HeadDim > 64;
-  // 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers.
-  static constexpr int kConsumerRegisters = 232;
-  static constexpr int kProducerRegisters = 40;
+  // 2 x 128 x 232 + 128 x 40 = 64512 of the 65536 registers; 3 x 128 x 160 + 128 x 32 = 65536.
+  static constexpr int kConsumerRegisters = WarpGroups == 2 ? 232 : 160;
+  static constexpr int kProducerRegisters = WarpGroups == 2 ? 40 : 32;
   static_assert(kFitsRegisterFile<WarpGroups, kConsumerRegisters, kProducerRegisters>);
+  static_assert(WarpGroups <= 3, "named barriers for the turns: kFirstTurnBarrier + 0..2");
   // O staged in padded rows for whole-row stores (kSmemPadElements of 16-bit elements: 8).
   static constexpr int kOutStride = HeadDim + 8;
   static constexpr size_t kOutStageBytes = size_t(kBlockM) * kOutStride * 2;
@@ -153,6 +154,16 @@ template <>
 struct ForwardTraits<64> : ForwardConfig<64, 2, 128> {};   // 128 x 128 blocks
 template <>
 struct ForwardTraits<128> : ForwardConfig<128, 2, 128> {};  // 128 x 128
+// Tall tiles: three consumer warpgroups on 192 query rows, where a head_dim has them, for the
+// plain kernel on grids with enough tiles (launch_forward's estimate). At head_dim 64 the
+// softmax, a chain of dependent steps, bounds the 128-row kernel at two math warps a scheduler
+// (performance log, "what the time is made of"); a third warpgroup hides more of it. 160
+// registers a consumer thread hold S, P and O of 128 keys at 64 columns (ptxas: 8 bytes of
+// spills), not at 128.
+template <int kHeadDim>
+inline constexpr bool kHasTallForward = kHeadDim == 64;
+template <int kHeadDim>
+using ForwardTallTraits = ForwardConfig<kHeadDim, 3, 128>;  // 192 x 128
 // Above 128 the O accumulator (D / 2 registers a thread) and the K/V slots (two stages of block
 // N x D each, 227 KB of shared memory in all) leave room for narrower key blocks only: at 192,
 // S of 96 keys (48 registers) next to O's 96 and 192 KB of tiles; at 256, S of 64 keys next to
