@@ -74,8 +74,9 @@ __device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
 // __syncthreads uses), so that a subset of the CTA can meet without the others.
 // Ids of the named barriers the kernels use (0 is __syncthreads's).
 inline constexpr int kComputeBarrier = 1;    // the threads that compute, without the others
-inline constexpr int kFirstTurnBarrier = 2;  // sm90 forward: warpgroup g (0..2) waits on this + g
-inline constexpr int kFirstRowsBarrier = 5;  // sm90 forward: warpgroup g's own rows, this + g
+// sm90 forward: warpgroup g (0..2) waits for its turn on this + g; the barriers of each
+// warpgroup's own rows follow those of the turns.
+inline constexpr int kFirstTurnBarrier = 2;
 
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -422,6 +422,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // the CTA ends. (Opened before the walk instead, the turn made ptxas spill 84-184 bytes in the
   // one-tile kernels of head_dim 256.)
   constexpr int kWarpGroups = Traits::kWarpGroups;
+  constexpr int kFirstRowsBarrier = kFirstTurnBarrier + kWarpGroups;  // warpgroup w's rows: + w
   auto wait_for_turn = [&] {
     if constexpr (Traits::kAlternate) {
       named_barrier_sync(kFirstTurnBarrier + warp_group, 256);
@@ -429,7 +430,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   };
   auto pass_turn = [&] {
     if constexpr (Traits::kAlternate) {
-      named_barrier_arrive(kFirstTurnBarrier + (warp_group + 1) % kWarpGroups, 256);
+      // 1 - w for two: the modulo, kept in a register across the kernel, changed ptxas's
+      // schedule of the two-warpgroup kernels (4-5 % more time at head_dim 64, S <= 1k).
+      const int next = kWarpGroups == 2 ? 1 - warp_group : (warp_group + 1) % kWarpGroups;
+      named_barrier_arrive(kFirstTurnBarrier + next, 256);
     }
   };
 
