@@ -290,8 +290,9 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
 // On grids with enough tiles the head_dim 64 forward runs the plain kernel on tall tiles: three
 // warpgroups on 192 query rows (sm90/traits.cuh, ForwardTallTraits), which the launch's estimate
 // picks for each of these shapes on a GPU of 132 SMs (an H100 or H200 SXM): a last tile of 192
-// rows cut to 108 (300 rows), 1023 keys in a partial key block, both causal alignments with
-// seq_q != seq_k, GQA and MQA, both layouts. Forward only: the backward does not change with it.
+// rows cut to 108 (300 rows), 1023 keys in a partial key block, the bottom-right causal mask
+// with seq_q != seq_k and the top-left one, GQA and MQA, both layouts. Forward only: the
+// backward does not change with it.
 TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[gpu][tall_tiles]") {
   require_gpu();
   uint64_t seed = 6400;

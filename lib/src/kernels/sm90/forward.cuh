@@ -196,9 +196,9 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
 
 // Whether the plain kernel on tall tiles (ForwardTallTraits) finishes first: a tall tile's key
 // block takes kTallBlockCostPercent of a 128-row tile's for 1.5x the rows (H200, `fa` head_dim
-// 64 without a mask, S >= 2k: 0.84-0.87 of the time of 128-row tiles), but the tiles are fewer
-// and longer (a small grid's last round is fuller) and more of a causal tile's keys lie past
-// its diagonal. The estimate weighs both walks' finishing times.
+// 64 without a mask, S >= 2k: 0.81-0.89 of the time of 128-row tiles, about 0.85 x 1.5), but
+// the tiles are fewer and longer (a small grid's last round is fuller) and more of a causal
+// tile's keys lie past its diagonal. The estimate weighs both walks' finishing times.
 inline constexpr int64_t kTallBlockCostPercent = 128;
 
 template <int kHeadDim>
