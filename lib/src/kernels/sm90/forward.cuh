@@ -685,10 +685,9 @@ bool launch_forward_on(const ForwardArgs& args, cudaStream_t stream,
   const bool key_splits = partials.splits > 1;
   if (key_splits && (varlen || forward_kernel_for(args) != ForwardKernel::plain)) return false;
   const ForwardKernel kind = key_splits ? ForwardKernel::key_splits : forward_kernel_for(args);
-  TileWalk walk{params.tiles, base.num_m_blocks,
-                std::min<int64_t>(params.tiles, current_device_limits().multiprocessors)};
-  // The variant and key_splits kernels never walk; the others do where the estimate says it
-  // pays.
+  // The variant and key_splits kernels never walk; the others (dense batches, params.tiles
+  // the walk's tiles) do where the estimate says it pays.
+  const TileWalk walk = forward_walk<Traits>(shape, current_device_limits().multiprocessors);
   bool persistent = false;
   if (Traits::kPersistent && kind != ForwardKernel::variants && !key_splits) {
     persistent = kind == ForwardKernel::window
