@@ -318,8 +318,8 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"seq_k", c.seq_k},
       {"head_dim", c.head_dim},
       {"mask", std::string(to_string(r.spec.mask))},
-      {"window", r.spec.window.bounded() ? Json::array({r.spec.window.left, r.spec.window.right})
-                                         : Json()},
+      {"window",
+       r.spec.window.bounded() ? Json::array({r.spec.window.left, r.spec.window.right}) : Json()},
       {"softcap", r.spec.softcap},
       {"alibi", !r.spec.alibi_slopes.empty()},
       {"layout", std::string(to_string(r.spec.layout))},
@@ -346,7 +346,8 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"warmup", p.timing.warmup},
       {"timing", p.timing.method},
       {"cold", p.timing.cold},
-      {"verify", r.verify}});
+      {"verify", r.verify},
+      {"kernels", p.kernels}});
   if (r.spec.gpus > 0) {  // over several GPUs: per GPU, and what the transfers cost
     row["gpus"] = r.spec.gpus;
     row["tflops_per_gpu"] = tf / r.spec.gpus;

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "bench/device_case.h"
 #include "bench/stats.h"
 #include "bench/sweep_runner.h"
 #include "bench/verify_before_timing.h"
 #include "cli/exit_codes.h"
+#include "cuflash/attention.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
 
@@ -37,6 +40,17 @@ bool device_unusable() {
   const cudaError_t synced = cudaDeviceSynchronize();
   const cudaError_t last = cudaGetLastError();
   return synced != cudaSuccess || last != cudaSuccess;
+}
+
+// The kernels `record` holds, in launch order, each once.
+std::vector<std::string> kernel_names(const LaunchRecord& record) {
+  std::vector<std::string> names;
+  for (const KernelLaunch& launch : record.launches()) {
+    if (std::find(names.begin(), names.end(), launch.kernel) == names.end()) {
+      names.push_back(launch.kernel);
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -87,11 +101,20 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
   const DeviceCase device(c, settings_.backward, seed);
   const ForwardArgs& fa = device.forward_args();
   // One untimed run of each pass: O and LSE for the backward pass, errors (unsupported shape)
-  // before any timing, and every buffer touched before memory is read.
+  // before any timing, every buffer touched before memory is read, and the kernels each runs.
   const cudaStream_t stream = timer_.stream();
   const DevicePasses& passes = device.passes();
-  passes.forward(fa, stream);
-  if (settings_.backward) passes.backward(device.backward_args(), stream);
+  std::vector<std::string> forward_kernels, backward_kernels;
+  {
+    const LaunchRecord record;
+    passes.forward(fa, stream);
+    forward_kernels = kernel_names(record);
+  }
+  if (settings_.backward) {
+    const LaunchRecord record;
+    passes.backward(device.backward_args(), stream);
+    backward_kernels = kernel_names(record);
+  }
   check_cuda(cudaStreamSynchronize(stream), "first run");
   const int64_t memgetinfo_bytes = std::max<int64_t>(0, free_before - free_device_bytes());
 
@@ -103,6 +126,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.forward_bytes(), device.forward_workspace_bytes(),
                           memgetinfo_bytes};
+    p.kernels = forward_kernels;
     timer_.time([&](cudaStream_t s) { passes.forward(fa, s); }, p, samples);
     if (passes.last_communication) {
       passes.forward(fa, stream);
@@ -118,6 +142,7 @@ void GpuCaseRunner::time_passes(const Problem& c, uint64_t seed, int samples,
     p.flops = pass_flops(c, p.pass);
     p.bytes = pass_bytes(c, p.pass);
     p.memory = MemoryInfo{device.backward_bytes(), device.workspace_bytes(), memgetinfo_bytes};
+    p.kernels = backward_kernels;
     timer_.time([&](cudaStream_t s) { passes.backward(ba, s); }, p, samples);
     if (passes.last_communication) {
       passes.backward(ba, stream);

@@ -53,6 +53,9 @@ struct PassResult {
   double bytes = 0;                 // moved by one call at least (stats.h, pass_bytes)
   // Over several GPUs (--gpus): the communication of one more call after the timed ones.
   std::optional<CommunicationTimes> communication;
+  // The kernels one call launched (cuflash::LaunchRecord, recorded on the untimed first call),
+  // in launch order, each once.
+  std::vector<std::string> kernels;
 };
 
 enum class FailureKind { unsupported, out_of_memory, cuda_error, verification_failed, error };

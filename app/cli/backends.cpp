@@ -51,6 +51,7 @@ std::vector<int64_t> lse_shape(const Problem& p) {
 // context-parallel ranks, if any, choose the passes.
 AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backward) {
   AttentionResult r;
+  const LaunchRecord record;
   const Clock::time_point start = Clock::now();
   const DevicePasses passes = context_parallel::device_passes(p);
   HostForwardResult fwd;
@@ -67,6 +68,7 @@ AttentionResult compute_cuda(const Problem& p, const CaseInputs& in, bool backwa
   r.out = stored_like(in.q, std::move(fwd.out));
   r.lse = float_array(fwd.lse, lse_shape(p));
   r.seconds = seconds_since(start);
+  r.launches = record.launches();
   return r;
 }
 
@@ -94,6 +96,28 @@ AttentionResult stored_outputs(const Problem& p, ReferenceResult&& ref, const Ca
 }
 
 }  // namespace
+
+std::vector<std::string> describe_launches(const std::vector<KernelLaunch>& launches) {
+  std::vector<std::string> lines;
+  for (size_t first = 0; first < launches.size();) {
+    const KernelLaunch& launch = launches[first];
+    size_t end = first + 1;
+    while (end < launches.size() && launches[end].call == launch.call &&
+           launches[end].kernel == launch.kernel) {
+      ++end;
+    }
+    std::string line = launch.call + ": " + (launch.kernel.empty() ? "?" : launch.kernel) +
+                       ", grid " + std::to_string(launch.grid[0]) + " x " +
+                       std::to_string(launch.grid[1]) + " x " + std::to_string(launch.grid[2]) +
+                       " of " + std::to_string(launch.threads) + " threads, " +
+                       std::to_string(launch.shared_bytes) + " bytes of shared memory";
+    if (end - first > 1)
+      line += " (" + std::to_string(end - first) + " launches, the first's grid)";
+    lines.push_back(std::move(line));
+    first = end;
+  }
+  return lines;
+}
 
 Backend resolve_backend(const std::string& name) {
   if (name == "cpu") return Backend::cpu;

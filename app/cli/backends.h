@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/attention_case.h"
+#include "cuflash/attention.h"
 
 namespace cuflash::cli {
 
@@ -18,7 +19,13 @@ struct AttentionResult {
   io::NpyArray out, lse;     // O like Q; LSE fp32 [batch, heads, seq_q]
   io::NpyArray dq, dk, dv;   // like Q, K, V; no bytes without backward
   double seconds = 0;        // wall time of the computation (uploads included for cuda)
+  std::vector<KernelLaunch> launches;  // cuda: the kernels forward() and backward() launched
 };
+
+// The launches as log lines, one a kernel of a call ("forward: sm90::forward_kernel<...>, grid
+// 132 x 1 x 1 of 384 threads, 117856 bytes of shared memory"; consecutive launches of one kernel
+// in one call as one line that says how many).
+std::vector<std::string> describe_launches(const std::vector<KernelLaunch>& launches);
 
 // The CPU reference's outputs: float64 in [batch, heads, seq, head_dim] order, not rounded.
 struct ReferenceResult {

@@ -264,6 +264,7 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
   }
   throw_if_interrupted("while computing");
   spdlog::info("computed in {:.3f} s", result.seconds);
+  for (const std::string& line : describe_launches(result.launches)) spdlog::info("{}", line);
 
   // 7. The files into the staging folder, 8. the summary on stdout, 9. the files moved in: exit
   // 0 means both the files and the summary arrived; any failure leaves the folder as it was.

@@ -1,6 +1,8 @@
 // The public API of attention.h: argument validation at the boundary, then dispatch to the
 // launcher compiled for (dtype, head_dim). Kernels never see an argument this file has not
 // checked.
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
 #include "cuflash/attention.h"
 #include "cuflash/cuda_error.h"
 #include "cuflash/error.h"
@@ -20,6 +20,7 @@
 #include "dispatch.h"
 #include "head_dims.h"
 #include "kernels/split/plan.h"
+#include "launch_log.h"
 #include "workspace.h"
 
 namespace cuflash {
@@ -394,6 +395,7 @@ int64_t kernel_head_dim(int64_t head_dim) { return detail::compiled_head_dim(hea
 
 void forward(const ForwardArgs& args, cudaStream_t stream) {
   const std::string context = "forward";
+  const detail::RecordedCall recorded("forward");
   const AttentionShape& s = args.shape;
   validate_problem(context, s, args.dtype, args.mask);
   ForwardArgs resolved = args;
@@ -480,6 +482,7 @@ size_t forward_workspace_size(const AttentionShape& shape, DType dtype, int64_t 
 
 void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream) {
   const std::string context = "merge_attention_partials";
+  const detail::RecordedCall recorded("merge_attention_partials");
   const std::pair<const char*, int64_t> sizes[] = {{"splits", args.splits},
                                                    {"batch", args.batch},
                                                    {"heads", args.heads},
@@ -552,6 +555,7 @@ void validate_backward_tensors(const std::string& context, const BackwardArgs& a
 
 void backward(const BackwardArgs& args, cudaStream_t stream) {
   const std::string context = "backward";
+  const detail::RecordedCall recorded("backward");
   const AttentionShape& s = args.shape;
   validate_problem(context, s, args.dtype, args.mask);
   BackwardArgs resolved = args;

@@ -43,6 +43,7 @@ set(CUFLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dispatch.cu
   ${CMAKE_CURRENT_LIST_DIR}/device_buffer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_runner.cu
+  ${CMAKE_CURRENT_LIST_DIR}/launch_log.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge.cu
   ${CMAKE_CURRENT_LIST_DIR}/paged_cache.cu
   ${CMAKE_CURRENT_LIST_DIR}/kernels/sm90/tensor_map.cu

@@ -590,6 +590,28 @@ def measure_memory(torch, fn):
     return torch.cuda.max_memory_allocated()
 
 
+def kernel_names(torch, fn):
+    """The CUDA kernels one call of fn launches, in launch order, each once, as the PyTorch
+    profiler names them (cuflash bench's `kernels`); None where the profiler records none."""
+    try:
+        from torch.profiler import ProfilerActivity, profile, supported_activities
+
+        if ProfilerActivity.CUDA not in supported_activities():
+            return None
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        names = []
+        for e in sorted(kernels, key=lambda e: e.time_range.start):
+            if e.name not in names:
+                names.append(e.name)
+        return names or None
+    except Exception:  # the timings stand without the names
+        return None
+
+
 class BackendRun:
     """What one backend did on one case: the passes timed so far and the stage it is in."""
 
@@ -639,6 +661,9 @@ def run_backend(torch, timer, c, backend, args, seed, result):
                     memgetinfo_bytes=memgetinfo,
                 )
             )
+        # After the timing, which the profiler's start-up must not touch.
+        for timed, (_, fn) in zip(result.passes, work):
+            timed["kernels"] = kernel_names(torch, fn)
 
 
 def classify(torch, error):
@@ -747,6 +772,7 @@ def case_fields(c, p, s, peak):
         "timing": p["timing"]["method"],
         "cold": p["timing"]["cold"],
         "verify": "off",
+        "kernels": p.get("kernels"),
     }
 
 

@@ -517,6 +517,18 @@ TEST_CASE("formats: table, markdown and csv", "[bench]") {
     CHECK(median["comm_ms"] == 0.125);
     CHECK(median["comm_exposed_ms"] == 0.03125);
   }
+  SECTION("the JSON median rows name the kernels of each pass, in launch order") {
+    std::vector<CaseRecord> named = {records.front()};
+    named[0].passes.resize(1);
+    named[0].passes[0].kernels = {
+        "split::split_forward_kernel<__half, split::SplitConfig<64, 1, 3>, false>",
+        "split::merge_partials_kernel<__half>"};
+    const Json rows = benchmark_json(named, settings, Json::object(), JsonRows::medians);
+    CHECK(rows["benchmarks"].at(0)["kernels"] == Json(named[0].passes[0].kernels));
+    const Json none =
+        benchmark_json({records.front()}, settings, Json::object(), JsonRows::medians);
+    CHECK(none["benchmarks"].at(0)["kernels"] == Json::array());
+  }
   SECTION("the JSON rows say whether the backward's dQ order was fixed") {
     std::vector<CaseRecord> modes = {records.front(), records.front()};
     modes[1].spec.deterministic = true;
@@ -574,7 +586,8 @@ assert median["name"] == first["name"] + "_median" and median["run_name"] == fir
 assert median["aggregate_unit"] == "time" and aggs[3]["aggregate_unit"] == "percentage"
 for key in ("tflops", "flops", "bytes", "gbps", "pct_of_peak_gbps", "noise", "alloc_bytes",
             "workspace_bytes", "memgetinfo_bytes",
-            "calls_per_sample", "timing", "cold", "verify", "pass", "dtype", "seq_q", "mask"):
+            "calls_per_sample", "timing", "cold", "verify", "kernels", "pass", "dtype", "seq_q",
+            "mask"):
     assert key in median, key
 assert median["pct_of_peak"] is None and median["verify"] == "pass"
 assert abs(median["tflops"] - median["flops"] / (median["real_time"] * 1e-6) / 1e12) < 1e-9
@@ -985,7 +998,9 @@ timing = dict(method="graph", calls_per_sample=12, cold=False, warmup=10)
 def timed(name, ms):
     return dict(pass_=name, samples=[ms, 1.01 * ms, 0.99 * ms], timing=timing,
                 flops=sb.pass_flops(c, name), alloc_bytes=1 << 20, memgetinfo_bytes=2 << 20)
-records = [dict(case=c, passes={"flash": [timed("fwd", 0.01), timed("bwd", 0.03)]}, failures={})]
+fwd = timed("fwd", 0.01)
+fwd["kernels"] = ["flash_fwd_kernel"]
+records = [dict(case=c, passes={"flash": [fwd, timed("bwd", 0.03)]}, failures={})]
 meta = dict(status="complete", started_utc="2026-01-02T03:04:05Z", host_name="h", num_cpus=2,
             executable="python3", command_line=["python3"], device=dict(name="none", uuid=None),
             torch=dict(version="0", cuda="0", cudnn=0), protocol=dict(sweep="t"))
@@ -1003,6 +1018,8 @@ for samples, rows in ((False, 2), (True, 2 * (3 + 6))):
         assert median["aggregate_name"] == "median" and median["backend"] == "sdpa-flash"
         assert abs(median["median_ms"] - 0.01) < 1e-12 and abs(median["real_time"] - 10) < 1e-9
         assert sorted(median) == sorted(ours), set(median) ^ set(ours)
+        assert median["kernels"] == ["flash_fwd_kernel"], median["kernels"]
+        assert doc["benchmarks"][1]["kernels"] is None  # bwd: the profiler named none
 print("ok")
 )PY");
   INFO(o.err);

@@ -580,6 +580,85 @@ TEST_CASE("the kernel family is the one this build and device call for", "[gpu][
   CHECK(std::string(tensor_core_kernels(device)) == expected);
 }
 
+// LaunchRecord names the kernels a call launched, as the launch chose them. On an H100 or H200
+// (wgmma, 132 SMs): the head_dim 64 forward on 132 tall tiles without a mask (the tall-tile
+// test's first shape) and on a small causal grid of 128-row tiles, a decoding row on the split
+// kernel (with its merge when it splits the keys), and the backward's three kernels in their
+// order. Elsewhere: every launch named and counted to its call.
+TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches]") {
+  require_gpu();
+  int device = 0;
+  int multiprocessors = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
+          cudaSuccess);
+  const bool hopper_sxm =
+      std::string(tensor_core_kernels(device)) == "wgmma" && multiprocessors == 132;
+  uint64_t seed = 6600;
+  const auto launches_of = [&](const Problem& p, bool backward) {
+    const CaseInputs in = make_inputs(p, ++seed);
+    LaunchRecord record;
+    if (backward) {
+      run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
+    } else {
+      run_forward(p, in.q_bytes, in.k_bytes, in.v_bytes);
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::vector<KernelLaunch> launches = record.launches();
+    for (const KernelLaunch& l : launches) {
+      INFO(l.call << ": " << l.kernel);
+      CHECK(!l.kernel.empty());
+      CHECK(l.kernel.find("cuflash::") == std::string::npos);
+      CHECK(l.threads > 0);
+      CHECK(l.grid[0] * l.grid[1] * l.grid[2] > 0);
+    }
+    return launches;
+  };
+  const auto starts_with = [](const std::string& text, const std::string& prefix) {
+    return text.rfind(prefix, 0) == 0;
+  };
+
+  const std::vector<KernelLaunch> tall = launches_of(
+      make_problem(DType::bf16, 64, Mask::none, 384, 384, 1, 66, 6, Layout::bhsd), false);
+  REQUIRE(!tall.empty());
+  CHECK(tall[0].call == "forward");
+  const std::vector<KernelLaunch> wide = launches_of(
+      make_problem(DType::fp16, 64, Mask::causal_bottom_right, 512, 512, 2, 8, 2, Layout::bhsd),
+      false);
+  const std::vector<KernelLaunch> decode = launches_of(
+      make_problem(DType::bf16, 128, Mask::causal_bottom_right, 1, 4096, 2, 8, 2, Layout::bshd),
+      false);
+  REQUIRE(!decode.empty());
+  const std::vector<KernelLaunch> both = launches_of(
+      make_problem(DType::bf16, 128, Mask::none, 1024, 1024, 1, 4, 4, Layout::bhsd), true);
+  REQUIRE(both.size() >= 2);
+  CHECK(both.front().call == "forward");
+  CHECK(both.back().call == "backward");
+  if (!hopper_sxm) return;
+
+  REQUIRE(tall.size() == 1);
+  CHECK(starts_with(tall[0].kernel,
+                    "sm90::forward_kernel<__nv_bfloat16, sm90::ForwardConfig<64, 3, 128>, "
+                    "(sm90::ForwardKernel)0>"));
+  CHECK(tall[0].threads == 512);
+  CHECK(tall[0].grid[0] == 132);  // one CTA a tile
+  REQUIRE(wide.size() == 1);
+  CHECK(wide[0].kernel ==
+        "sm90::forward_kernel<__half, sm90::ForwardTraits<64>, "
+        "(sm90::ForwardKernel)0>");
+  CHECK(wide[0].threads == 384);
+  CHECK(starts_with(decode[0].kernel, "split::split_forward_kernel<__nv_bfloat16, "));
+  if (decode.size() > 1) CHECK(starts_with(decode.back().kernel, "split::merge_partials_kernel<"));
+  std::vector<std::string> backward;
+  for (const KernelLaunch& l : both) {
+    if (l.call == "backward") backward.push_back(l.kernel);
+  }
+  REQUIRE(backward.size() == 3);
+  CHECK(starts_with(backward[0], "backward_row_dot_kernel<__nv_bfloat16, 128"));
+  CHECK(starts_with(backward[1], "sm90::backward_kernel<__nv_bfloat16, "));
+  CHECK(starts_with(backward[2], "backward_dq_convert_kernel<__nv_bfloat16, 128"));
+}
+
 // Moves a tensor's pointer off the alignment cudaMalloc gives (256 bytes).
 void* offset_by(void* data, size_t bytes) { return static_cast<unsigned char*>(data) + bytes; }
 

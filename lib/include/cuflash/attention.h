@@ -12,13 +12,15 @@
 // several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "cuflash/error.h"
 #include "cuflash/problem.h"
@@ -366,5 +368,40 @@ void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 // Number of CUDA devices usable by this process; 0 (never an exception) when there is none or
 // no driver.
 int device_count() noexcept;
+
+// A kernel launch of a call, as LaunchRecord reports it.
+struct KernelLaunch {
+  std::string call;    // the API function: "forward", "backward" or "merge_attention_partials"
+  std::string kernel;  // as profilers name it, less the return type, the parameter list and the
+                       // namespace cuflash::detail:: ("sm90::forward_kernel<__half,
+                       // sm90::ForwardConfig<64, 3, 128>, (sm90::ForwardKernel)0>"); empty
+                       // where the CUDA runtime gives no name
+  std::array<unsigned, 3> grid{};  // CTAs
+  int threads = 0;                 // threads a CTA
+  size_t shared_bytes = 0;         // dynamic shared memory a CTA
+};
+
+namespace detail {
+void record_launch(const void* kernel, dim3 grid, int threads, size_t shared_bytes);
+}  // namespace detail
+
+// Which kernels ran: while a LaunchRecord lives, the kernels that forward(), backward() and
+// merge_attention_partials() launch from this thread are added to it in launch order (to the
+// innermost record where records nest). Each launch then asks the CUDA runtime for the kernel's
+// name: record an untimed call. Launches of other threads are not in it.
+class LaunchRecord {
+ public:
+  LaunchRecord();
+  ~LaunchRecord();
+  LaunchRecord(const LaunchRecord&) = delete;
+  LaunchRecord& operator=(const LaunchRecord&) = delete;
+
+  const std::vector<KernelLaunch>& launches() const { return launches_; }
+
+ private:
+  friend void detail::record_launch(const void*, dim3, int, size_t);
+  std::vector<KernelLaunch> launches_;
+  LaunchRecord* outer_;
+};
 
 }  // namespace cuflash

@@ -1,6 +1,8 @@
 // Host-side helpers shared by the launchers.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -8,10 +10,9 @@
 #include <cstring>
 #include <mutex>
 
-#include <cuda_runtime_api.h>
-
 #include "cuflash/cuda_error.h"
 #include "int_math.h"
+#include "launch_log.h"
 
 namespace cuflash::detail {
 
@@ -37,9 +38,11 @@ inline unsigned elementwise_blocks(int64_t work_items) {
 }
 
 // The one place kernels are launched; errors are picked up by the caller's cudaGetLastError().
+// A LaunchRecord of the calling thread (cuflash/attention.h) gets the launch.
 template <typename Params>
 void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem_bytes,
                    cudaStream_t stream, const Params& params) {
+  record_launch(reinterpret_cast<const void*>(kernel), grid, threads, smem_bytes);
   kernel<<<grid, threads, smem_bytes, stream>>>(params);
 }
 
