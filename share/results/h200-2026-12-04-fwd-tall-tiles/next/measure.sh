@@ -8,16 +8,20 @@
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
 # in build/<name>-src/build/gpu: `base` as it is, `staging` with out-staging-q-slots.patch,
-# `both` with narrow-and-staging.patch; the two candidates also get dev-force-tiles.patch (the
-# environment variable CUFLASH_DEV_TILES=tall|wide overrides the head_dim 64 tiling; unset, the
-# launch's estimate picks as before). Then: `verify` of `both` (tall tiles, narrow last blocks,
-# persistent head_dim 128 with two Q slots); `fa` forward two rounds, `seed` and `variants`
-# forward of each tree, interleaved; `fa` head_dim 64 causal of `both` with the tiling forced
-# each way; SDPA cuDNN on `fa` and `seed`; ratios last (summary.txt). Dependencies: the bundle in .deps/ (share/scripts/stage_deps_bundle.sh).
+# `both` with narrow-and-staging.patch and, for the backward, the descriptor prefetch of
+# ../../h200-2026-12-04-prologue-groups-d96/next/prefetch-descriptors.patch; the two candidates
+# also get dev-force-tiles.patch (the environment variable CUFLASH_DEV_TILES=tall|wide overrides
+# the head_dim 64 tiling; unset, the launch's estimate picks as before). Then: `verify` of `both`
+# (tall tiles, narrow last blocks, persistent head_dim 128 with two Q slots); `fa` forward two
+# rounds, `seed` and `variants` forward of each tree, interleaved; `fa` backward two rounds of
+# `staging` and `both` (their backward kernels differ by the prefetch alone); `fa` head_dim 64
+# causal of `both` with the tiling forced each way; SDPA cuDNN on `fa` and `seed`; ratios last
+# (summary.txt). Each result package's `kernels` says which kernels ran. Dependencies: the bundle in .deps/ (share/scripts/stage_deps_bundle.sh).
 set -uo pipefail
 
 ROOT=$(pwd)
 NEXT=share/results/h200-2026-12-04-fwd-tall-tiles/next
+PREFETCH=share/results/h200-2026-12-04-prologue-groups-d96/next/prefetch-descriptors.patch
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 MODE=measure
 if [[ ${1:-} == suite ]]; then MODE=suite; shift; fi
@@ -47,7 +51,7 @@ build() {
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
 
 if [[ $MODE == suite ]]; then
-  tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" || exit 1
+  tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH" || exit 1
   [[ -x build/both-src/build/gpu/tests/cuflash_gpu_tests ]] || build both 16 ON all
   B=$(cli both)
   for tool in racecheck synccheck; do
@@ -66,7 +70,7 @@ fi
 
 tree base || exit 1
 tree staging "$NEXT/out-staging-q-slots.patch" "$NEXT/dev-force-tiles.patch" || exit 1
-tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" || exit 1
+tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH" || exit 1
 build base 5 OFF cuflash_app &
 build staging 5 OFF cuflash_app &
 build both 6 OFF cuflash_app &
@@ -95,6 +99,12 @@ for t in base staging both; do
   $(cli $t) bench --sweep seed --pass fwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
   $(cli $t) bench --sweep variants --pass fwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
 done
+for round in 1 2; do
+  for t in staging both; do
+    $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-bwd-r$round" \
+      >"$O/logs/$t-fa-bwd-r$round.log" 2>&1
+  done
+done
 for tiles in wide tall; do
   CUFLASH_DEV_TILES=$tiles $B bench --sweep fa --pass fwd --filter 'd:64.*causal:1' \
     --out-dir "$O/both-fa-$tiles" >"$O/logs/both-fa-$tiles.log" 2>&1
@@ -111,6 +121,10 @@ for round in 1 2; do
   for t in base staging both; do
     ratio "cudnn/$t fa r$round" $t-fa-r$round sdpa-fa . 'd:64.*causal:1' 'd:128.*causal:0'
   done
+done
+for round in 1 2; do
+  ratio "both/staging fa bwd r$round (prefetch)" staging-fa-bwd-r$round both-fa-bwd-r$round . \
+    'sq:(512|1024)/' 'sq:(4096|8192|16384)/'
 done
 ratio "staging/base seed" base-seed staging-seed . '(fp16|bf16)'
 ratio "both/staging seed" staging-seed both-seed . '(fp16|bf16).*causal:1'
