@@ -7,22 +7,27 @@
 #   share/results/h200-2026-12-04-fwd-tall-tiles/next/measure.sh suite [OUT_DIR]
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
-# in build/<name>-src/build/gpu: `base` as it is, `staging` with out-staging-q-slots.patch,
-# `both` with narrow-and-staging.patch and, for the backward, the descriptor prefetch of
-# ../../h200-2026-12-04-prologue-groups-d96/next/prefetch-descriptors.patch; the two candidates
-# also get dev-force-tiles.patch (the environment variable CUFLASH_DEV_TILES=tall|wide overrides
-# the head_dim 64 tiling; unset, the launch's estimate picks as before). Then: `verify` of `both`
-# (tall tiles, narrow last blocks, persistent head_dim 128 with two Q slots); `fa` forward two
-# rounds, `seed` and `variants` forward of each tree, interleaved; `fa` backward two rounds of
-# `staging` and `both` (their backward kernels differ by the prefetch alone); `fa` head_dim 64
-# causal of `both` with the tiling forced each way; SDPA cuDNN on `fa` and `seed`; ratios last
-# (summary.txt). Each result package's `kernels` says which kernels ran. Dependencies: the bundle in .deps/ (share/scripts/stage_deps_bundle.sh).
+# in build/<name>-src/build/gpu:
+#   base   HEAD as it is;
+#   both   narrow-and-staging.patch (narrow last blocks on two warpgroups, O staged without
+#          padding, a second Q slot at head_dim 128), the backward's descriptor prefetch
+#          (../../h200-2026-12-04-prologue-groups-d96/next/prefetch-descriptors.patch) and
+#          dev-force-tiles.patch (CUFLASH_DEV_TILES=tall|wide overrides the head_dim 64 tiling;
+#          unset, the launch's estimate picks as before);
+#   both3  both's, plus narrow-tall-tiles.patch (narrow last blocks on tall tiles too).
+# Then: `verify` of both3; `fa` forward two rounds, `seed` and `variants` forward of each tree,
+# interleaved; `fa` backward two rounds of base and both (their backward kernels differ by the
+# prefetch alone); `fa` head_dim 64 causal of both3 with the tiling forced each way; SDPA cuDNN
+# on `fa` and `seed`; ratios last (summary.txt). Each result package's `kernels` says which
+# kernels ran. The O staging's share shows in head_dim 128 without a mask (both / base), which
+# narrow blocks do not reach at these lengths (multiples of 128 keys).
 set -uo pipefail
 
 ROOT=$(pwd)
 NEXT=share/results/h200-2026-12-04-fwd-tall-tiles/next
 PREFETCH=share/results/h200-2026-12-04-prologue-groups-d96/next/prefetch-descriptors.patch
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
+BOTH=("$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH")
 MODE=measure
 if [[ ${1:-} == suite ]]; then MODE=suite; shift; fi
 O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
@@ -49,11 +54,12 @@ build() {
 }
 
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 
 if [[ $MODE == suite ]]; then
-  tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH" || exit 1
-  [[ -x build/both-src/build/gpu/tests/cuflash_gpu_tests ]] || build both 16 ON all
-  B=$(cli both)
+  tree both3 "${BOTH[@]}" "$NEXT/narrow-tall-tiles.patch" || exit 1
+  [[ -x build/both3-src/build/gpu/tests/cuflash_gpu_tests ]] || build both3 16 ON all
+  B=$(cli both3)
   for tool in racecheck synccheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
       $B verify -b 2 --heads 16 -s 1200 -d 128 --dtype bf16 --causal >"$O/logs/$tool-d128.log" 2>&1
@@ -62,75 +68,71 @@ if [[ $MODE == suite ]]; then
       $B verify -b 1 --heads 48 -s 1100 --causal -d 64 --dtype bf16 >"$O/logs/$tool-tall.log" 2>&1
     say "$tool d64 tall causal: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/logs/$tool-tall.log" | tr '\n' ' ')"
   done
-  timeout 400 ctest --test-dir build/both-src/build/gpu -L gpu -j10 --timeout 250 \
+  timeout 400 ctest --test-dir build/both3-src/build/gpu -L gpu -j10 --timeout 250 \
     >"$O/logs/ctest-gpu.log" 2>&1
-  say "ctest -L gpu (both): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  say "ctest -L gpu (both3): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
   exit 0
 fi
 
 tree base || exit 1
-tree staging "$NEXT/out-staging-q-slots.patch" "$NEXT/dev-force-tiles.patch" || exit 1
-tree both "$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH" || exit 1
+tree both "${BOTH[@]}" || exit 1
+tree both3 "${BOTH[@]}" "$NEXT/narrow-tall-tiles.patch" || exit 1
 build base 5 OFF cuflash_app &
-build staging 5 OFF cuflash_app &
-build both 6 OFF cuflash_app &
+build both 5 OFF cuflash_app &
+build both3 6 OFF cuflash_app &
 wait
-for t in base staging both; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
+for t in base both both3; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
 
 # Correctness of the candidate first: verify (against the float64 reference).
-B=$(cli both)
+B=$(cli both3)
 {
   $B verify -b 1 --heads 66 --heads-kv 6 -s 384,300 --seq-k 1023 -d 64 --dtype bf16 &&
-    $B verify -b 1 --heads 48 -s 1100 --causal -d 64 --dtype fp16 &&
+    $B verify -b 1 --heads 48 -s 1100,1536 --causal -d 64 --dtype fp16 &&
     $B verify -b 2 --heads 8 --heads-kv 2 -s 512,200,1023 --causal -d 64,128 --dtype bf16 &&
     $B verify -b 3 --heads 4 --heads-kv 2 -s 130 --seq-k 40,64,65,300 -d 64,128 --dtype fp16 &&
     $B verify -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal &&
     $B verify -b 1 --heads 4 -s 333 --seq-k 200 --mask causal-top-left -d 96 --dtype fp16
 } >"$O/logs/verify.log" 2>&1
-say "verify (both): rc $?"
+say "verify (both3): rc $?"
 
 # Timing: every tree's sweeps, interleaved, then the forced tilings and SDPA.
 for round in 1 2; do
-  for t in base staging both; do
+  for t in base both both3; do
     $(cli $t) bench --sweep fa --pass fwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
   done
-done
-for t in base staging both; do
-  $(cli $t) bench --sweep seed --pass fwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
-  $(cli $t) bench --sweep variants --pass fwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
-done
-for round in 1 2; do
-  for t in staging both; do
+  for t in base both; do
     $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-bwd-r$round" \
       >"$O/logs/$t-fa-bwd-r$round.log" 2>&1
   done
 done
+for t in base both both3; do
+  $(cli $t) bench --sweep seed --pass fwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
+  $(cli $t) bench --sweep variants --pass fwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
+done
 for tiles in wide tall; do
   CUFLASH_DEV_TILES=$tiles $B bench --sweep fa --pass fwd --filter 'd:64.*causal:1' \
-    --out-dir "$O/both-fa-$tiles" >"$O/logs/both-fa-$tiles.log" 2>&1
+    --out-dir "$O/both3-fa-$tiles" >"$O/logs/both3-fa-$tiles.log" 2>&1
 done
 python3 share/tools/sdpa_bench.py --sweep fa --pass fwd --backends cudnn --out-dir "$O/sdpa-fa" \
   >"$O/logs/sdpa-fa.log" 2>&1
 python3 share/tools/sdpa_bench.py --sweep seed --pass fwd --backends cudnn --out-dir "$O/sdpa-seed" \
   >"$O/logs/sdpa-seed.log" 2>&1
 
-ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 for round in 1 2; do
-  ratio "staging/base fa r$round" base-fa-r$round staging-fa-r$round . d:64 d:128 'sq:(512|1024)/'
-  ratio "both/staging fa r$round" staging-fa-r$round both-fa-r$round . 'd:64.*causal:1' 'd:128.*causal:1' 'causal:0'
-  for t in base staging both; do
+  ratio "both/base fa r$round" base-fa-r$round both-fa-r$round . 'd:64.*causal:1' \
+    'd:128.*causal:1' 'd:128.*causal:0' 'd:64.*causal:0'
+  ratio "both3/both fa r$round" both-fa-r$round both3-fa-r$round . 'd:64.*causal:1' 'd:64.*causal:0'
+  ratio "both/base fa bwd r$round (prefetch)" base-fa-bwd-r$round both-fa-bwd-r$round . \
+    'sq:(512|1024)/' 'sq:(4096|8192|16384)/'
+  for t in base both both3; do
     ratio "cudnn/$t fa r$round" $t-fa-r$round sdpa-fa . 'd:64.*causal:1' 'd:128.*causal:0'
   done
 done
-for round in 1 2; do
-  ratio "both/staging fa bwd r$round (prefetch)" staging-fa-bwd-r$round both-fa-bwd-r$round . \
-    'sq:(512|1024)/' 'sq:(4096|8192|16384)/'
-done
-ratio "staging/base seed" base-seed staging-seed . '(fp16|bf16)'
-ratio "both/staging seed" staging-seed both-seed . '(fp16|bf16).*causal:1'
-ratio "staging/base variants" base-variants staging-variants .
-ratio "both/staging variants" staging-variants both-variants .
-ratio "tall/wide both, fa d64 causal" both-fa-wide both-fa-tall . 'sq:(512|1024|2048)/' 'sq:(4096|8192|16384)/'
-ratio "cudnn/both seed" both-seed sdpa-seed '(fp16|bf16)'
-PER_CASE=1 python3 $RATIOS "$O/both-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-both-r1.txt"
-PER_CASE=1 python3 $RATIOS "$O/both-fa-wide" "$O/both-fa-tall" >"$O/per-case-tall-wide.txt"
+ratio "both/base seed" base-seed both-seed . '(fp16|bf16)' '(fp16|bf16).*causal:1'
+ratio "both3/both seed" both-seed both3-seed '(fp16|bf16).*d:64'
+ratio "both/base variants" base-variants both-variants .
+ratio "tall/wide both3, fa d64 causal" both3-fa-wide both3-fa-tall . 'sq:(512|1024|2048)/' \
+  'sq:(4096|8192|16384)/'
+for t in base both3; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
+PER_CASE=1 python3 $RATIOS "$O/both3-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-both3-r1.txt"
+PER_CASE=1 python3 $RATIOS "$O/both3-fa-wide" "$O/both3-fa-tall" >"$O/per-case-tall-wide.txt"
