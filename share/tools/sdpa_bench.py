@@ -662,8 +662,9 @@ def run_backend(torch, timer, c, backend, args, seed, result):
                 )
             )
         # After the timing, which the profiler's start-up must not touch.
-        for timed, (_, fn) in zip(result.passes, work):
-            timed["kernels"] = kernel_names(torch, fn)
+        if args.kernels:
+            for timed, (_, fn) in zip(result.passes, work):
+                timed["kernels"] = kernel_names(torch, fn)
 
 
 def classify(torch, error):
@@ -1067,6 +1068,13 @@ def parse_args(argv):
     p.add_argument("--pass", dest="pass_", default="all", choices=["fwd", "bwd", "all"])
     p.add_argument("--no-graph", action="store_true", help="time one direct call per sample")
     p.add_argument("--cold", action="store_true", help="flush L2 before every sample")
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="name each pass's CUDA kernels (its `kernels`) by profiling one more call after its "
+        "samples; off by default: the profiler's hooks may stay in the process and weigh on "
+        "the launches timed after them",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peak-tflops", help="a number, or fp16=989,bf16=989,fp32=67")
     p.add_argument("--peak-gbps", type=float, help="peak memory bandwidth, GB/s (e.g. 4800)")
