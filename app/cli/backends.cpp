@@ -111,8 +111,9 @@ std::vector<std::string> describe_launches(const std::vector<KernelLaunch>& laun
                        std::to_string(launch.grid[1]) + " x " + std::to_string(launch.grid[2]) +
                        " of " + std::to_string(launch.threads) + " threads, " +
                        std::to_string(launch.shared_bytes) + " bytes of shared memory";
-    if (end - first > 1)
+    if (end - first > 1) {
       line += " (" + std::to_string(end - first) + " launches, the first's grid)";
+    }
     lines.push_back(std::move(line));
     first = end;
   }

@@ -1,8 +1,6 @@
 // The public API of attention.h: argument validation at the boundary, then dispatch to the
 // launcher compiled for (dtype, head_dim). Kernels never see an argument this file has not
 // checked.
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
 #include "cuflash/cuda_error.h"

@@ -1,11 +1,12 @@
 #include "launch_log.h"
 
-#include <cuda_runtime_api.h>
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include <cuda_runtime_api.h>
 
 #include "cuflash/attention.h"
 #include "kernel_names.h"

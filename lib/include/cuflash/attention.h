@@ -12,8 +12,6 @@
 // several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -21,6 +19,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "cuflash/error.h"
 #include "cuflash/problem.h"
