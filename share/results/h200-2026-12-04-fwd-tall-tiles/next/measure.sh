@@ -41,7 +41,11 @@ tree() {
   shift
   [[ -x $src/build/gpu/app/cuflash ]] && return 0  # built by an earlier run on this machine
   rm -rf "$src" && mkdir -p "$src" && git archive HEAD | tar -x -C "$src" || return 1
-  for p in "$@"; do patch -s -p1 -d "$src" <"$p" || { say "patch $p failed on $name"; return 1; }; done
+  # (From the checkout's root: git apply run inside the folder would look for the paths at the
+  # root and skip them without a word.)
+  for p in "$@"; do
+    git apply --directory="$src" "$p" || { say "patch $p failed on $name"; return 1; }
+  done
 }
 
 # build NAME JOBS TESTS(ON|OFF) TARGET
