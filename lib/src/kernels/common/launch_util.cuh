@@ -1,14 +1,14 @@
 // Host-side helpers shared by the launchers.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include <cuda_runtime_api.h>
 
 #include "cuflash/cuda_error.h"
 #include "int_math.h"
