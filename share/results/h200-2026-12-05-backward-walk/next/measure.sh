@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Measures this folder's backward patches against the tree they apply to, on one H200, in one go
+# (about 8 minutes); then, as a second run on the same machine, the walking kernel's GPU suite
+# and compute-sanitizer racecheck / synccheck / memcheck (`measure.sh suite`, about 7 minutes).
+#
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh [OUT_DIR]     (default: out)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh suite [OUT_DIR]
+#
+# Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
+# in build/<name>-src/build/gpu:
+#   base   HEAD as it is;
+#   walk   persistent-backward.patch (the default dense backward kernels walk key blocks on one
+#          CTA an SM, dK and dV stored by TMA) and dev-backward-grid.patch
+#          (CUFLASH_DEV_BWD_GRID=tiles runs the same kernel one tile a CTA: the walk's share
+#          apart from the rest of the change);
+#   order  causal-key-order.patch (the kernels of one key block a CTA, causal: every head's
+#          first key block first).
+# Then: `verify --backward` of walk on shapes whose CTAs walk several tiles; `fa` backward two
+# rounds of every tree and of walk one tile a CTA, interleaved; `seed` backward of each tree;
+# `variants` and deterministic `seed` backward of base and walk (their kernels' code moved:
+# SASS differs, spills equal); SDPA cuDNN `fa` and `seed` backward; ratios last (summary.txt).
+set -uo pipefail
+
+ROOT=$(pwd)
+NEXT=share/results/h200-2026-12-05-backward-walk/next
+RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
+WALK=("$NEXT/persistent-backward.patch" "$NEXT/dev-backward-grid.patch")
+MODE=measure
+if [[ ${1:-} == suite ]]; then MODE=suite; shift; fi
+O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
+mkdir -p "$O/logs"
+SUMMARY=$O/summary.txt
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# tree NAME PATCH...: HEAD's sources with the patches applied, in build/NAME-src.
+tree() {
+  local name=$1 src=build/$1-src
+  shift
+  [[ -x $src/build/gpu/app/cuflash ]] && return 0  # built by an earlier run on this machine
+  rm -rf "$src" && mkdir -p "$src" && git archive HEAD | tar -x -C "$src" || return 1
+  # (From the checkout's root: git apply run inside the folder would look for the paths at the
+  # root and skip them without a word.)
+  for p in "$@"; do
+    git apply --directory="$src" "$p" || { say "patch $p failed on $name"; return 1; }
+  done
+}
+
+# build NAME JOBS TESTS(ON|OFF) TARGET
+build() {
+  local src=build/$1-src began=$SECONDS
+  (cd "$src" && cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" -DCUFLASH_BUILD_TESTS="$3" \
+     -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$2" --target "$4") \
+    >"$O/logs/build-$1.log" 2>&1
+  say "build $1: rc $? $((SECONDS - began)) s"
+}
+
+cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
+
+# Shapes of more (key block, kv head) tiles than 132 SMs: CTAs walk two or more.
+walk_verify() {
+  local B=$1
+  $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 --dtype fp16 \
+    --causal &&
+    $B verify --backward -b 1 --heads 12 -s 333 --seq-k 2100 -d 64 --dtype bf16 &&
+    $B verify --backward -b 1 --heads 32 --heads-kv 16 -s 513 --seq-k 1025 -d 96 --dtype bf16 \
+      --mask causal-top-left &&
+    $B verify --backward -b 1 --heads 18 -s 2048 --seq-k 1023 -d 128 --dtype bf16 --layout bshd &&
+    $B verify --backward -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal
+}
+
+if [[ $MODE == suite ]]; then
+  tree walk "${WALK[@]}" || exit 1
+  [[ -x build/walk-src/build/gpu/tests/cuflash_gpu_tests ]] || build walk 16 ON all
+  B=$(cli walk)
+  for tool in racecheck synccheck memcheck; do
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 --dtype fp16 \
+      --causal >"$O/logs/$tool-d128.log" 2>&1
+    say "$tool d128 walk: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/logs/$tool-d128.log" | tr '\n' ' ')"
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $B verify --backward -b 1 --heads 12 -s 333 --seq-k 2100 -d 64 --dtype bf16 \
+      >"$O/logs/$tool-d64.log" 2>&1
+    say "$tool d64 walk: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/logs/$tool-d64.log" | tr '\n' ' ')"
+  done
+  timeout 330 ctest --test-dir build/walk-src/build/gpu -L gpu -j10 --timeout 250 \
+    >"$O/logs/ctest-gpu.log" 2>&1
+  say "ctest -L gpu (walk): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  exit 0
+fi
+
+tree base || exit 1
+tree walk "${WALK[@]}" || exit 1
+tree order "$NEXT/causal-key-order.patch" || exit 1
+build base 5 OFF cuflash_app &
+build walk 6 OFF cuflash_app &
+build order 5 OFF cuflash_app &
+wait
+for t in base walk order; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
+
+# Correctness of the candidates first: verify (against the float64 reference).
+walk_verify "$(cli walk)" >"$O/logs/verify-walk.log" 2>&1
+say "verify --backward (walk): rc $?"
+CUFLASH_DEV_BWD_GRID=tiles walk_verify "$(cli walk)" >"$O/logs/verify-walk-tiles.log" 2>&1
+say "verify --backward (walk, one tile a CTA): rc $?"
+$(cli order) verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 \
+  --dtype fp16 --causal >"$O/logs/verify-order.log" 2>&1
+say "verify --backward (order): rc $?"
+
+# Timing: every tree's sweeps, interleaved, then SDPA.
+for round in 1 2; do
+  for t in base walk order; do
+    $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
+  done
+  CUFLASH_DEV_BWD_GRID=tiles $(cli walk) bench --sweep fa --pass bwd --out-dir "$O/tiles-fa-r$round" \
+    >"$O/logs/tiles-fa-r$round.log" 2>&1
+done
+for t in base walk order; do
+  $(cli $t) bench --sweep seed --pass bwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
+done
+for t in base walk; do
+  $(cli $t) bench --sweep variants --pass bwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
+  $(cli $t) bench --sweep seed --pass bwd --deterministic --filter '(fp16|bf16)' \
+    --out-dir "$O/$t-seed-det" >"$O/logs/$t-seed-det.log" 2>&1
+done
+python3 share/tools/sdpa_bench.py --sweep fa --pass bwd --backends cudnn --out-dir "$O/sdpa-fa" \
+  >"$O/logs/sdpa-fa.log" 2>&1
+python3 share/tools/sdpa_bench.py --sweep seed --pass bwd --backends cudnn --out-dir "$O/sdpa-seed" \
+  >"$O/logs/sdpa-seed.log" 2>&1
+
+for round in 1 2; do
+  ratio "walk/base fa r$round" base-fa-r$round walk-fa-r$round . 'causal:0' 'causal:1' \
+    'sq:(512|1024)/' 'sq:(4096|8192|16384)/' 'd:64' 'd:128'
+  ratio "walk/tiles fa r$round (the walk alone)" tiles-fa-r$round walk-fa-r$round . 'causal:0' \
+    'causal:1' 'sq:(512|1024)/'
+  ratio "order/base fa r$round" base-fa-r$round order-fa-r$round . 'causal:1' 'd:128.*causal:1'
+  for t in base walk order; do
+    ratio "cudnn/$t fa r$round" $t-fa-r$round sdpa-fa . 'd:64' 'd:128.*causal:0' 'd:128.*causal:1' \
+      'sq:(512|1024)/'
+  done
+done
+ratio "walk/base seed" base-seed walk-seed . '(fp16|bf16)' fp32
+ratio "order/base seed" base-seed order-seed . '(fp16|bf16).*causal:1'
+ratio "walk/base variants" base-variants walk-variants .
+ratio "walk/base seed deterministic" base-seed-det walk-seed-det .
+for t in base walk order; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
+PER_CASE=1 python3 $RATIOS "$O/walk-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-walk-r1.txt"
+PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/walk-fa-r1" >"$O/per-case-walk-base-r1.txt"
