@@ -55,6 +55,8 @@ build() {
 }
 
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+# A hang (a barrier the walk never completes) costs one step, not the call.
+T="timeout 120"
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 
 # Shapes of more (key block, kv head) tiles than 132 SMs: CTAs walk two or more.
@@ -99,28 +101,28 @@ wait
 for t in base walk order; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
 
 # Correctness of the candidates first: verify (against the float64 reference).
-walk_verify "$(cli walk)" >"$O/logs/verify-walk.log" 2>&1
+$T bash -c "$(declare -f walk_verify); walk_verify $(cli walk)" >"$O/logs/verify-walk.log" 2>&1
 say "verify --backward (walk): rc $?"
-CUFLASH_DEV_BWD_GRID=tiles walk_verify "$(cli walk)" >"$O/logs/verify-walk-tiles.log" 2>&1
+CUFLASH_DEV_BWD_GRID=tiles $T bash -c "$(declare -f walk_verify); walk_verify $(cli walk)" >"$O/logs/verify-walk-tiles.log" 2>&1
 say "verify --backward (walk, one tile a CTA): rc $?"
-$(cli order) verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 \
+$T $(cli order) verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 \
   --dtype fp16 --causal >"$O/logs/verify-order.log" 2>&1
 say "verify --backward (order): rc $?"
 
 # Timing: every tree's sweeps, interleaved, then SDPA.
 for round in 1 2; do
   for t in base walk order; do
-    $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
+    $T $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
   done
-  CUFLASH_DEV_BWD_GRID=tiles $(cli walk) bench --sweep fa --pass bwd --out-dir "$O/tiles-fa-r$round" \
+  CUFLASH_DEV_BWD_GRID=tiles $T $(cli walk) bench --sweep fa --pass bwd --out-dir "$O/tiles-fa-r$round" \
     >"$O/logs/tiles-fa-r$round.log" 2>&1
 done
 for t in base walk order; do
-  $(cli $t) bench --sweep seed --pass bwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
+  $T $(cli $t) bench --sweep seed --pass bwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
 done
 for t in base walk; do
-  $(cli $t) bench --sweep variants --pass bwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
-  $(cli $t) bench --sweep seed --pass bwd --deterministic --filter '(fp16|bf16)' \
+  $T $(cli $t) bench --sweep variants --pass bwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
+  $T $(cli $t) bench --sweep seed --pass bwd --deterministic --filter '(fp16|bf16)' \
     --out-dir "$O/$t-seed-det" >"$O/logs/$t-seed-det.log" 2>&1
 done
 python3 share/tools/sdpa_bench.py --sweep fa --pass bwd --backends cudnn --out-dir "$O/sdpa-fa" \
