@@ -58,6 +58,11 @@ build() {
 }
 
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+pack() {
+  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
+     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
+}
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 
 if [[ $MODE == suite ]]; then
@@ -75,6 +80,7 @@ if [[ $MODE == suite ]]; then
   timeout 400 ctest --test-dir build/both3-src/build/gpu -L gpu -j10 --timeout 250 \
     >"$O/logs/ctest-gpu.log" 2>&1
   say "ctest -L gpu (both3): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  pack
   exit 0
 fi
 
@@ -140,3 +146,4 @@ ratio "tall/wide both3, fa d64 causal" both3-fa-wide both3-fa-tall . 'sq:(512|10
 for t in base both3; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
 PER_CASE=1 python3 $RATIOS "$O/both3-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-both3-r1.txt"
 PER_CASE=1 python3 $RATIOS "$O/both3-fa-wide" "$O/both3-fa-tall" >"$O/per-case-tall-wide.txt"
+pack

@@ -7,6 +7,8 @@
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh suite [OUT_DIR]
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh quick [OUT_DIR]  (base and walk,
 #       one round, about 5 minutes)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh dynamic [OUT_DIR]  (the same with
+#       the dynamic walk)
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
 # in build/<name>-src/build/gpu:
@@ -28,7 +30,15 @@ NEXT=share/results/h200-2026-12-05-backward-walk/next
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 WALK=("$NEXT/persistent-backward.patch" "$NEXT/dev-backward-grid.patch")
 MODE=measure
-if [[ ${1:-} == suite || ${1:-} == quick ]]; then MODE=$1; shift; fi
+if [[ ${1:-} == suite || ${1:-} == quick || ${1:-} == dynamic ]]; then MODE=$1; shift; fi
+# dynamic: quick's measurements of the walk with tiles taken from a counter (dynamic-walk.patch,
+# dev-dynamic-grid.patch in place of dev-backward-grid.patch).
+if [[ $MODE == dynamic ]]; then
+  WALK=("$NEXT/persistent-backward.patch" "$NEXT/dynamic-walk.patch" "$NEXT/dev-dynamic-grid.patch")
+  MODE=quick
+  WT=dyn
+fi
+WT=${WT:-walk}  # quick's tree of the walk
 O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
 mkdir -p "$O/logs"
 SUMMARY=$O/summary.txt
@@ -60,6 +70,11 @@ cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
 # A hang (a barrier the walk never completes) costs one step, not the call.
 T="timeout 120"
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
+# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+pack() {
+  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
+     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
+}
 
 # Shapes of more (key block, kv head) tiles than 132 SMs: CTAs walk two or more.
 walk_verify() {
@@ -90,41 +105,43 @@ if [[ $MODE == suite ]]; then
   timeout 330 ctest --test-dir build/walk-src/build/gpu -L gpu -j10 --timeout 250 \
     >"$O/logs/ctest-gpu.log" 2>&1
   say "ctest -L gpu (walk): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  pack
   exit 0
 fi
 
 # quick: base and walk alone, one round (about 5 minutes), for a short device lease.
 if [[ $MODE == quick ]]; then
   tree base || exit 1
-  tree walk "${WALK[@]}" || exit 1
+  tree $WT "${WALK[@]}" || exit 1
   build base 8 OFF cuflash_app &
-  build walk 8 OFF cuflash_app &
+  build $WT 8 OFF cuflash_app &
   wait
-  for t in base walk; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
-  $T bash -c "$(declare -f walk_verify); walk_verify $(cli walk)" >"$O/logs/verify-walk.log" 2>&1
+  for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
+  $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
   say "verify --backward (walk): rc $?"
-  for t in base walk; do
+  for t in base $WT; do
     $T $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r1" >"$O/logs/$t-fa-r1.log" 2>&1
   done
-  CUFLASH_DEV_BWD_GRID=tiles $T $(cli walk) bench --sweep fa --pass bwd --out-dir "$O/tiles-fa-r1" \
+  CUFLASH_DEV_BWD_GRID=tiles $T $(cli $WT) bench --sweep fa --pass bwd --out-dir "$O/tiles-fa-r1" \
     >"$O/logs/tiles-fa-r1.log" 2>&1
   $T $(cli base) bench --sweep fa --pass bwd --out-dir "$O/base-fa-r2" >"$O/logs/base-fa-r2.log" 2>&1
-  for t in base walk; do
+  for t in base $WT; do
     $T $(cli $t) bench --sweep seed --pass bwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
   done
   timeout 150 python3 share/tools/sdpa_bench.py --sweep fa --pass bwd --backends cudnn \
     --out-dir "$O/sdpa-fa" >"$O/logs/sdpa-fa.log" 2>&1
   ratio "base r2/base r1 fa (noise)" base-fa-r1 base-fa-r2 .
-  ratio "walk/base fa" base-fa-r1 walk-fa-r1 . 'causal:0' 'causal:1' 'sq:(512|1024)/' \
+  ratio "walk/base fa" base-fa-r1 $WT-fa-r1 . 'causal:0' 'causal:1' 'sq:(512|1024)/' \
     'sq:(4096|8192|16384)/' 'd:64' 'd:128'
-  ratio "walk/tiles fa (the walk alone)" tiles-fa-r1 walk-fa-r1 . 'causal:0' 'causal:1' \
+  ratio "walk/tiles fa (the walk alone)" tiles-fa-r1 $WT-fa-r1 . 'causal:0' 'causal:1' \
     'sq:(512|1024)/'
-  ratio "walk/base seed" base-seed walk-seed . '(fp16|bf16)' fp32
-  for t in base walk; do
+  ratio "walk/base seed" base-seed $WT-seed . '(fp16|bf16)' fp32
+  for t in base $WT; do
     ratio "cudnn/$t fa" $t-fa-r1 sdpa-fa . 'd:64' 'd:128.*causal:0' 'd:128.*causal:1' 'sq:(512|1024)/'
   done
-  PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/walk-fa-r1" >"$O/per-case-walk-base.txt"
-  PER_CASE=1 python3 $RATIOS "$O/walk-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-walk.txt"
+  PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/$WT-fa-r1" >"$O/per-case-walk-base.txt"
+  PER_CASE=1 python3 $RATIOS "$O/$WT-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-walk.txt"
+  pack
   exit 0
 fi
 
@@ -185,3 +202,4 @@ ratio "walk/base seed deterministic" base-seed-det walk-seed-det .
 for t in base walk order; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
 PER_CASE=1 python3 $RATIOS "$O/walk-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-walk-r1.txt"
 PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/walk-fa-r1" >"$O/per-case-walk-base-r1.txt"
+pack

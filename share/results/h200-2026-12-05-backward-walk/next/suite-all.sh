@@ -14,6 +14,11 @@ O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
 mkdir -p "$O/logs"
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
+# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+pack() {
+  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
+     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
+}
 SRC=build/all-src
 if [[ ! -x $SRC/build/gpu/tests/cuflash_gpu_tests ]]; then
   rm -rf "$SRC" && mkdir -p "$SRC" && git archive HEAD | tar -x -C "$SRC" || exit 1
@@ -50,3 +55,4 @@ wait $P1 $P2
 wait $CTEST
 say "ctest -L gpu: rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
 grep -E "Failed|\*\*\*" "$O/logs/ctest-gpu.log" | head -20 | tee -a "$SUMMARY"
+pack
