@@ -58,7 +58,7 @@ build() {
 }
 
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
-# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+# Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {
   (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
      find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)

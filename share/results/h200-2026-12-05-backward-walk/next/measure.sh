@@ -70,7 +70,7 @@ cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
 # A hang (a barrier the walk never completes) costs one step, not the call.
 T="timeout 120"
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
-# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+# Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {
   (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
      find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
@@ -109,7 +109,7 @@ if [[ $MODE == suite ]]; then
   exit 0
 fi
 
-# quick: base and walk alone, one round (about 5 minutes), for a short device lease.
+# quick: base and walk alone, one round (about 5 minutes), when GPU time is short.
 if [[ $MODE == quick ]]; then
   tree base || exit 1
   tree $WT "${WALK[@]}" || exit 1

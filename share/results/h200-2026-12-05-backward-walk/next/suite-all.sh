@@ -14,7 +14,7 @@ O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
 mkdir -p "$O/logs"
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
-# Everything but summary.txt into all.tgz: a device call brings back only a few files.
+# Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {
   (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
      find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
