@@ -12,13 +12,7 @@ ROOT=$(pwd)
 NEXT=share/results/h200-2026-12-05-backward-walk/next
 O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
 mkdir -p "$O/logs"
-SUMMARY=$O/summary.txt
-say() { echo "$*" | tee -a "$SUMMARY"; }
-# Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
-pack() {
-  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
-     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
-}
+source share/scripts/patch_trees.sh  # say, pack
 SRC=build/all-src
 if [[ ! -x $SRC/build/gpu/tests/cuflash_gpu_tests ]]; then
   rm -rf "$SRC" && mkdir -p "$SRC" && git archive HEAD | tar -x -C "$SRC" || exit 1

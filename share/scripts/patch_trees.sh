@@ -1,0 +1,36 @@
+# Helpers of the measuring scripts in share/results/*/next/, sourced from the checkout's root:
+# trees of HEAD with patches applied, their builds, the tool each built, ratios of two result
+# folders and the packing of what a run wrote. The caller sets ROOT (the checkout's root), O
+# (the output folder, with logs/ in it) and RATIOS (a ratios.py of a results package).
+SUMMARY=$O/summary.txt
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# tree NAME PATCH...: HEAD's sources with the patches applied, in build/NAME-src.
+tree() {
+  local name=$1 src=build/$1-src
+  shift
+  [[ -x $src/build/gpu/app/cuflash ]] && return 0  # built by an earlier run on this machine
+  rm -rf "$src" && mkdir -p "$src" && git archive HEAD | tar -x -C "$src" || return 1
+  # (From the checkout's root: git apply run inside the folder would look for the paths at the
+  # root and skip them without a word.)
+  for p in "$@"; do
+    git apply --directory="$src" "$p" || { say "patch $p failed on $name"; return 1; }
+  done
+}
+
+# build NAME JOBS TESTS(ON|OFF) TARGET
+build() {
+  local src=build/$1-src began=$SECONDS
+  (cd "$src" && cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" -DCUFLASH_BUILD_TESTS="$3" \
+     -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$2" --target "$4") \
+    >"$O/logs/build-$1.log" 2>&1
+  say "build $1: rc $? $((SECONDS - began)) s"
+}
+
+cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
+# Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
+pack() {
+  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
+     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
+}
