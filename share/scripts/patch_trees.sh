@@ -31,6 +31,8 @@ cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 # Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {
-  (cd "$O" && tar -czf all.tgz --exclude=all.tgz --exclude=summary.txt . &&
+  # (Written beside the folder, then moved in: tar reading the folder it writes into warns that
+  # the folder changed and fails.)
+  (cd "$O" && tar -czf "$O.all.tgz" --exclude=summary.txt . && mv "$O.all.tgz" all.tgz &&
      find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
 }

@@ -33,6 +33,8 @@ if [[ ${1:-} == suite ]]; then MODE=suite; shift; fi
 O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
+# A hang costs one step, not the call.
+T="timeout 120"
 
 if [[ $MODE == suite ]]; then
   tree both3 "${BOTH[@]}" "$NEXT/narrow-tall-tiles.patch" || exit 1
@@ -64,55 +66,65 @@ for t in base both both3; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; ex
 
 # Correctness of the candidate first: verify (against the float64 reference).
 B=$(cli both3)
-{
+verify_both3() {
+  local B=$1
   $B verify -b 1 --heads 66 --heads-kv 6 -s 384,300 --seq-k 1023 -d 64 --dtype bf16 &&
     $B verify -b 1 --heads 48 -s 1100,1536 --causal -d 64 --dtype fp16 &&
     $B verify -b 2 --heads 8 --heads-kv 2 -s 512,200,1023 --causal -d 64,128 --dtype bf16 &&
     $B verify -b 3 --heads 4 --heads-kv 2 -s 130 --seq-k 40,64,65,300 -d 64,128 --dtype fp16 &&
     $B verify -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal &&
     $B verify -b 1 --heads 4 -s 333 --seq-k 200 --mask causal-top-left -d 96 --dtype fp16
-} >"$O/logs/verify.log" 2>&1
+}
+$T bash -c "$(declare -f verify_both3); verify_both3 $B" >"$O/logs/verify.log" 2>&1
 say "verify (both3): rc $?"
 
-# Timing: every tree's sweeps, interleaved, then the forced tilings and SDPA.
-for round in 1 2; do
+# Timing, each group's ratios as soon as it ran (a call cut short keeps what it has): `fa`
+# forward round 1 of every tree with SDPA cuDNN, `fa` backward of base and both, `seed`,
+# `variants`, the forced tilings, round 2 last.
+fa_round() {
+  local round=$1
   for t in base both both3; do
-    $(cli $t) bench --sweep fa --pass fwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
+    $T $(cli $t) bench --sweep fa --pass fwd --out-dir "$O/$t-fa-r$round" >"$O/logs/$t-fa-r$round.log" 2>&1
   done
-  for t in base both; do
-    $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-bwd-r$round" \
-      >"$O/logs/$t-fa-bwd-r$round.log" 2>&1
-  done
-done
-for t in base both both3; do
-  $(cli $t) bench --sweep seed --pass fwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
-  $(cli $t) bench --sweep variants --pass fwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
-done
-for tiles in wide tall; do
-  CUFLASH_DEV_TILES=$tiles $B bench --sweep fa --pass fwd --filter 'd:64.*causal:1' \
-    --out-dir "$O/both3-fa-$tiles" >"$O/logs/both3-fa-$tiles.log" 2>&1
-done
-python3 share/tools/sdpa_bench.py --sweep fa --pass fwd --backends cudnn --out-dir "$O/sdpa-fa" \
-  >"$O/logs/sdpa-fa.log" 2>&1
-python3 share/tools/sdpa_bench.py --sweep seed --pass fwd --backends cudnn --out-dir "$O/sdpa-seed" \
-  >"$O/logs/sdpa-seed.log" 2>&1
-
-for round in 1 2; do
   ratio "both/base fa r$round" base-fa-r$round both-fa-r$round . 'd:64.*causal:1' \
     'd:128.*causal:1' 'd:128.*causal:0' 'd:64.*causal:0'
   ratio "both3/both fa r$round" both-fa-r$round both3-fa-r$round . 'd:64.*causal:1' 'd:64.*causal:0'
-  ratio "both/base fa bwd r$round (prefetch)" base-fa-bwd-r$round both-fa-bwd-r$round . \
-    'sq:(512|1024)/' 'sq:(4096|8192|16384)/'
   for t in base both both3; do
     ratio "cudnn/$t fa r$round" $t-fa-r$round sdpa-fa . 'd:64.*causal:1' 'd:128.*causal:0'
   done
+}
+timeout 150 python3 share/tools/sdpa_bench.py --sweep fa --pass fwd --backends cudnn --out-dir "$O/sdpa-fa" \
+  >"$O/logs/sdpa-fa.log" 2>&1
+fa_round 1
+PER_CASE=1 python3 $RATIOS "$O/both3-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-both3-r1.txt"
+PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/both3-fa-r1" >"$O/per-case-both3-base-r1.txt"
+
+# The backward's kernels of base and both differ by the descriptor prefetch alone.
+for t in base both; do
+  $T $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-bwd" >"$O/logs/$t-fa-bwd.log" 2>&1
+done
+ratio "both/base fa bwd (prefetch)" base-fa-bwd both-fa-bwd . 'sq:(512|1024)/' 'sq:(4096|8192|16384)/'
+
+timeout 150 python3 share/tools/sdpa_bench.py --sweep seed --pass fwd --backends cudnn --out-dir "$O/sdpa-seed" \
+  >"$O/logs/sdpa-seed.log" 2>&1
+for t in base both both3; do
+  $T $(cli $t) bench --sweep seed --pass fwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
 done
 ratio "both/base seed" base-seed both-seed . '(fp16|bf16)' '(fp16|bf16).*causal:1'
 ratio "both3/both seed" both-seed both3-seed '(fp16|bf16).*d:64'
+for t in base both3; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
+
+for t in base both; do
+  $T $(cli $t) bench --sweep variants --pass fwd --out-dir "$O/$t-variants" >"$O/logs/$t-variants.log" 2>&1
+done
 ratio "both/base variants" base-variants both-variants .
+
+for tiles in wide tall; do
+  CUFLASH_DEV_TILES=$tiles $T $B bench --sweep fa --pass fwd --filter 'd:64.*causal:1' \
+    --out-dir "$O/both3-fa-$tiles" >"$O/logs/both3-fa-$tiles.log" 2>&1
+done
 ratio "tall/wide both3, fa d64 causal" both3-fa-wide both3-fa-tall . 'sq:(512|1024|2048)/' \
   'sq:(4096|8192|16384)/'
-for t in base both3; do ratio "cudnn/$t seed" $t-seed sdpa-seed '(fp16|bf16)'; done
-PER_CASE=1 python3 $RATIOS "$O/both3-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-both3-r1.txt"
-PER_CASE=1 python3 $RATIOS "$O/both3-fa-wide" "$O/both3-fa-tall" >"$O/per-case-tall-wide.txt"
+
+fa_round 2
 pack
