@@ -15,10 +15,11 @@
 #          dev-force-tiles.patch (CUFLASH_DEV_TILES=tall|wide overrides the head_dim 64 tiling;
 #          unset, the launch's estimate picks as before);
 #   both3  both's, plus narrow-tall-tiles.patch (narrow last blocks on tall tiles too).
-# Then: `verify` of both3; `fa` forward two rounds, `seed` and `variants` forward of each tree,
-# interleaved; `fa` backward two rounds of base and both (their backward kernels differ by the
-# prefetch alone); `fa` head_dim 64 causal of both3 with the tiling forced each way; SDPA cuDNN
-# on `fa` and `seed`; ratios last (summary.txt). Each result package's `kernels` says which
+# Then: `verify` of both3; SDPA cuDNN and `fa` forward round 1 of each tree; `fa` backward of
+# base and both (their backward kernels differ by the prefetch alone); `seed` forward of each
+# tree with SDPA cuDNN; `variants` forward of base and both; `fa` head_dim 64 causal of both3
+# with the tiling forced each way; `fa` forward round 2. Each group's ratios go to summary.txt
+# as soon as it ran, every step has a time limit. Each result package's `kernels` says which
 # kernels ran. The O staging's share shows in head_dim 128 without a mask (both / base), which
 # narrow blocks do not reach at these lengths (multiples of 128 keys).
 set -uo pipefail

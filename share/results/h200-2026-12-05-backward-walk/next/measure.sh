@@ -9,6 +9,8 @@
 #       one round, about 5 minutes)
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh dynamic [OUT_DIR]  (the same with
 #       the dynamic walk)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh profile [OUT_DIR]  (ncu: main,
+#       the dynamic walk one tile a CTA and walking, on one long case; about 4 minutes)
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
 # in build/<name>-src/build/gpu:
@@ -30,12 +32,12 @@ NEXT=share/results/h200-2026-12-05-backward-walk/next
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 WALK=("$NEXT/persistent-backward.patch" "$NEXT/dev-backward-grid.patch")
 MODE=measure
-if [[ ${1:-} == suite || ${1:-} == quick || ${1:-} == dynamic ]]; then MODE=$1; shift; fi
+if [[ ${1:-} =~ ^(suite|quick|dynamic|profile)$ ]]; then MODE=$1; shift; fi
 # dynamic: quick's measurements of the walk with tiles taken from a counter (dynamic-walk.patch,
 # dev-dynamic-grid.patch in place of dev-backward-grid.patch).
-if [[ $MODE == dynamic ]]; then
+if [[ $MODE == dynamic || $MODE == profile ]]; then
   WALK=("$NEXT/persistent-backward.patch" "$NEXT/dynamic-walk.patch" "$NEXT/dev-dynamic-grid.patch")
-  MODE=quick
+  [[ $MODE == dynamic ]] && MODE=quick
   WT=dyn
 fi
 WT=${WT:-walk}  # quick's tree of the walk
@@ -56,6 +58,35 @@ walk_verify() {
     $B verify --backward -b 1 --heads 18 -s 2048 --seq-k 1023 -d 128 --dtype bf16 --layout bshd &&
     $B verify --backward -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal
 }
+
+# profile: Nsight Compute on one long case (the non-walk parts' overhead shows best where tiles
+# are long): main's kernel against the dynamic walk's one tile a CTA, then walking; source
+# counters for share/tools/ncu_stalls.py, the details page for the rest (about 4 minutes).
+if [[ $MODE == profile ]]; then
+  tree base || exit 1
+  tree $WT "${WALK[@]}" || exit 1
+  build base 8 OFF cuflash_app &
+  build $WT 8 OFF cuflash_app &
+  wait
+  CASE=(-b 2 --heads 16 -s 8192 -d 128 --dtype bf16 --backward)
+  for run in base:base tiles:$WT walk:$WT; do
+    name=${run%%:*} t=${run#*:} grid=
+    [[ $name == tiles ]] && grid=tiles
+    CUFLASH_DEV_BWD_GRID=$grid timeout 240 ncu --clock-control none --kernel-name regex:backward_kernel \
+      --launch-count 1 --set full --import-source yes -o "$O/$name" \
+      $(cli $t) run "${CASE[@]}" >"$O/logs/ncu-$name.log" 2>&1
+    say "ncu $name: rc $?"
+    ncu --import "$O/$name.ncu-rep" --page source --csv --print-source sass >"$O/$name-sass.csv" 2>&1
+    ncu --import "$O/$name.ncu-rep" --page details --csv >"$O/$name-details.csv" 2>&1
+    say "$name: $(grep -E '"(Duration|Executed Instructions|Registers Per Thread|L2 Hit Rate|Issue Slots Busy|Warp Cycles Per Issued Instruction|Local Memory Spilling Requests)"' \
+      "$O/$name-details.csv" | awk -F'","' '{printf "%s=%s %s; ", $(NF-2), $NF, $(NF-1)}' | tr -d '"')"
+  done
+  python3 share/tools/ncu_stalls.py "$O/base-sass.csv" "$O/tiles-sass.csv" "$O/walk-sass.csv" \
+    --match 'LDL|STL|LDGSTS|UTMASTG|SYNCS' >"$O/stalls.txt" 2>&1
+  say "stalls: $(head -c 600 "$O/stalls.txt" | tr '\n' ' ')"
+  pack
+  exit 0
+fi
 
 if [[ $MODE == suite ]]; then
   tree walk "${WALK[@]}" || exit 1
