@@ -59,15 +59,19 @@ walk_verify() {
     $B verify --backward -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal
 }
 
+# Main and the walk's tree ($WT), built side by side (cuflash alone).
+trees_base_and_walk() {
+  tree base && tree $WT "${WALK[@]}" || return 1
+  build base 8 OFF cuflash_app &
+  build $WT 8 OFF cuflash_app &
+  wait
+}
+
 # profile: Nsight Compute on one long case (the non-walk parts' overhead shows best where tiles
 # are long): main's kernel against the dynamic walk's one tile a CTA, then walking; source
 # counters for share/tools/ncu_stalls.py, the details page for the rest (about 4 minutes).
 if [[ $MODE == profile ]]; then
-  tree base || exit 1
-  tree $WT "${WALK[@]}" || exit 1
-  build base 8 OFF cuflash_app &
-  build $WT 8 OFF cuflash_app &
-  wait
+  trees_base_and_walk || exit 1
   CASE=(-b 2 --heads 16 -s 8192 -d 128 --dtype bf16 --backward)
   for run in base:base tiles:$WT walk:$WT; do
     name=${run%%:*} t=${run#*:} grid=
@@ -111,11 +115,7 @@ fi
 
 # quick: base and walk alone, one round (about 5 minutes), when GPU time is short.
 if [[ $MODE == quick ]]; then
-  tree base || exit 1
-  tree $WT "${WALK[@]}" || exit 1
-  build base 8 OFF cuflash_app &
-  build $WT 8 OFF cuflash_app &
-  wait
+  trees_base_and_walk || exit 1
   for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
   $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
   say "verify --backward (walk): rc $?"
