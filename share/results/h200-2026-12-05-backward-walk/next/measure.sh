@@ -11,6 +11,11 @@
 #       the dynamic walk)
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh profile [OUT_DIR]  (ncu: main,
 #       the dynamic walk one tile a CTA and walking, on one long case; about 4 minutes)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh short [OUT_DIR]  (main against
+#       the dynamic walk where it pays, walk-where-short.patch: verify, fa two rounds, seed,
+#       variants, deterministic seed, cuDNN; about 7 minutes)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh short-suite [OUT_DIR]  (its GPU
+#       suite and sanitizers; about 7 minutes, less on a machine where `short` built it)
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
 # in build/<name>-src/build/gpu:
@@ -32,13 +37,22 @@ NEXT=share/results/h200-2026-12-05-backward-walk/next
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 WALK=("$NEXT/persistent-backward.patch" "$NEXT/dev-backward-grid.patch")
 MODE=measure
-if [[ ${1:-} =~ ^(suite|quick|dynamic|profile)$ ]]; then MODE=$1; shift; fi
+if [[ ${1:-} =~ ^(suite|quick|dynamic|profile|short|short-suite)$ ]]; then MODE=$1; shift; fi
 # dynamic: quick's measurements of the walk with tiles taken from a counter (dynamic-walk.patch,
 # dev-dynamic-grid.patch in place of dev-backward-grid.patch).
 if [[ $MODE == dynamic || $MODE == profile ]]; then
   WALK=("$NEXT/persistent-backward.patch" "$NEXT/dynamic-walk.patch" "$NEXT/dev-dynamic-grid.patch")
   [[ $MODE == dynamic ]] && MODE=quick
   WT=dyn
+fi
+# short / short-suite: the dynamic walk where it pays (walk-where-short.patch: at most 1024
+# query rows and twice as many tiles as SMs; main's kernels elsewhere), measured beside main
+# (below), or its GPU suite and sanitizers (suite).
+if [[ $MODE == short || $MODE == short-suite ]]; then
+  [[ $MODE == short-suite ]] && MODE=suite
+  WALK=("$NEXT/persistent-backward.patch" "$NEXT/dynamic-walk.patch" "$NEXT/dev-dynamic-grid.patch"
+    "$NEXT/walk-where-short.patch")
+  WT=short
 fi
 WT=${WT:-walk}  # quick's tree of the walk
 O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
@@ -47,16 +61,18 @@ source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
 # A hang (a barrier the walk never completes) costs one step, not the call.
 T="timeout 120"
 
-# Shapes of more (key block, kv head) tiles than 132 SMs: CTAs walk two or more.
+# Shapes of at least twice as many (key block, kv head) tiles as 132 SMs and at most 1024 query
+# rows (walk-where-short.patch walks only those): CTAs walk two or three. The last one takes
+# the 80-row blocks, which do not walk there.
 walk_verify() {
   local B=$1
-  $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 --dtype fp16 \
-    --causal &&
-    $B verify --backward -b 1 --heads 12 -s 333 --seq-k 2100 -d 64 --dtype bf16 &&
-    $B verify --backward -b 1 --heads 32 --heads-kv 16 -s 513 --seq-k 1025 -d 96 --dtype bf16 \
+  $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 300 --seq-k 2200 -d 128 --dtype fp16 \
+    --causal --layout bshd &&
+    $B verify --backward -b 1 --heads 12 -s 333 --seq-k 4200 -d 64 --dtype bf16 &&
+    $B verify --backward -b 1 --heads 32 --heads-kv 16 -s 513 --seq-k 2049 -d 96 --dtype bf16 \
       --mask causal-top-left &&
     $B verify --backward -b 1 --heads 18 -s 2048 --seq-k 1023 -d 128 --dtype bf16 --layout bshd &&
-    $B verify --backward -b 4 --heads 16 -s 1200 -d 128 --dtype bf16 --causal
+    $B verify --backward -b 4 --heads 16 -s 1024 -d 128 --dtype bf16 --causal
 }
 
 # Main and the walk's tree ($WT), built side by side (cuflash alone).
@@ -93,22 +109,59 @@ if [[ $MODE == profile ]]; then
 fi
 
 if [[ $MODE == suite ]]; then
-  tree walk "${WALK[@]}" || exit 1
-  [[ -x build/walk-src/build/gpu/tests/cuflash_gpu_tests ]] || build walk 16 ON all
-  B=$(cli walk)
+  tree $WT "${WALK[@]}" || exit 1
+  [[ -x build/$WT-src/build/gpu/tests/cuflash_gpu_tests ]] || build $WT 16 ON all
+  B=$(cli $WT)
   for tool in racecheck synccheck memcheck; do
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-      $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 700 --seq-k 1100 -d 128 --dtype fp16 \
+      $B verify --backward -b 4 --heads 16 --heads-kv 8 -s 256 --seq-k 2048 -d 128 --dtype bf16 \
       --causal >"$O/logs/$tool-d128.log" 2>&1
     say "$tool d128 walk: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/logs/$tool-d128.log" | tr '\n' ' ')"
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-      $B verify --backward -b 1 --heads 12 -s 333 --seq-k 2100 -d 64 --dtype bf16 \
-      >"$O/logs/$tool-d64.log" 2>&1
+      $B verify --backward -b 2 --heads 8 -s 200 --seq-k 2100 -d 64 --dtype fp16 \
+      --mask causal-top-left >"$O/logs/$tool-d64.log" 2>&1
     say "$tool d64 walk: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/logs/$tool-d64.log" | tr '\n' ' ')"
   done
-  timeout 330 ctest --test-dir build/walk-src/build/gpu -L gpu -j10 --timeout 250 \
+  timeout 330 ctest --test-dir build/$WT-src/build/gpu -L gpu -j10 --timeout 250 \
     >"$O/logs/ctest-gpu.log" 2>&1
-  say "ctest -L gpu (walk): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  say "ctest -L gpu ($WT): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  pack
+  exit 0
+fi
+
+# short: main and the walk where it pays, side by side (about 7 minutes).
+if [[ $MODE == short ]]; then
+  trees_base_and_walk || exit 1
+  for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
+  $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
+  say "verify --backward ($WT): rc $?"
+  timeout 150 python3 share/tools/sdpa_bench.py --sweep fa --pass bwd --backends cudnn \
+    --out-dir "$O/sdpa-fa" >"$O/logs/sdpa-fa.log" 2>&1
+  for r in 1 2; do
+    for t in base $WT; do
+      $T $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r$r" >"$O/logs/$t-fa-r$r.log" 2>&1
+    done
+    ratio "$WT/base fa r$r" base-fa-r$r $WT-fa-r$r . 'sq:(512|1024)/' 'sq:2048/' \
+      'sq:(4096|8192|16384)/'
+    for t in base $WT; do
+      ratio "cudnn/$t fa r$r" $t-fa-r$r sdpa-fa . 'd:64' 'd:128.*causal:0' 'd:128.*causal:1' \
+        'sq:(512|1024)/'
+    done
+  done
+  for t in base $WT; do
+    $T $(cli $t) bench --sweep seed --pass bwd --out-dir "$O/$t-seed" >"$O/logs/$t-seed.log" 2>&1
+  done
+  ratio "$WT/base seed" base-seed $WT-seed . '(fp16|bf16)' fp32
+  for t in base $WT; do
+    $T $(cli $t) bench --sweep variants --pass bwd --out-dir "$O/$t-variants" \
+      >"$O/logs/$t-variants.log" 2>&1
+    $T $(cli $t) bench --sweep seed --pass bwd --deterministic --filter '(fp16|bf16)' \
+      --out-dir "$O/$t-seed-det" >"$O/logs/$t-seed-det.log" 2>&1
+  done
+  ratio "$WT/base variants" base-variants $WT-variants .
+  ratio "$WT/base seed deterministic" base-seed-det $WT-seed-det .
+  PER_CASE=1 python3 $RATIOS "$O/base-fa-r1" "$O/$WT-fa-r1" >"$O/per-case-$WT-base.txt"
+  PER_CASE=1 python3 $RATIOS "$O/$WT-fa-r1" "$O/sdpa-fa" >"$O/per-case-cudnn-$WT.txt"
   pack
   exit 0
 fi
