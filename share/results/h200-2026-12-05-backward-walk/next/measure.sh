@@ -83,6 +83,14 @@ trees_base_and_walk() {
   wait
 }
 
+# The same, then the walk's tree verified on walk_verify's shapes.
+build_and_verify() {
+  trees_base_and_walk || return 1
+  for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; return 1; }; done
+  $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
+  say "verify --backward ($WT): rc $?"
+}
+
 # profile: Nsight Compute on one long case (the non-walk parts' overhead shows best where tiles
 # are long): main's kernel against the dynamic walk's one tile a CTA, then walking; source
 # counters for share/tools/ncu_stalls.py, the details page for the rest (about 4 minutes).
@@ -131,10 +139,7 @@ fi
 
 # short: main and the walk where it pays, side by side (about 7 minutes).
 if [[ $MODE == short ]]; then
-  trees_base_and_walk || exit 1
-  for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
-  $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
-  say "verify --backward ($WT): rc $?"
+  build_and_verify || exit 1
   timeout 150 python3 share/tools/sdpa_bench.py --sweep fa --pass bwd --backends cudnn \
     --out-dir "$O/sdpa-fa" >"$O/logs/sdpa-fa.log" 2>&1
   for r in 1 2; do
@@ -168,10 +173,7 @@ fi
 
 # quick: base and walk alone, one round (about 5 minutes), when GPU time is short.
 if [[ $MODE == quick ]]; then
-  trees_base_and_walk || exit 1
-  for t in base $WT; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
-  $T bash -c "$(declare -f walk_verify); walk_verify $(cli $WT)" >"$O/logs/verify-walk.log" 2>&1
-  say "verify --backward (walk): rc $?"
+  build_and_verify || exit 1
   for t in base $WT; do
     $T $(cli $t) bench --sweep fa --pass bwd --out-dir "$O/$t-fa-r1" >"$O/logs/$t-fa-r1.log" 2>&1
   done
