@@ -62,8 +62,8 @@ source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
 T="timeout 120"
 
 # Shapes of at least twice as many (key block, kv head) tiles as 132 SMs and at most 1024 query
-# rows (walk-where-short.patch walks only those): CTAs walk two or three. The last one takes
-# the 80-row blocks, which do not walk there.
+# rows (walk-where-short.patch walks only those): CTAs walk two to four. The fourth (2048 rows)
+# takes the 80-row blocks, which do not walk there.
 walk_verify() {
   local B=$1
   $B verify --backward -b 2 --heads 16 --heads-kv 8 -s 300 --seq-k 2200 -d 128 --dtype fp16 \
