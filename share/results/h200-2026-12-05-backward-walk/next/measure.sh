@@ -12,7 +12,7 @@
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh profile [OUT_DIR]  (ncu: main,
 #       the dynamic walk one tile a CTA and walking, on one long case; about 4 minutes)
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh short [OUT_DIR]  (main against
-#       the dynamic walk where it pays, walk-where-short.patch: verify, fa two rounds, seed,
+#       the dynamic walk where it pays, walk-landing.patch: verify, fa two rounds, seed,
 #       variants, deterministic seed, cuDNN; about 7 minutes)
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh short-suite [OUT_DIR]  (its GPU
 #       suite and sanitizers; about 7 minutes, less on a machine where `short` built it)
@@ -45,13 +45,13 @@ if [[ $MODE == dynamic || $MODE == profile ]]; then
   [[ $MODE == dynamic ]] && MODE=quick
   WT=dyn
 fi
-# short / short-suite: the dynamic walk where it pays (walk-where-short.patch: at most 1024
-# query rows and twice as many tiles as SMs; main's kernels elsewhere), measured beside main
-# (below), or its GPU suite and sanitizers (suite).
+# short / short-suite: the dynamic walk where it pays, as it would land (walk-landing.patch: the
+# three walk patches and walk-where-short.patch in one change, without the measurement switch;
+# at most 1024 query rows and twice as many tiles as SMs, main's kernels elsewhere), measured
+# beside main (below), or its GPU suite and sanitizers (suite).
 if [[ $MODE == short || $MODE == short-suite ]]; then
   [[ $MODE == short-suite ]] && MODE=suite
-  WALK=("$NEXT/persistent-backward.patch" "$NEXT/dynamic-walk.patch" "$NEXT/dev-dynamic-grid.patch"
-    "$NEXT/walk-where-short.patch")
+  WALK=("$NEXT/walk-landing.patch")
   WT=short
 fi
 WT=${WT:-walk}  # quick's tree of the walk
