@@ -33,6 +33,7 @@ ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 pack() {
   # (Written beside the folder, then moved in: tar reading the folder it writes into warns that
   # the folder changed and fails.)
-  (cd "$O" && tar -czf "$O.all.tgz" --exclude=summary.txt . && mv "$O.all.tgz" all.tgz &&
-     find . -mindepth 1 ! -name all.tgz ! -name summary.txt -delete)
+  # (./summary.txt alone: a package's own summary.txt inside goes into the archive.)
+  (cd "$O" && tar -czf "$O.all.tgz" --exclude=./summary.txt . && mv "$O.all.tgz" all.tgz &&
+     find . -mindepth 1 ! -path ./all.tgz ! -path ./summary.txt -delete)
 }

@@ -16,6 +16,10 @@
 #       variants, deterministic seed, cuDNN; about 7 minutes)
 #   share/results/h200-2026-12-05-backward-walk/next/measure.sh short-suite [OUT_DIR]  (its GPU
 #       suite and sanitizers; about 7 minutes, less on a machine where `short` built it)
+#   share/results/h200-2026-12-05-backward-walk/next/measure.sh package [OUT_DIR]  (the result
+#       package of main with walk-landing.patch that the README's table would quote:
+#       share/scripts/bench_h200.sh in its tree, `fa` and `seed`, both passes, every SDPA
+#       backend; about 5 minutes, plus the build on a machine where `short` did not build it)
 #
 # Three trees from the checkout's HEAD (git archive), each under build/<name>-src with its build
 # in build/<name>-src/build/gpu:
@@ -37,7 +41,7 @@ NEXT=share/results/h200-2026-12-05-backward-walk/next
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 WALK=("$NEXT/persistent-backward.patch" "$NEXT/dev-backward-grid.patch")
 MODE=measure
-if [[ ${1:-} =~ ^(suite|quick|dynamic|profile|short|short-suite)$ ]]; then MODE=$1; shift; fi
+if [[ ${1:-} =~ ^(suite|quick|dynamic|profile|short|short-suite|package)$ ]]; then MODE=$1; shift; fi
 # dynamic: quick's measurements of the walk with tiles taken from a counter (dynamic-walk.patch,
 # dev-dynamic-grid.patch in place of dev-backward-grid.patch).
 if [[ $MODE == dynamic || $MODE == profile ]]; then
@@ -49,7 +53,7 @@ fi
 # three walk patches and walk-where-short.patch in one change, without the measurement switch;
 # at most 1024 query rows and twice as many tiles as SMs, main's kernels elsewhere), measured
 # beside main (below), or its GPU suite and sanitizers (suite).
-if [[ $MODE == short || $MODE == short-suite ]]; then
+if [[ $MODE == short || $MODE == short-suite || $MODE == package ]]; then
   [[ $MODE == short-suite ]] && MODE=suite
   WALK=("$NEXT/walk-landing.patch")
   WT=short
@@ -133,6 +137,23 @@ if [[ $MODE == suite ]]; then
   timeout 330 ctest --test-dir build/$WT-src/build/gpu -L gpu -j10 --timeout 250 \
     >"$O/logs/ctest-gpu.log" 2>&1
   say "ctest -L gpu ($WT): rc $? | $(grep -E 'tests passed' "$O/logs/ctest-gpu.log")"
+  pack
+  exit 0
+fi
+
+# package: bench_h200.sh run from the walk tree (its own copy of the script and tools), so that
+# the package is that of the tree as it would land; tree.txt names the tree (an archive of HEAD
+# has no git history for the package's environment.txt to record).
+if [[ $MODE == package ]]; then
+  tree $WT "${WALK[@]}" || exit 1
+  [[ -x $(cli $WT) ]] || build $WT 16 OFF cuflash_app
+  [[ -x $(cli $WT) ]] || { say "no cuflash for $WT"; exit 1; }
+  (cd build/$WT-src && bash share/scripts/bench_h200.sh "$O/package" --no-build) \
+    >"$O/logs/bench_h200.log" 2>&1
+  say "bench_h200.sh ($WT): rc $?"
+  echo "main $(git rev-parse HEAD) with ${WALK[*]} (sha256 $(sha256sum "${WALK[@]}" | cut -c1-16))" \
+    >"$O/package/tree.txt"
+  cat "$O/package/summary.txt" >>"$SUMMARY"
   pack
   exit 0
 fi
