@@ -118,7 +118,12 @@ const char* to_string(Verdict verdict) {
 // (`--out-dir` of an earlier run), whose results.json it then means.
 std::string baseline_file(const std::string& path) {
   std::error_code error;
-  if (!std::filesystem::is_directory(path, error)) return path;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status) &&
+      !std::filesystem::is_regular_file(status)) {
+    bad_baseline(path, "not a regular file");  // a named pipe would block the read
+  }
+  if (!std::filesystem::is_directory(status)) return path;
   const std::string results = (std::filesystem::path(path) / "results.json").string();
   if (!std::filesystem::is_regular_file(results, error)) {
     bad_baseline(path, "a folder without results.json (give a result package or its results.json)");

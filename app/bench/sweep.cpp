@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -44,6 +45,25 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
   return out;
+}
+
+// A message quoting a file's text, on one line: bytes outside printable ASCII as \xNN (a binary
+// file given as a sweep shows as such, without raw bytes on the terminal), at most 300 shown
+// (the messages' own words are shorter; a binary "line" may not be).
+std::string printable(const std::string& text) {
+  constexpr size_t kMaxShown = 300;
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return text.size() > kMaxShown ? out + "..." : out;
 }
 
 bool contains(const std::vector<std::string>& items, const std::string& item) {
@@ -130,7 +150,7 @@ class LineParser {
   }
 
   [[noreturn]] void fail(const std::string& message) const {
-    throw UsageError("--sweep " + where_ + ": " + message);
+    throw UsageError("--sweep " + where_ + ": " + printable(message));
   }
 
  private:
@@ -334,8 +354,13 @@ std::string resolve_sweep(const std::string& name_or_path,
                           const std::vector<std::string>& search_dirs) {
   const bool is_path = name_or_path.find_first_of("/.") != std::string::npos;
   if (is_path) {
-    if (!fs::is_regular_file(name_or_path)) {
-      throw UsageError("--sweep " + name_or_path + ": no such file");
+    std::error_code error;
+    const fs::file_status status = fs::status(name_or_path, error);
+    if (!fs::is_regular_file(status)) {
+      throw UsageError("--sweep " + name_or_path + ": " +
+                       (!fs::exists(status)        ? "no such file"
+                        : fs::is_directory(status) ? "is a directory, not a sweep file"
+                                                   : "is not a regular file"));
     }
     return name_or_path;
   }

@@ -380,6 +380,9 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
         "--sweep bad.txt:1: dtype: unknown value 'fp8' (expected fp16, bf16, fp32)");
   CHECK(message("h=8 hkv=3") == "--sweep bad.txt:1: hkv 3 does not divide h 8");
   CHECK(message("# nothing\n\n") == "--sweep bad.txt: the file lists no cases");
+  // A binary file: its bytes escaped, the message one line.
+  CHECK(message(std::string("\x93NUMPY\x01\x00v", 9) + "\n") ==
+        "--sweep bad.txt:1: expected key=value, got '\\x93NUMPY\\x01\\x00v'");
 }
 
 TEST_CASE("sweep: the seed and fa files", "[bench]") {
@@ -415,6 +418,8 @@ TEST_CASE("sweep: names are looked up in the search folders, paths are read as g
     CHECK(what.find("fa, headdims, seed, variants, varlen") != std::string::npos);
   }
   CHECK_THROWS_AS(resolve_sweep("./missing.txt", {}), cli::UsageError);
+  CHECK_THROWS_WITH(resolve_sweep("./missing.txt", {}), Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(resolve_sweep(kSweepDir.string(), {}), Catch::Contains("is a directory"));
 }
 
 TEST_CASE("sweep: --filter keeps the matching cases", "[bench]") {

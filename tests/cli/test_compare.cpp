@@ -1,8 +1,9 @@
 // `cuflash bench --compare`: the statistical tests, the verdicts on synthetic samples, reading
 // baselines (every sample, or aggregates only), the refusals, and the binary's exit code for a
 // file that is no baseline.
-#include <catch2/catch.hpp>
+#include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -216,6 +217,10 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
   CHECK_THROWS_WITH(load_baseline(no_rows.string()), Catch::Contains("not a results document"));
   CHECK_THROWS_WITH(load_baseline((tmp.path / "missing.json").string()),
                     Catch::Contains("cannot be read"));
+  // A named pipe with no writer: refused at once, not read (which would wait for a writer).
+  const std::string pipe = (tmp.path / "pipe.json").string();
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_baseline(pipe), Catch::Contains("not a regular file"));
 }
 
 // A --deterministic run against a default baseline (and back) compares the same cases in the

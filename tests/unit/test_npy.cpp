@@ -1,7 +1,8 @@
 // .npy reading and writing: round trips, numpy interoperability both ways (numpy writes, we read;
 // we write, numpy loads), committed numpy fixtures, and every rejection with its message.
-#include <catch2/catch.hpp>
+#include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -637,6 +638,12 @@ TEST_CASE("npy: file errors name the path", "[npy][reject]") {
                     StartsWith(missing + ": ") && Contains("cannot open"));
   CHECK_THROWS_WITH(cuflash::io::read_npy(dir.path().string()),
                     StartsWith(dir.path().string() + ": ") && Contains("is a directory"));
+  // A named pipe with no writer: refused at once (opening it for reading must not wait).
+  const std::string pipe = dir.file("pipe.npy");
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(cuflash::io::read_npy_info(pipe),
+                    StartsWith(pipe + ": ") && Contains("is not a regular file"));
+  CHECK_THROWS_WITH(cuflash::io::read_npy(pipe), Contains("is not a regular file"));
 }
 
 // --- Writing -----------------------------------------------------------------------------------

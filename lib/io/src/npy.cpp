@@ -484,21 +484,29 @@ std::string system_error_text() { return std::strerror(errno); }
 
 class InputFile {
  public:
+  // O_NONBLOCK: opening a named pipe must not wait for a writer (a wait that no signal ends, as
+  // the open restarts); what is not a regular file is refused here, before any read.
   explicit InputFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) fail(path, "cannot open: " + system_error_text());
+    struct stat info {};
+    if (::fstat(fd_, &info) != 0) {
+      const std::string error = system_error_text();
+      ::close(fd_);
+      fail(path, "cannot stat: " + error);
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd_);
+      fail(path,
+           S_ISDIR(info.st_mode) ? "is a directory, not a .npy file" : "is not a regular file");
+    }
+    size_ = static_cast<uint64_t>(info.st_size);
   }
   ~InputFile() { ::close(fd_); }
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
-  uint64_t size() const {
-    struct stat info {};
-    if (::fstat(fd_, &info) != 0) fail(path_, "cannot stat: " + system_error_text());
-    if (S_ISDIR(info.st_mode)) fail(path_, "is a directory, not a .npy file");
-    if (!S_ISREG(info.st_mode)) fail(path_, "is not a regular file");
-    return static_cast<uint64_t>(info.st_size);
-  }
+  uint64_t size() const { return size_; }
 
   void read_at(uint64_t offset, unsigned char* out, size_t count) const {
     while (count > 0) {
@@ -515,6 +523,7 @@ class InputFile {
  private:
   std::string path_;
   int fd_ = -1;
+  uint64_t size_ = 0;
 };
 
 // --- Writing -----------------------------------------------------------------------------------
