@@ -36,6 +36,8 @@ constexpr const char* kInfoExitCodeHelp =
     "Exit codes: 0 ok, 2 bad usage, 3 results that cannot be written.";
 constexpr const char* kHelpExitCodeHelp =
     "Exit codes: 0 ok, 2 bad usage (an unknown subcommand), 3 help that cannot be written.";
+constexpr const char* kDocsExitCodeHelp =
+    "Exit codes: 0 ok, 2 bad usage, 3 a document that cannot be written.";
 
 // The exit codes with their meaning, for the manual page.
 struct ExitCodeDoc {

@@ -99,6 +99,18 @@ std::string option_hint(const CLI::App& app, const CLI::App* context, const std:
                                       : "cuflash --help");
 }
 
+// CLI11's "--seed: At Most 1 required but received 2" for a one-value option given twice, in
+// the words the tool uses for the shape options (require_single_values()); empty for any other
+// error.
+std::string repeated_option_message(const CLI::ParseError& error) {
+  const std::string what = error.what();
+  const std::string marker = ": At Most 1 required but received ";
+  const size_t at = what.find(marker);
+  if (error.get_name() != "ArgumentMismatch" || at == std::string::npos) return {};
+  const std::string count = what.substr(at + marker.size());
+  return what.substr(0, at) + " given " + count + " times; it takes one value";
+}
+
 }  // namespace
 
 std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
@@ -139,19 +151,23 @@ std::string explain_parse_error(const CLI::App& app, const std::vector<std::stri
                                (sub ? sub->get_name() + " " : std::string()) + "--help)";
 
   // The first word the parse left over, where the user typed it, and whether that was after the
-  // subcommand.
+  // subcommand; an unknown option before any other word (its value is left over too, and may
+  // repeat an earlier word: "-s 7 --hedas 7" is about --hedas, not the second 7).
   std::vector<std::string> leftover = app.remaining(/*recurse=*/true);
   if (leftover.empty()) {
     if (sub == nullptr && error.get_name() == "RequiredError") {
       return "a subcommand is required: " + join_names(subcommand_names(app), "or") +
              " (see cuflash --help)";
     }
+    const std::string repeated = repeated_option_message(error);
+    if (!repeated.empty()) return (sub ? sub->get_name() + ": " : std::string()) + repeated;
     return fallback;
   }
   const auto first_at = [&](const std::string& word) {
     return std::find(args.begin(), args.end(), word) - args.begin();
   };
   std::sort(leftover.begin(), leftover.end(), [&](const std::string& a, const std::string& b) {
+    if (looks_like_option(a) != looks_like_option(b)) return looks_like_option(a);
     return first_at(a) < first_at(b);
   });
   const std::string& word = leftover.front();

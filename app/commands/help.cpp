@@ -30,14 +30,18 @@ void setup_help(CLI::App& app) {
   cmd->add_option("subcommand", *topic, "The subcommand to describe")
       ->check(CLI::Validator([](std::string&) { return std::string(); }, choices + "}"));
   cmd->callback([&app, topic, topics] {
-    if (!topic->empty() && std::find(topics.begin(), topics.end(), *topic) == topics.end()) {
+    // Any subcommand: those --help lists, `help` itself and the hidden `man` and `completion`.
+    const CLI::App& cuflash = app;
+    const std::vector<const CLI::App*> every = cuflash.get_subcommands(
+        [&](const CLI::App* sub) { return !topic->empty() && sub->get_name() == *topic; });
+    if (!topic->empty() && every.empty()) {
       const std::string near = closest_name(*topic, topics);
       throw UsageError("help: unknown subcommand '" + *topic + "' (" +
                        (near.empty() ? "see cuflash --help" : "did you mean '" + near + "'?") +
                        ")");
     }
     // App::help() would describe `help` itself, the subcommand being run: ask the formatter.
-    const CLI::App* target = topic->empty() ? &app : app.get_subcommand(*topic);
+    const CLI::App* target = topic->empty() ? &app : every.front();
     const std::string name = topic->empty() ? "cuflash" : "cuflash " + *topic;
     print(target->get_formatter()->make_help(target, name, CLI::AppFormatMode::Normal));
   });
@@ -46,12 +50,14 @@ void setup_help(CLI::App& app) {
 void setup_docs(CLI::App& app) {
   CLI::App* man = app.add_subcommand("man", "Print the manual page (roff) and exit");
   man->group("");  // hidden: for packaging (the build installs its output as cuflash.1)
+  man->footer(kDocsExitCodeHelp);
   man->callback([&app] { print(man_page(app)); });
 
   auto shell = std::make_shared<std::string>();
   CLI::App* completion =
       app.add_subcommand("completion", "Print a shell completion script and exit");
   completion->group("");  // hidden: the build installs the bash script
+  completion->footer(kDocsExitCodeHelp);
   completion->add_option("shell", *shell, "The shell (bash)")
       ->required()
       ->check(CLI::IsMember({"bash"}));

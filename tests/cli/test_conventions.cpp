@@ -87,6 +87,18 @@ TEST_CASE("options that were misread or silently ignored are refused", "[cli]") 
     CHECK_FALSE(contains(o.err, "At Most"));
     CHECK(count_lines(o.err) == 1);
   }
+  SECTION("any other one-value option given twice: named in the same words") {
+    for (const char* args :
+         {"run --backend cpu -s 8 -d 8 --seed 1 --seed 2",
+          "run --backend cpu --backend cpu -s 8 -d 8", "info --format json --format table"}) {
+      INFO(args);
+      const Outcome o = cuflash(args, tmp);
+      CHECK(o.exit_code == 2);
+      CHECK(contains(o.err, " given 2 times; it takes one value"));
+      CHECK_FALSE(contains(o.err, "At Most"));
+      CHECK(count_lines(o.err) == 1);
+    }
+  }
   SECTION("--rounds that leave a round fewer than 5 samples") {
     const Outcome o = cuflash("bench --list --rounds 7", tmp);  // 30 samples: at most 6 rounds
     CHECK(o.exit_code == 2);
@@ -203,6 +215,13 @@ TEST_CASE("mistyped subcommands and options say what is wrong", "[cli]") {
     const Outcome typo = cuflash("run --backend cpu --seqk 8", tmp);
     CHECK(typo.exit_code == 2);
     CHECK(contains(typo.err, "run: unknown option '--seqk' (did you mean '--seq-k'?)"));
+    // Its value repeats an earlier word: still the option is named, not the value.
+    const Outcome repeated = cuflash("run --backend cpu -s 7 --hedas 7", tmp);
+    CHECK(repeated.exit_code == 2);
+    CHECK(contains(repeated.err, "run: unknown option '--hedas' (did you mean '--heads'?)"));
+    const Outcome flag_value = cuflash("run --backend cpu --backnd cpu", tmp);
+    CHECK(flag_value.exit_code == 2);
+    CHECK(contains(flag_value.err, "unknown option '--backnd' (did you mean '--backend'?)"));
   }
   SECTION("a subcommand's option before the subcommand") {
     const Outcome o = cuflash("--seq 64 run", tmp);
@@ -226,6 +245,12 @@ TEST_CASE("mistyped subcommands and options say what is wrong", "[cli]") {
     const Outcome bad = cuflash("help rnu", tmp);
     CHECK(bad.exit_code == 2);
     CHECK(contains(bad.err, "rnu"));
+    for (const char* sub : {"help", "man", "completion"}) {  // itself and the hidden ones too
+      INFO(sub);
+      const Outcome o = cuflash(std::string("help ") + sub, tmp);
+      CHECK(o.exit_code == 0);
+      CHECK(o.out == cuflash(std::string(sub) + " --help", tmp).out);
+    }
   }
   SECTION("-V is --version") {
     const Outcome o = cuflash("-V", tmp);
@@ -270,6 +295,11 @@ TEST_CASE("each subcommand's help shows the global options and its own exit code
   CHECK_FALSE(contains(exit_codes("info"), "130"));
   CHECK(contains(exit_codes("verify"), "1 "));
   CHECK_FALSE(contains(exit_codes("verify"), "130"));
+  for (const char* sub : {"man", "completion"}) {  // documents: nothing to verify or interrupt
+    INFO(sub);
+    CHECK_FALSE(contains(exit_codes(sub), " 1 "));
+    CHECK_FALSE(contains(exit_codes(sub), "130"));
+  }
   CHECK(contains(exit_codes("bench"), "130"));
   SECTION("global options work after the subcommand") {
     const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --format json -q", tmp);
