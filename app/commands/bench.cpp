@@ -4,10 +4,10 @@
 // (table, markdown, CSV, Google-Benchmark JSON), package (the result folder), gpu_runner (one
 // case on the GPU), sweep_runner (the loop, progress, Ctrl-C) and session (one whole run).
 // share/docs/bench.md documents the protocol and every field.
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <filesystem>
-
-#include <spdlog/spdlog.h>
 
 #include "bench/compare.h"
 #include "bench/formats.h"
@@ -17,6 +17,7 @@
 #include "bench/session.h"
 #include "bench/sweep.h"
 #include "bench/verify_before_timing.h"
+#include "cli/backends.h"
 #include "cli/exit_codes.h"
 #include "commands/commands.h"
 #include "cuflash/attention.h"
@@ -212,6 +213,7 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   // A baseline that cannot serve is a usage error, found before the GPU is asked for.
   if (!o.compare.empty()) load_baseline(o.compare);
   if (device_count() == 0) {
+    for (const Problem& c : selection.cases) require_gpu_support(c);  // as verify: exit 2 first
     throw RuntimeFailure("bench times the CUDA kernels and needs a CUDA GPU; none was found");
   }
   plan.cases = selection.cases;

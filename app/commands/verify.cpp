@@ -87,6 +87,9 @@ int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
                  "nothing");
   }
   if (device_count() == 0) {
+    // A head_dim no kernel takes is the input's fault on any machine: said first (exit 2), as
+    // `run --backend cuda` does; with a GPU such a case is recorded and the others run.
+    for (const Problem& p : cases) require_gpu_support(p);
     throw RuntimeFailure(
         "verify compares the GPU kernels with the CPU reference and needs a CUDA GPU; none was "
         "found (`cuflash run --backend cpu` computes the reference alone)");

@@ -625,6 +625,19 @@ TEST_CASE("run checks what needs no GPU first, and memory before allocating", "[
       CHECK(o.err.find("head_dim") == std::string::npos);
     }
   }
+  SECTION("verify and bench without a GPU: a head_dim no kernel takes is named first (exit 2)") {
+    if (device_count() > 0) {
+      SUCCEED("a GPU is present: verify records such a case and runs the others");
+      return;
+    }
+    for (const char* command : {"verify -s 8 -d 64,100", "bench -s 8 -d 100 --pass fwd"}) {
+      INFO(command);
+      const Outcome o = cuflash(command, tmp);
+      CHECK(o.exit_code == 2);
+      CHECK(o.err.find("--head-dim 100") != std::string::npos);
+      CHECK(count_lines(o.err) == 1);
+    }
+  }
   SECTION("-d 100 on --backend cpu runs: the CPU backend takes any head_dim") {
     const Outcome o = cuflash("-q run --backend cpu -s 8 --heads 2 -d 100", tmp);
     CHECK(o.exit_code == 0);
