@@ -2,6 +2,11 @@
 # trees of HEAD with patches applied, their builds, the tool each built, ratios of two result
 # folders and the packing of what a run wrote. The caller sets ROOT (the checkout's root), O
 # (the output folder, with logs/ in it) and RATIOS (a ratios.py of a results package).
+# O must be a folder of its own: pack() empties it.
+if [[ -z ${O:-} || ! -d $O || $(cd "$O" && pwd) == "$(cd "${ROOT:-.}" && pwd)" ]]; then
+  echo "patch_trees.sh: O ('${O:-}') must be an existing output folder, not the checkout" >&2
+  exit 2
+fi
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
@@ -34,6 +39,7 @@ pack() {
   # (Written beside the folder, then moved in: tar reading the folder it writes into warns that
   # the folder changed and fails.)
   # (./summary.txt alone: a package's own summary.txt inside goes into the archive.)
+  [[ -n $O && -d $O ]] || return 1
   (cd "$O" && tar -czf "$O.all.tgz" --exclude=./summary.txt . && mv "$O.all.tgz" all.tgz &&
      find . -mindepth 1 ! -path ./all.tgz ! -path ./summary.txt -delete)
 }

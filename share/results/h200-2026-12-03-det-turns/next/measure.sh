@@ -25,7 +25,7 @@ NEXT=share/results/h200-2026-12-03-det-turns/next
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 MODE=measure
 if [[ ${1:-} == quick ]]; then MODE=quick; shift; fi
-O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
+O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
 T="timeout 150"  # a turn never passed hangs a step, not the call

@@ -31,7 +31,7 @@ RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 BOTH=("$NEXT/narrow-and-staging.patch" "$NEXT/dev-force-tiles.patch" "$PREFETCH")
 MODE=measure
 if [[ ${1:-} == suite ]]; then MODE=suite; shift; fi
-O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
+O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
 # A hang costs one step, not the call.

@@ -59,7 +59,7 @@ if [[ $MODE == short || $MODE == short-suite || $MODE == package ]]; then
   WT=short
 fi
 WT=${WT:-walk}  # quick's tree of the walk
-O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
+O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, tree, build, cli, ratio, pack
 # A hang (a barrier the walk never completes) costs one step, not the call.

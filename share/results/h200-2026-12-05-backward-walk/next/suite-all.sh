@@ -10,7 +10,7 @@ set -uo pipefail
 
 ROOT=$(pwd)
 NEXT=share/results/h200-2026-12-05-backward-walk/next
-O=$(mkdir -p "${1:-out}" && cd "${1:-out}" && pwd)
+O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, pack
 SRC=build/all-src
