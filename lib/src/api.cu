@@ -313,6 +313,15 @@ void validate_varlen(const std::string& context, const AttentionShape& s, DType 
                            ") is less than " + length + " (" + std::to_string(longest) +
                            "), the longest sequence");
     }
+    // The workspace and the grid are sized from batch x the longest length, which the lengths
+    // of batch sequences cannot exceed (a capacity given as the total would be written past).
+    if (total > s.batch * longest) {
+      invalid(context, std::string("varlen.total_") + side + " (" + std::to_string(total) +
+                           ") is more than shape.batch x " + length + " (" +
+                           std::to_string(s.batch * longest) + "): " + std::to_string(s.batch) +
+                           " sequences of at most " + std::to_string(longest) +
+                           " tokens cannot add up to it");
+    }
     if (total > std::numeric_limits<int32_t>::max()) {
       unsupported(context, std::string("varlen.total_") + side + " (" + std::to_string(total) +
                                ") exceeds the int32 offsets");
@@ -581,6 +590,27 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
 
   detail::dispatch_backward(resolved, stream);
   check_cuda(cudaGetLastError(), "backward: kernel launch");
+}
+
+void check_dense_forward_args(const ForwardArgs& args, const std::string& caller) {
+  const AttentionShape& s = args.shape;
+  validate_problem(caller, s, args.dtype, args.mask);
+  validate_variants(caller, s, args.window, effective_scale(caller, args.scale, s.head_dim),
+                    args.softcap, args.alibi);
+  validate_tensor(caller, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+  validate_tensor(caller, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  validate_tensor(caller, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
+  validate_tensor(caller, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
+  validate_lse(caller, args.lse);
+}
+
+void check_dense_backward_args(const BackwardArgs& args, const std::string& caller) {
+  const AttentionShape& s = args.shape;
+  validate_problem(caller, s, args.dtype, args.mask);
+  validate_variants(caller, s, args.window, effective_scale(caller, args.scale, s.head_dim),
+                    args.softcap, args.alibi);
+  validate_backward_tensors(caller, args);
+  validate_lse(caller, args.lse);
 }
 
 int device_count() noexcept {

@@ -102,11 +102,15 @@ TensorRef shard_tensor(void* data, Layout layout, int64_t batch, int64_t heads, 
   return make_tensor_ref(data, layout, batch, heads, rows, head_dim);
 }
 
-// Refuses a rank's tensor that is null or not a dense shard of `rows` rows in `layout`.
+// Refuses a rank's tensor that is null, misaligned or not a dense shard of `rows` rows in
+// `layout`.
 void require_shard(const std::string& name, int rank, const TensorRef& t, Layout layout,
                    int64_t batch, int64_t heads, int64_t rows, int64_t head_dim) {
   const std::string what = name + " of rank " + std::to_string(rank);
   if (t.data == nullptr) refuse(Error::Kind::invalid_argument, what + " is null");
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {  // as forward() asks of every tensor
+    refuse(Error::Kind::invalid_argument, what + " must be 16-byte aligned");
+  }
   if (rows > 0 && !dense_in(t, layout, batch, heads, rows, head_dim)) {
     refuse(Error::Kind::invalid_argument,
            what + " is not a dense " + (layout == Layout::bhsd ? "bhsd" : "bshd") + " shard of " +

@@ -183,6 +183,9 @@ void check_forward(const ForwardArgs& args, int ranks) {
     refuse(Error::Kind::unsupported, context,
            "splits > 1 is not supported: each block runs unsplit");
   }
+  // The whole problem's tensors: each block's forward() sees only its chunks' rows, in which
+  // strides that let heads or batches overlap across chunks would go unnoticed.
+  check_dense_forward_args(args, context);
   check_workspace(context, args.workspace, args.workspace_bytes,
                   single_gpu_forward_workspace_size(args.shape, args.dtype, ranks));
 }
@@ -190,12 +193,11 @@ void check_forward(const ForwardArgs& args, int ranks) {
 void check_backward(const BackwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_backward";
   check_common(context, ranks, args.varlen, args.diagonal_offset, args.lse);
-  for (const auto& [name, tensor] : {std::pair{"dq", &args.dq}, std::pair{"dk", &args.dk},
-                                     std::pair{"dv", &args.dv}}) {
-    if (tensor->data == nullptr) {
-      refuse(Error::Kind::invalid_argument, context, std::string(name) + ".data is null");
-    }
-  }
+  // The whole problem's tensors, dq, dk and dv included: the blocks' backward() calls add to
+  // fp32 sums in scratch and never see them; the sums are then stored through their strides.
+  BackwardArgs whole = args;
+  whole.sums = {};
+  check_dense_backward_args(whole, context);
   check_workspace(context, args.workspace, args.workspace_bytes,
                   single_gpu_backward_workspace_size(args.shape, args.dtype, ranks,
                                                      args.deterministic));

@@ -230,6 +230,12 @@ struct DenseTensors {
 inline AttentionShape varlen_args_shape(const Problem& problem) {
   AttentionShape s = problem.shape;
   if (!problem.varlen()) return s;
+  if (problem.seqlens_k.size() != problem.seqlens_q.size()) {
+    throw Error(Error::Kind::invalid_argument,
+                "varlen problem: seqlens_q gives " + std::to_string(problem.seqlens_q.size()) +
+                    " lengths and seqlens_k " + std::to_string(problem.seqlens_k.size()) +
+                    ": one pair per sequence");
+  }
   s.batch = problem.sequences();
   s.seq_q = *std::max_element(problem.seqlens_q.begin(), problem.seqlens_q.end());
   s.seq_k = *std::max_element(problem.seqlens_k.begin(), problem.seqlens_k.end());
@@ -253,6 +259,12 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
     if (tensors.alibi_slopes == nullptr) {
       throw Error(Error::Kind::invalid_argument,
                   "forward_args: the problem has ALiBi slopes but tensors.alibi_slopes is null");
+    }
+    const int64_t slopes = int64_t(problem.alibi_slopes.size());
+    if (slopes != s.heads && slopes != problem.sequences() * s.heads) {
+      throw Error(Error::Kind::invalid_argument,
+                  "forward_args: " + std::to_string(slopes) + " ALiBi slopes for " +
+                      std::to_string(s.heads) + " heads: give [heads] or [batch, heads]");
     }
     args.alibi = {tensors.alibi_slopes, problem.alibi_batch_stride()};
   }
@@ -364,6 +376,14 @@ size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
                                bool deterministic = false);
 
 void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
+
+// What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants
+// and tensors (with LSE; not the workspace, the key splits, paged K/V or a varlen batch), without
+// launching anything: throws cuflash::Error as they would, the message starting with `caller`.
+// For code that runs them on parts of a problem (context parallelism) and must refuse the whole
+// problem's tensors before the first part runs.
+void check_dense_forward_args(const ForwardArgs& args, const std::string& caller);
+void check_dense_backward_args(const BackwardArgs& args, const std::string& caller);
 
 // Number of CUDA devices usable by this process; 0 (never an exception) when there is none or
 // no driver.

@@ -1,0 +1,95 @@
+// Arguments the public API (and single-GPU context parallelism over it) refuses on the host,
+// before anything reaches a device (so these run without a GPU): each throws cuflash::Error of
+// kind invalid_argument naming what is wrong.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cuflash/attention.h"
+#include "cuflash/context_parallel/single_gpu.h"
+
+using Catch::Matchers::Contains;
+using cuflash::Error;
+
+namespace {
+
+// Throws `call` an invalid_argument Error whose message contains `words`?
+void require_invalid(const std::function<void()>& call, const std::string& words) {
+  try {
+    call();
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.kind() == Error::Kind::invalid_argument);
+    CHECK_THAT(e.what(), Contains(words));
+    return;
+  }
+  FAIL("no cuflash::Error thrown (expected one saying '" << words << "')");
+}
+
+// Device memory is never touched before the checks: any aligned address serves.
+alignas(256) unsigned char g_memory[256];
+
+// A varlen batch of `batch` sequences of at most 16 tokens (queries and keys), whose totals the
+// caller sets; thd tensors of `total` tokens, 4 heads of head_dim 64.
+template <typename Args>
+Args varlen_args(int64_t batch, int64_t total_q, int64_t total_k) {
+  Args args;
+  args.shape = cuflash::AttentionShape{batch, 4, 4, 16, 16, 64};
+  args.dtype = cuflash::DType::fp16;
+  args.varlen.cu_seqlens_q = reinterpret_cast<const int32_t*>(g_memory);
+  args.varlen.cu_seqlens_k = reinterpret_cast<const int32_t*>(g_memory);
+  args.varlen.total_q = total_q;
+  args.varlen.total_k = total_k;
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("api: a varlen total above batch x the longest length is refused", "[api][varlen]") {
+  // 2 sequences of at most 16 tokens hold at most 32: a total of 1000 (a buffer's capacity, say)
+  // would size nothing and be written past the workspace.
+  require_invalid([] { cuflash::forward(varlen_args<cuflash::ForwardArgs>(2, 1000, 32)); },
+                  "varlen.total_q (1000) is more than shape.batch x shape.seq_q (32)");
+  require_invalid([] { cuflash::backward(varlen_args<cuflash::BackwardArgs>(2, 32, 33)); },
+                  "varlen.total_k (33) is more than shape.batch x shape.seq_k (32)");
+}
+
+TEST_CASE("api: forward_args() of an inconsistent varlen problem throws, never reads past",
+          "[api][varlen]") {
+  cuflash::Problem p;
+  p.shape = cuflash::AttentionShape{1, 4, 4, 8, 8, 64};
+  p.layout = cuflash::Layout::thd;
+  p.seqlens_q = {3, 5};  // seqlens_k left empty: one length short of each sequence's pair
+  const cuflash::DenseTensors tensors;
+  require_invalid([&] { cuflash::forward_args(p, tensors); },
+                  "seqlens_q gives 2 lengths and seqlens_k 0");
+  p.seqlens_k = {3, 5};
+  p.alibi_slopes = {0.5f, 0.25f, 0.125f};  // neither [heads] nor [sequences, heads]
+  cuflash::DenseTensors with_slopes;
+  with_slopes.alibi_slopes = reinterpret_cast<const float*>(g_memory);
+  require_invalid([&] { cuflash::forward_args(p, with_slopes); }, "3 ALiBi slopes for 4 heads");
+}
+
+TEST_CASE("api: single-GPU context parallelism checks the whole problem's tensors first",
+          "[api][context_parallel]") {
+  // B=1, H=2, S=64, D=64 bhsd: a head is 4096 elements apart. Chunks of 16 rows would not see
+  // heads 1024 elements apart overlap; the whole problem does.
+  const cuflash::AttentionShape shape{1, 2, 2, 64, 64, 64};
+  auto* data = static_cast<void*>(g_memory);
+  const cuflash::TensorRef dense =
+      cuflash::make_tensor_ref(data, cuflash::Layout::bhsd, 1, 2, 64, 64);
+  cuflash::ForwardArgs forward;
+  forward.shape = shape;
+  forward.q = forward.k = forward.v = forward.out = dense;
+  forward.lse = reinterpret_cast<float*>(g_memory);
+  forward.out.head_stride = 1024;  // heads overlap
+  require_invalid([&] { cuflash::context_parallel::single_gpu_forward(forward, 2); },
+                  "out.head_stride");
+
+  cuflash::BackwardArgs backward = cuflash::backward_args_for(forward);
+  backward.out = backward.dout = backward.dq = backward.dk = backward.dv = dense;
+  backward.dq.data = g_memory + 2;  // not 16-byte aligned
+  require_invalid([&] { cuflash::context_parallel::single_gpu_backward(backward, 2); },
+                  "dq.data must be 16-byte aligned");
+}
