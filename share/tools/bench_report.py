@@ -4,6 +4,9 @@
 Inputs are Google-Benchmark-style JSON files written by `cuflash bench` (results.json) and
 share/tools/sdpa_bench.py (sdpa-<backend>.json), or result package folders holding them. Rows are
 matched by sweep and benchmark name (e.g. fwd/bf16/b:1/h:8/sq:4096/sk:4096/d:64/causal:1).
+One run of each backend and sweep: a second one is refused (its rows would replace the first's
+unseen; compare runs with `cuflash bench --compare`). A run that did not complete (metadata
+status "interrupted") is reported, with its count of finished cases, at the top and on stderr.
 
 The markdown has, per sweep and per (pass, dtype), the median time and TFLOP/s of every backend
 and the speed ratio of the baseline (cuflash by default) to each other backend X:
@@ -59,16 +62,23 @@ def json_files(inputs):
 
 
 def run_info(doc):
-    """(sweep, gpu) of a results document, from the metadata in its context."""
+    """(sweep, gpu, status) of a results document, from the metadata in its context; status is
+    None for a complete run, else e.g. "interrupted: 90 of 208 cases"."""
     context = doc.get("context", {})
     meta = context.get("cuflash_bench") or context.get("sdpa_bench") or {}
     sweep = meta.get("protocol", {}).get("sweep") or "unnamed"
     gpu = meta.get("device", {}).get("name") or "unknown GPU"
-    return os.path.basename(sweep).removesuffix(".txt"), gpu
+    status = meta.get("status", "complete")
+    if status != "complete":
+        cases = meta.get("cases", {})
+        status += f": {cases.get('finished', '?')} of {cases.get('total', '?')} cases"
+    else:
+        status = None
+    return os.path.basename(sweep).removesuffix(".txt"), gpu, status
 
 
 def load(path):
-    """Median rows and failures of one file: ([row], [failure], sweep, gpu)."""
+    """Median rows and failures of one file: ([row], [failure], sweep, gpu, status)."""
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -76,7 +86,7 @@ def load(path):
         raise ReportError(f"{path}: cannot read ({e})")
     if "benchmarks" not in doc:
         raise ReportError(f"{path}: not a benchmark results file (no 'benchmarks')")
-    sweep, gpu = run_info(doc)
+    sweep, gpu, status = run_info(doc)
     rows = [
         dict(r, backend=r.get("backend", "cuflash"), ms=r["real_time"] * UNIT_MS[r["time_unit"]])
         for r in doc["benchmarks"]
@@ -85,7 +95,7 @@ def load(path):
         and "tflops" in r
     ]
     failures = [dict(f, backend=f.get("backend", "cuflash")) for f in doc.get("failures", [])]
-    return rows, failures, sweep, gpu
+    return rows, failures, sweep, gpu, status
 
 
 class Results:
@@ -96,11 +106,22 @@ class Results:
         self.failures = defaultdict(list)  # sweep -> [failure]
         self.backends = []
         self.gpus = set()
+        self.sources = {}  # (sweep, backend) -> the file its rows came from
+        self.incomplete = []  # "PATH (interrupted: 90 of 208 cases)"
 
     def add(self, path):
-        rows, failures, sweep, gpu = load(path)
+        rows, failures, sweep, gpu, status = load(path)
         self.gpus.add(gpu)
+        if status:
+            self.incomplete.append(f"{path} ({status})")
         by_name = self.rows.setdefault(sweep, OrderedDict())
+        for backend in dict.fromkeys(r["backend"] for r in rows):
+            first = self.sources.setdefault((sweep, backend), path)
+            if first != path:  # one run's rows would silently replace another's
+                raise ReportError(
+                    f"{path}: {backend} results of sweep {sweep} again (also in {first}); "
+                    "give one run of each backend and sweep"
+                )
         for r in rows:
             by_name.setdefault(r["run_name"], {})[r["backend"]] = r
             if r["backend"] not in self.backends:
@@ -264,6 +285,12 @@ def markdown(results, baseline):
         f"X / time of {baseline} (above 1: {baseline} is faster); `{NOISE_MARK}`: within the two "
         f"runs' noise; `{METHOD_MARK}`: different timing methods (CUDA graph, direct calls).\n",
     ]
+    if results.incomplete:
+        out.append(
+            "**Incomplete runs** (their missing cases are absent from every table): "
+            + "; ".join(results.incomplete)
+            + "\n"
+        )
     for sweep, by_name in results.rows.items():
         out.append(f"## Sweep {sweep}\n")
         summary = summary_lines(sweep, by_name, results.backends, baseline)
@@ -417,7 +444,8 @@ def main(argv):
     args = p.parse_args(argv)
     try:
         results = Results()
-        for path in json_files(args.inputs):
+        files = json_files(args.inputs)
+        for path in files:
             results.add(path)
         results.order_backends(args.baseline)
         if len(results.gpus) > 1 and not args.allow_mixed_gpus:
@@ -430,13 +458,21 @@ def main(argv):
                 f"--baseline {args.baseline}: no such backend in the inputs "
                 f"({', '.join(results.backends) or 'none'})"
             )
+        if args.output and os.path.realpath(args.output) in map(os.path.realpath, files):
+            raise ReportError(f"--output {args.output} is one of the inputs")
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for line in results.incomplete:
+        print(f"warning: incomplete run: {line}", file=sys.stderr)
     text = markdown(results, args.baseline)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        try:
+            with open(args.output, "w") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"error: --output {args.output}: {e.strerror}", file=sys.stderr)
+            return 2
     else:
         print(text)
     charts = write_charts(results, args.png) if args.png else []
