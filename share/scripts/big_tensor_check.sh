@@ -6,11 +6,18 @@
 #
 #   usage: share/scripts/big_tensor_check.sh WORK_DIR [CUFLASH]
 #
-# WORK_DIR needs about 45 GB of disk (the big case's inputs and outputs); it is removed at the
-# end unless KEEP=1. Shape: BATCH (17) x HEADS (16) x SEQ (65536) x 128, causal: 2.28e9 elements
+# WORK_DIR needs about 45 GB of disk (the big case's inputs and outputs); they are removed at
+# the end unless KEEP=1 (the logs stay in WORK_DIR). Shape: BATCH (17) x HEADS (16) x SEQ (65536) x 128, causal: 2.28e9 elements
 # a tensor, 4.6 GB each. A summary table comes last; exit 1 when a check failed.
 set -uo pipefail
 
+# -h/--help prints the comment above; any other option is refused (an argument starting with
+# "-" would otherwise be taken for a folder).
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  -*) echo "big_tensor_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 WORK=${1:?usage: big_tensor_check.sh WORK_DIR [CUFLASH]}
 CLI=${2:-build/gpu/app/cuflash}
 BATCH=${BATCH:-17}

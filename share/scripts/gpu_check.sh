@@ -11,6 +11,13 @@
 # tested). A PASS/FAIL table comes last; the exit status is non-zero when anything failed.
 set -uo pipefail
 
+# -h/--help prints the comment above; any other option is refused (an argument starting with
+# "-" would otherwise be taken for a folder).
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  -*) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOG_DIR=${1:-gpu-check-logs}
 mkdir -p "$LOG_DIR" || { echo "cannot create log folder $LOG_DIR" >&2; exit 2; }

@@ -4,6 +4,14 @@
 #   usage: share/scripts/install_deps.sh [--fuzz]   (--fuzz adds clang and its fuzzer runtime)
 set -euo pipefail
 
+# -h/--help prints the comment above; any other option is refused (an argument starting with
+# "-" would otherwise be taken for a folder).
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case ${1:-} in
+  "" | --fuzz) ;;
+  -h | --help) usage; exit 0 ;;
+  *) echo "install_deps.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
 packages=(cmake ninja-build g++ libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev catch2
           nlohmann-json3-dev python3-numpy)
 if [[ "${1:-}" == "--fuzz" ]]; then

@@ -5,6 +5,13 @@
 # There: cmake --preset gpu -DCMAKE_PREFIX_PATH=$PWD/.deps
 #   usage: share/scripts/stage_deps_bundle.sh [DIR]
 set -euo pipefail
+# -h/--help prints the comment above; any other option is refused (an argument starting with
+# "-" would otherwise be taken for a folder).
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  -*) echo "stage_deps_bundle.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 D=${1:-.deps}
 MA=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
