@@ -55,10 +55,25 @@ def main(argv=None):
                         "matching this regular expression")
     parser.add_argument("--lines", type=int, default=12, help="neighbours printed before each")
     args = parser.parse_args(argv)
-
-    base, candidate = Profile(args.base), Profile(args.candidate)
+    try:  # bad input is one line on stderr and exit 2, as in ncu_stalls.py
+        pattern = re.compile(args.context) if args.context else None
+    except re.error as error:
+        print(f"ncu_loop_diff.py: --context: {error}", file=sys.stderr)
+        return 2
+    try:
+        base, candidate = Profile(args.base), Profile(args.candidate)
+    except (OSError, ValueError) as error:
+        print(f"ncu_loop_diff.py: {error}", file=sys.stderr)
+        return 2
+    if not any(executed > 0 for _, executed, _, _ in base.instructions):
+        print(f"ncu_loop_diff.py: {args.base}: no executed instructions", file=sys.stderr)
+        return 2
     executed = args.executed or hottest_count(base)
     a, b = loop(base, executed), loop(candidate, executed)
+    if not a and not b:
+        print(f"ncu_loop_diff.py: no instruction executed {executed} times in either profile",
+              file=sys.stderr)
+        return 2
     print(f"executed {executed} times: base {len(a)} instructions, {sum(s for _, s in a)} "
           f"samples; candidate {len(b)} instructions, {sum(s for _, s in b)} samples")
     matcher = difflib.SequenceMatcher(None, [shape(s) for s, _ in a], [shape(s) for s, _ in b],
@@ -71,15 +86,15 @@ def main(argv=None):
             print(f"  - {sass[:72]:72s} {samples:7d}")
         for sass, samples in b[j1:j2]:
             print(f"  + {sass[:72]:72s} {samples:7d}")
-    if args.context:
-        pattern = re.compile(args.context)
+    if pattern:
         for name, body in (("base", a), ("candidate", b)):
             for i, (sass, _) in enumerate(body):
                 if pattern.search(sass):
                     print(f"{name}, loop instruction {i}:")
                     for near, samples in body[max(0, i - args.lines):i + 3]:
                         print(f"    {near[:72]:72s} {samples:7d}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

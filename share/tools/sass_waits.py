@@ -92,10 +92,21 @@ def main():
     parser.add_argument("--summary", action="store_true",
                         help="one line per kernel (waits and exponentials between them) only")
     args = parser.parse_args()
-    counted = re.compile(args.count)
-    chosen = re.compile(args.kernel)
+    try:  # bad input is one line on stderr and exit 2
+        counted = re.compile(args.count)
+        chosen = re.compile(args.kernel)
+    except re.error as error:
+        print(f"sass_waits.py: --count or --kernel: {error}", file=sys.stderr)
+        return 2
+    listed = 0
     for path in args.sass:
-        for name, body in kernels(path):
+        try:
+            functions = list(kernels(path))
+        except (OSError, UnicodeDecodeError) as error:
+            print(f"sass_waits.py: {path}: {getattr(error, 'strerror', None) or error}",
+                  file=sys.stderr)
+            return 2
+        for name, body in functions:
             if not chosen.search(name):
                 continue
             waits = sum("WARPGROUP.DEPBAR" in text for text in body)
@@ -104,6 +115,11 @@ def main():
                   f"{exponentials_between_waits(body)}")
             if not args.summary:
                 print("\n".join(timeline(body, counted)))
+            listed += 1
+    if listed == 0:
+        print("sass_waits.py: no kernel of the listing matches --kernel (is it cuobjdump -sass "
+              "output?)", file=sys.stderr)
+        return 1
     return 0
 
 
