@@ -120,10 +120,10 @@ def main(argv):
                   file=sys.stderr)
             status = 1
             continue
-        new_text = json_lines(doc)
-        if not changed and new_text == text:
+        if not changed:  # the rows already compact: rewriting would only re-spell numbers
             print(f"{path}: already compact")
             continue
+        new_text = json_lines(doc)
         print(
             f"{path}: {len(text):,} -> {len(new_text):,} bytes, "
             f"{len(doc['benchmarks'])} median rows"
