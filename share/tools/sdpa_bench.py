@@ -239,6 +239,9 @@ def select_cases(args):
                 ("dtype", args.dtype),
                 ("mask", args.mask),
                 ("layout", args.layout),
+                ("window", ",".join(w.replace(",", ":") for w in args.window or [])),
+                ("softcap", args.softcap),
+                ("alibi", "1" if args.alibi else None),
             ]
             if value
         }
@@ -1046,6 +1049,14 @@ def parse_args(argv):
     p.add_argument(
         "--mask", help="none, causal (bottom-right), causal-top-left (PyTorch is_causal)"
     )
+    p.add_argument("--causal", action="store_true", help="shorthand for --mask causal")
+    p.add_argument(
+        "--window",
+        action="append",
+        help="LEFT,RIGHT (-1: unbounded); repeat for several, as cuflash bench takes them",
+    )
+    p.add_argument("--softcap", help="comma list of softcaps (0: off)")
+    p.add_argument("--alibi", action="store_true", help="ALiBi bias with the paper's slopes")
     p.add_argument("--layout")
     p.add_argument(
         "--cache-seqlens", help="per-sequence key lengths: named as cuflash does, then skipped"
@@ -1092,7 +1103,19 @@ def parse_args(argv):
         choices=["table", "markdown", "json"],
         help="stdout: a table, markdown, or one JSON document with every backend",
     )
-    args = p.parse_args(argv)
+    # "--window -1,-1" as cuflash takes it (argparse reads a value that starts with "-" as an
+    # option): joined into "--window=-1,-1".
+    joined, rest = [], list(sys.argv[1:] if argv is None else argv)
+    while rest:
+        word = rest.pop(0)
+        if word == "--window" and rest and rest[0][:2].lstrip("-")[:1].isdigit():
+            word = f"--window={rest.pop(0)}"
+        joined.append(word)
+    args = p.parse_args(joined)
+    if args.causal:
+        if args.mask not in (None, "causal"):
+            p.error(f"--causal and --mask {args.mask} contradict each other")
+        args.mask = "causal"
     if args.sweep and any(
         [
             args.batch,
@@ -1105,6 +1128,9 @@ def parse_args(argv):
             args.mask,
             args.layout,
             args.cache_seqlens,
+            args.window,
+            args.softcap,
+            args.alibi,
         ]
     ):
         p.error("--sweep replaces the shape options")
