@@ -1171,9 +1171,23 @@ def main(argv):
             file=sys.stderr,
         )
         return 2
-    if args.out_dir and os.path.exists(os.path.join(args.out_dir, "metadata.json")):
-        print(f"error: --out-dir {args.out_dir}: already holds a result package", file=sys.stderr)
-        return 2
+    if args.out_dir:  # a new folder, or one without any file a package has: none is replaced
+        taken = [
+            n
+            for n in (os.listdir(args.out_dir) if os.path.isdir(args.out_dir) else [])
+            if n in ("metadata.json", "failures.json", "results.md")
+            or (n.startswith("sdpa-") and n.endswith(".json"))
+        ]
+        if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+            print(f"error: --out-dir {args.out_dir}: not a folder", file=sys.stderr)
+            return 2
+        if taken:
+            print(
+                f"error: --out-dir {args.out_dir}: already holds {', '.join(sorted(taken))} "
+                "(a result package is never overwritten)",
+                file=sys.stderr,
+            )
+            return 2
     try:
         import torch  # only now: --list and --help work without PyTorch
     except ImportError as e:
