@@ -489,6 +489,50 @@ size_t forward_workspace_size(const AttentionShape& shape, DType dtype, int64_t 
   return detail::split::forward_workspace_bytes(shape, detail::split::plan_forward(args).splits);
 }
 
+namespace {
+
+// The bytes [begin, end) a buffer covers.
+struct ByteRange {
+  uintptr_t begin;
+  uintptr_t end;
+  bool overlaps(const ByteRange& other) const { return begin < other.end && other.begin < end; }
+};
+
+ByteRange bytes_of(const void* data, int64_t count) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  return {begin, begin + uintptr_t(count)};
+}
+
+// A strided tensor's span: from its first element to past its last (strides are non-negative,
+// validate_tensor()).
+ByteRange bytes_of(const TensorRef& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                   DType dtype) {
+  const int64_t last = (batch - 1) * t.batch_stride + (heads - 1) * t.head_stride +
+                       (seq - 1) * t.seq_stride + head_dim;
+  return bytes_of(t.data, last * dtype_size(dtype));
+}
+
+// The merge's outputs, O and LSE, may not overlap its inputs, the partials (attention.h): a
+// row's O and LSE are written while other rows' partials may still be read.
+void validate_merge_outputs_apart(const std::string& context, const MergePartialsArgs& args,
+                                  int64_t rows) {
+  const ByteRange inputs[] = {
+      bytes_of(args.partial_out, args.splits * rows * args.head_dim * int64_t(sizeof(float))),
+      bytes_of(args.partial_lse, args.splits * rows * int64_t(sizeof(float)))};
+  const std::pair<const char*, ByteRange> outputs[] = {
+      {"out", bytes_of(args.out, args.batch, args.heads, args.seq_q, args.head_dim, args.dtype)},
+      {"lse", bytes_of(args.lse, rows * int64_t(sizeof(float)))}};
+  for (const auto& [name, output] : outputs) {
+    for (const ByteRange& input : inputs) {
+      if (output.overlaps(input)) {
+        invalid(context, std::string(name) + " overlaps the partials (partial_out, partial_lse)");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream) {
   const std::string context = "merge_attention_partials";
   const detail::RecordedCall recorded("merge_attention_partials");
@@ -521,6 +565,7 @@ void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream
   validate_tensor(context, "out", args.out, args.batch, args.heads, args.seq_q, args.head_dim,
                   args.dtype);
   validate_lse(context, args.lse);
+  validate_merge_outputs_apart(context, args, rows);
   detail::dispatch_merge(args, stream);
   check_cuda(cudaGetLastError(), "merge_attention_partials: kernel launch");
 }

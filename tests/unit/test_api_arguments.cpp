@@ -28,7 +28,7 @@ void require_invalid(const std::function<void()>& call, const std::string& words
 }
 
 // Device memory is never touched before the checks: any aligned address serves.
-alignas(256) unsigned char g_memory[256];
+alignas(256) unsigned char g_memory[4096];
 
 // A varlen batch of `batch` sequences of at most 16 tokens (queries and keys), whose totals the
 // caller sets; thd tensors of `total` tokens, 4 heads of head_dim 64.
@@ -92,4 +92,23 @@ TEST_CASE("api: single-GPU context parallelism checks the whole problem's tensor
   backward.dq.data = g_memory + 2;  // not 16-byte aligned
   require_invalid([&] { cuflash::context_parallel::single_gpu_backward(backward, 2); },
                   "dq.data must be 16-byte aligned");
+}
+
+TEST_CASE("api: merge_attention_partials refuses outputs over its partials", "[api][merge]") {
+  cuflash::MergePartialsArgs args;
+  args.splits = 2;
+  args.seq_q = 4;
+  args.head_dim = 8;  // partial_out: 2 x 4 rows x 8 floats = 256 bytes, partial_lse 32 bytes
+  args.partial_out = reinterpret_cast<const float*>(g_memory);
+  args.partial_lse = reinterpret_cast<const float*>(g_memory + 256);
+  args.out = cuflash::make_tensor_ref(g_memory + 1024, cuflash::Layout::bhsd, 1, 1, 4, 8);
+  args.lse = reinterpret_cast<float*>(g_memory + 2048);
+  cuflash::MergePartialsArgs over_out = args;
+  over_out.out.data = g_memory + 64;  // inside partial_out
+  require_invalid([&] { cuflash::merge_attention_partials(over_out); },
+                  "out overlaps the partials");
+  cuflash::MergePartialsArgs over_lse = args;
+  over_lse.lse = reinterpret_cast<float*>(g_memory + 272);  // inside partial_lse
+  require_invalid([&] { cuflash::merge_attention_partials(over_lse); },
+                  "lse overlaps the partials");
 }
