@@ -157,6 +157,16 @@ void validate_variants(const std::string& context, const AttentionShape& s, Wind
   }
 }
 
+// The checks every forward and backward call shares: the problem (shape, dtype, mask) and the
+// score variants. Returns the scale the kernels use.
+template <typename Args>
+float validate_problem_and_variants(const std::string& context, const Args& args) {
+  validate_problem(context, args.shape, args.dtype, args.mask);
+  const float scale = effective_scale(context, args.scale, args.shape.head_dim);
+  validate_variants(context, args.shape, args.window, scale, args.softcap, args.alibi);
+  return scale;
+}
+
 // ForwardArgs::diagonal_offset / BackwardArgs::diagonal_offset: in range, and only where the
 // diagonal is the call's own. A varlen batch and cache_seqlens place a diagonal per sequence;
 // paged K/V (forward-only decoding) has no use for one yet and is not tested with it.
@@ -406,10 +416,8 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   const std::string context = "forward";
   const detail::RecordedCall recorded("forward");
   const AttentionShape& s = args.shape;
-  validate_problem(context, s, args.dtype, args.mask);
   ForwardArgs resolved = args;
-  resolved.scale = effective_scale(context, args.scale, s.head_dim);
-  validate_variants(context, s, args.window, resolved.scale, args.softcap, args.alibi);
+  resolved.scale = validate_problem_and_variants(context, args);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(),
                            args.paged.enabled(), args.cache_seqlens != nullptr);
   if (args.varlen.enabled()) {
@@ -611,10 +619,8 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   const std::string context = "backward";
   const detail::RecordedCall recorded("backward");
   const AttentionShape& s = args.shape;
-  validate_problem(context, s, args.dtype, args.mask);
   BackwardArgs resolved = args;
-  resolved.scale = effective_scale(context, args.scale, s.head_dim);
-  validate_variants(context, s, args.window, resolved.scale, args.softcap, args.alibi);
+  resolved.scale = validate_problem_and_variants(context, args);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
   if (args.sums.enabled() && args.varlen.enabled()) {
     invalid(context, "sums (fp32 gradient sums) do not combine with a varlen batch");
@@ -639,9 +645,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
 
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller) {
   const AttentionShape& s = args.shape;
-  validate_problem(caller, s, args.dtype, args.mask);
-  validate_variants(caller, s, args.window, effective_scale(caller, args.scale, s.head_dim),
-                    args.softcap, args.alibi);
+  validate_problem_and_variants(caller, args);
   validate_tensor(caller, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_tensor(caller, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   validate_tensor(caller, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
@@ -650,10 +654,7 @@ void check_dense_forward_args(const ForwardArgs& args, const std::string& caller
 }
 
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller) {
-  const AttentionShape& s = args.shape;
-  validate_problem(caller, s, args.dtype, args.mask);
-  validate_variants(caller, s, args.window, effective_scale(caller, args.scale, s.head_dim),
-                    args.softcap, args.alibi);
+  validate_problem_and_variants(caller, args);
   validate_backward_tensors(caller, args);
   validate_lse(caller, args.lse);
 }
