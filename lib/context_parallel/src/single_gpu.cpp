@@ -142,7 +142,7 @@ Plan plan_of(const std::string& context, const AttentionShape& s, Mask mask, Win
 // What the plan and the merges need beyond what forward(), backward() and
 // merge_attention_partials() check on every block.
 void check_common(const std::string& context, int ranks, const VarlenBatch& varlen,
-                  const std::optional<int64_t>& diagonal_offset, const float* lse) {
+                  const std::optional<int64_t>& diagonal_offset) {
   check_ranks(context, ranks);
   if (varlen.enabled()) {
     refuse(Error::Kind::unsupported, context, "a varlen batch is not supported (dense only)");
@@ -152,7 +152,6 @@ void check_common(const std::string& context, int ranks, const VarlenBatch& varl
            "diagonal_offset is set: the blocks' diagonals come from the plan, the whole "
            "problem's from its mask");
   }
-  if (lse == nullptr) refuse(Error::Kind::invalid_argument, context, "lse is null");
 }
 
 void check_workspace(const std::string& context, const void* workspace, size_t bytes,
@@ -170,7 +169,7 @@ void check_workspace(const std::string& context, const void* workspace, size_t b
 
 void check_forward(const ForwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_forward";
-  check_common(context, ranks, args.varlen, args.diagonal_offset, args.lse);
+  check_common(context, ranks, args.varlen, args.diagonal_offset);
   if (args.paged.enabled() || args.cache_seqlens != nullptr) {
     refuse(Error::Kind::unsupported, context,
            "paged K/V and cache_seqlens are not supported (dense K/V only)");
@@ -192,7 +191,7 @@ void check_forward(const ForwardArgs& args, int ranks) {
 
 void check_backward(const BackwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_backward";
-  check_common(context, ranks, args.varlen, args.diagonal_offset, args.lse);
+  check_common(context, ranks, args.varlen, args.diagonal_offset);
   // The whole problem's tensors, dq, dk and dv included: the blocks' backward() calls add to
   // fp32 sums in scratch and never see them; the sums are then stored through their strides.
   BackwardArgs whole = args;
