@@ -13,6 +13,7 @@
 
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
+#include "cuflash/io/printable.h"
 
 // The source tree's share/sweeps, recorded by CMake so a binary in a build folder finds the
 // named sweeps without being installed.
@@ -28,6 +29,9 @@ using cli::UsageError;
 namespace {
 
 constexpr const char* kSweepExtension = ".txt";
+// At most this many bytes of a sweep file's text in a message: the messages' own words are
+// shorter; a binary file's "line" may not be.
+constexpr size_t kMaxQuoted = 300;
 
 // The keys of a sweep line, in the order the product runs (outermost first).
 const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
@@ -45,25 +49,6 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
   return out;
-}
-
-// A message quoting a file's text, on one line: bytes outside printable ASCII as \xNN (a binary
-// file given as a sweep shows as such, without raw bytes on the terminal), at most 300 shown
-// (the messages' own words are shorter; a binary "line" may not be).
-std::string printable(const std::string& text) {
-  constexpr size_t kMaxShown = 300;
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return text.size() > kMaxShown ? out + "..." : out;
 }
 
 bool contains(const std::vector<std::string>& items, const std::string& item) {
@@ -150,7 +135,7 @@ class LineParser {
   }
 
   [[noreturn]] void fail(const std::string& message) const {
-    throw UsageError("--sweep " + where_ + ": " + printable(message));
+    throw UsageError("--sweep " + where_ + ": " + io::printable(message, kMaxQuoted));
   }
 
  private:

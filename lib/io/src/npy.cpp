@@ -23,6 +23,8 @@
 #include <string_view>
 #include <utility>
 
+#include "cuflash/io/printable.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "NpyArray bytes are little-endian and copied with memcpy: little-endian hosts only");
 
@@ -44,22 +46,7 @@ constexpr size_t kGrowthAxisDigits = 21;
 }
 
 // Untrusted header text shown in an error message: one line, printable, bounded.
-std::string printable(std::string_view text) {
-  constexpr size_t kMaxShown = 40;
-  std::string shown;
-  for (size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      shown += static_cast<char>(c);
-    } else {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      shown += escaped;
-    }
-  }
-  if (text.size() > kMaxShown) shown += "...";
-  return shown;
-}
+std::string header_excerpt(std::string_view text) { return printable(text, 40); }
 
 // Python's repr of a shape tuple: (), (5,), (2, 3).
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -195,7 +182,7 @@ class HeaderParser {
         mark_seen(seen_shape, key);
         dict.shape = parse_shape();
       } else {
-        malformed("unexpected key '" + printable(key) + "' in header");
+        malformed("unexpected key '" + header_excerpt(key) + "' in header");
       }
       skip_space();
       if (consume(',')) {
@@ -240,7 +227,7 @@ class HeaderParser {
     if (peek() != '\'' && peek() != '"') malformed("expected a quoted key");
     std::string key = parse_string();
     skip_space();
-    if (!consume(':')) malformed("expected ':' after key '" + printable(key) + "'");
+    if (!consume(':')) malformed("expected ':' after key '" + header_excerpt(key) + "'");
     skip_space();
     return key;
   }
@@ -342,7 +329,7 @@ struct DescrInfo {
 //   V2 with '|' (NumPy's void), '<' or '=' (ml_dtypes' bfloat16): bf16 bits, never swapped.
 DescrInfo interpret_descr(const std::string& descr, const std::string& name,
                           const ReadOptions& options) {
-  const std::string shown = "'" + printable(descr) + "'";
+  const std::string shown = "'" + header_excerpt(descr) + "'";
   std::string_view code = descr;
   char order = '=';
   if (!code.empty() && std::string_view("<>=|").find(code.front()) != std::string_view::npos) {
