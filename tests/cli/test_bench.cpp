@@ -1319,4 +1319,18 @@ TEST_CASE("memory: a case over GPUs needs rank 0's shards and ring scratch on GP
     CHECK(context_parallel::ring_rank_device_bytes(p.shape, p.dtype, 8, backward) <
           context_parallel::ring_rank_device_bytes(p.shape, p.dtype, 2, backward));
   }
+  // A forward and backward run holds the forward's scratch and besides it at least the
+  // backward's shards of dO, dQ, dK and dV (bf16) and its fp32 sums of dQ and of dK and dV (two
+  // being added to, two arriving with more than one rank).
+  for (const int gpus : {1, 2, 8}) {
+    const double forward =
+        double(context_parallel::ring_rank_device_bytes(p.shape, p.dtype, gpus, false));
+    const double backward =
+        double(context_parallel::ring_rank_device_bytes(p.shape, p.dtype, gpus, true));
+    const double q_shard = double(p.shape.q_elements()) / gpus;
+    const double k_shard = double(p.shape.kv_elements()) / gpus;
+    const double kv_sums = gpus > 1 ? 8 : 4;
+    CHECK(backward - forward >=
+          2 * (2 * q_shard + 2 * k_shard) + 4 * (q_shard + kv_sums * k_shard));
+  }
 }

@@ -24,13 +24,13 @@ size_t ring_rank_device_bytes(const AttentionShape& s, DType dtype, int gpus, bo
 
   // Shards of Q, O, K, V and LSE, and the two ring buffers of K and V.
   double bytes = element * (2 * q_shard + 2 * k_shard) + 4 * lse_shard + element * 4 * k_shard;
-  if (!backward) {
-    // A block's O, and the running merges of the two query chunks.
-    bytes += element * double(s.batch * s.heads * largest_q_chunk * s.head_dim);
-    bytes += 2 * 4.0 * double(detail::ChunkMerge::out_floats(s, largest_q_chunk) +
-                              detail::ChunkMerge::lse_floats(s, largest_q_chunk));
-    return size_t(bytes);
-  }
+  // A block's O, and the running merges of the two query chunks: the forward's scratch, which
+  // the ring keeps for a backward of the same shape (make_scratch()).
+  bytes += element * double(s.batch * s.heads * largest_q_chunk * s.head_dim);
+  bytes += 2 * 4.0 *
+           double(detail::ChunkMerge::out_floats(s, largest_q_chunk) +
+                  detail::ChunkMerge::lse_floats(s, largest_q_chunk));
+  if (!backward) return size_t(bytes);
   // dO, dQ, dK, dV shards; the fp32 dK/dV sums (two buffers being added to, and with more than
   // one rank two arriving), the fp32 dQ sum, the chunks' LSE rows and a block's workspace.
   const double sum_buffers = gpus > 1 ? 8 : 4;

@@ -90,7 +90,8 @@ class Ring {
 
 // Device memory one rank of a Ring holds for a problem besides the whole tensors (the largest
 // rank's: its shards, as ring_passes() keeps them, and the ring's scratch), in bytes; in every
-// build, so that a caller can check a case before it runs.
+// build, so that a caller can check a case before it runs. `backward`: a forward and a backward
+// call on the same shape (the ring keeps both calls' scratch).
 size_t ring_rank_device_bytes(const AttentionShape& shape, DType dtype, int gpus, bool backward);
 
 // When ring_passes() copy the whole problem's tensors to the ranks' shards and the results back.
