@@ -613,6 +613,14 @@ void validate_backward_tensors(const std::string& context, const BackwardArgs& a
   }
 }
 
+// GradientSums are on when sums.dq is set (enabled()); dk or dv set without it would be
+// ignored silently.
+void validate_sums_given_whole(const std::string& context, const GradientSums& sums) {
+  if (!sums.enabled() && (sums.dk.data != nullptr || sums.dv.data != nullptr)) {
+    invalid(context, "sums.dk or sums.dv is set but sums.dq is null: give all three or none");
+  }
+}
+
 }  // namespace
 
 void backward(const BackwardArgs& args, cudaStream_t stream) {
@@ -622,6 +630,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   BackwardArgs resolved = args;
   resolved.scale = validate_problem_and_variants(context, args);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
+  validate_sums_given_whole(context, args.sums);
   if (args.sums.enabled() && args.varlen.enabled()) {
     invalid(context, "sums (fp32 gradient sums) do not combine with a varlen batch");
   }
@@ -646,6 +655,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller) {
   const AttentionShape& s = args.shape;
   validate_problem_and_variants(caller, args);
+  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
   validate_tensor(caller, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_tensor(caller, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   validate_tensor(caller, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
@@ -655,6 +665,8 @@ void check_dense_forward_args(const ForwardArgs& args, const std::string& caller
 
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller) {
   validate_problem_and_variants(caller, args);
+  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
+  validate_sums_given_whole(caller, args.sums);
   validate_backward_tensors(caller, args);
   validate_lse(caller, args.lse);
 }

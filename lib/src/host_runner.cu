@@ -99,6 +99,7 @@ void check_varlen(const Problem& p) {
     throw Error(Error::Kind::invalid_argument, message);
   };
   if (!p.varlen()) {
+    if (!p.seqlens_k.empty()) fail("seqlens_k needs seqlens_q (a variable-length batch)");
     if (p.layout == Layout::thd) fail("layout thd needs sequence lengths (seqlens_q)");
     return;
   }

@@ -8,6 +8,7 @@
 
 #include "cuflash/attention.h"
 #include "cuflash/context_parallel/single_gpu.h"
+#include "cuflash/host_runner.h"
 
 using Catch::Matchers::Contains;
 using cuflash::Error;
@@ -111,4 +112,88 @@ TEST_CASE("api: merge_attention_partials refuses outputs over its partials", "[a
   over_lse.lse = reinterpret_cast<float*>(g_memory + 272);  // inside partial_lse
   require_invalid([&] { cuflash::merge_attention_partials(over_lse); },
                   "lse overlaps the partials");
+}
+
+namespace {
+
+// Dense fp16 backward arguments of B=1, H=2, S=64, D=64 (bhsd) over g_memory: every check of
+// the tensors passes.
+cuflash::BackwardArgs dense_backward_args() {
+  const cuflash::TensorRef dense =
+      cuflash::make_tensor_ref(g_memory, cuflash::Layout::bhsd, 1, 2, 64, 64);
+  cuflash::BackwardArgs args;
+  args.shape = cuflash::AttentionShape{1, 2, 2, 64, 64, 64};
+  args.q = args.k = args.v = args.out = args.dout = args.dq = args.dk = args.dv = dense;
+  args.lse = reinterpret_cast<const float*>(g_memory);
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("api: gradient sums are given whole or not at all", "[api][sums]") {
+  // enabled() looks at sums.dq: dk and dv alone would be ignored and the gradients written in
+  // the dtype instead.
+  cuflash::BackwardArgs args = dense_backward_args();
+  args.sums.dk = args.sums.dv = args.dk;
+  require_invalid([&] { cuflash::backward(args); },
+                  "sums.dk or sums.dv is set but sums.dq is null");
+  require_invalid([&] { cuflash::check_dense_backward_args(args, "caller"); },
+                  "caller: sums.dk or sums.dv is set");
+}
+
+TEST_CASE("api: the dense argument checks refuse a diagonal_offset as forward() does",
+          "[api][context_parallel]") {
+  cuflash::ForwardArgs forward;
+  const cuflash::BackwardArgs dense = dense_backward_args();
+  forward.shape = dense.shape;
+  forward.q = dense.q;
+  forward.k = dense.k;
+  forward.v = dense.v;
+  forward.out = dense.out;
+  forward.lse = reinterpret_cast<float*>(g_memory);
+  forward.diagonal_offset = int64_t{1} << 40;
+  require_invalid([&] { cuflash::check_dense_forward_args(forward, "caller"); },
+                  "diagonal_offset (1099511627776) must lie within +-2^32");
+  cuflash::BackwardArgs backward = dense;
+  backward.diagonal_offset = -(int64_t{1} << 40);
+  require_invalid([&] { cuflash::check_dense_backward_args(backward, "caller"); },
+                  "must lie within +-2^32");
+}
+
+TEST_CASE("api: context-parallel backward refuses gradient sums it would not add to",
+          "[api][context_parallel]") {
+  cuflash::BackwardArgs args = dense_backward_args();
+  args.sums.dq = args.dq;
+  args.sums.dk = args.sums.dv = args.dk;
+  try {
+    cuflash::context_parallel::single_gpu_backward(args, 2);
+    FAIL("single_gpu_backward took gradient sums");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.kind() == Error::Kind::unsupported);
+    CHECK_THAT(e.what(), Contains("sums (fp32 gradient sums) are not supported"));
+  }
+}
+
+TEST_CASE("api: forward_args() refuses a scale or softcap that float would round to 0", "[api]") {
+  cuflash::Problem p;
+  p.shape = cuflash::AttentionShape{1, 2, 2, 64, 64, 64};
+  p.scale = 1e-50;  // below 2^-100; as a float 0, the default 1/sqrt(head_dim)
+  require_invalid([&] { cuflash::forward_args(p, cuflash::DenseTensors{}); },
+                  "problem.scale must be 0 or within [2^-100, 2^100], got 1e-50");
+  p.scale = 0.0;
+  p.softcap = -2.0;
+  require_invalid([&] { cuflash::forward_args(p, cuflash::DenseTensors{}); },
+                  "problem.softcap must be 0 or within");
+}
+
+TEST_CASE("api: the host runner refuses key lengths without query lengths", "[api][varlen]") {
+  // seqlens_k alone makes no varlen batch: it would be ignored while the reference refuses it.
+  cuflash::Problem p;
+  p.shape = cuflash::AttentionShape{1, 2, 2, 8, 8, 64};
+  p.seqlens_k = {8};
+  const cuflash::HostBytes tensor(size_t(p.shape.q_elements()) * 2);  // fp16, dense
+  require_invalid(
+      [&] { cuflash::run_forward(p, tensor, tensor, tensor, cuflash::library_passes()); },
+      "seqlens_k needs seqlens_q");
 }

@@ -716,6 +716,11 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("backward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
+  if (problem.sums.enabled()) {
+    refuse(Error::Kind::unsupported,
+           "backward: sums (fp32 gradient sums) are not supported: the "
+           "ranks' gradients are summed in the ring's scratch");
+  }
   const RingLayout l = ring_layout(s, problem.mask, problem.window, n, layout);
   check_rank_tensors(l, s, tensors, problem.alibi.data != nullptr);
   ring.make_scratch(s, problem.dtype, true);

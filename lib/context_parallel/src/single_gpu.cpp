@@ -192,11 +192,14 @@ void check_forward(const ForwardArgs& args, int ranks) {
 void check_backward(const BackwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_backward";
   check_common(context, ranks, args.varlen, args.diagonal_offset);
+  if (args.sums.enabled()) {
+    refuse(Error::Kind::unsupported, context,
+           "sums (fp32 gradient sums) are not supported: the blocks' gradients are summed in the "
+           "workspace and written to dq, dk and dv");
+  }
   // The whole problem's tensors, dq, dk and dv included: the blocks' backward() calls add to
   // fp32 sums in scratch and never see them; the sums are then stored through their strides.
-  BackwardArgs whole = args;
-  whole.sums = {};
-  check_dense_backward_args(whole, context);
+  check_dense_backward_args(args, context);
   check_workspace(context, args.workspace, args.workspace_bytes,
                   single_gpu_backward_workspace_size(args.shape, args.dtype, ranks,
                                                      args.deterministic));

@@ -16,8 +16,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -123,6 +125,8 @@ struct ForwardArgs {
   // merge_attention_partials() combines. 0: forward() chooses for the shape and the device (1
   // where the workspace cannot hold the partials); 1: no split; 2..max_forward_splits(shape):
   // exactly that many (fp16 and bf16 only). Results differ from unsplit ones by rounding only.
+  // splits > 1, paged K/V and cache_seqlens run the split kernel, which applies no window,
+  // softcap or ALiBi: those combinations are refused (unsupported).
   int64_t splits = 0;
   // Scratch for the partial results: at least forward_workspace_size(shape, dtype, splits)
   // bytes, 256-byte aligned. May be null when splits is 0 or 1.
@@ -158,6 +162,7 @@ struct ForwardArgs {
 // one larger problem (context parallelism), rounded to the dtype once at the end: the sums hold
 // exactly the fp32 values the kernels would round. Each element is read, added to and written by
 // one thread of one call, in stream order: calls that add to the same arrays must not overlap.
+// On when dq.data is set; dk and dv are then required too, and either set without dq is refused.
 struct GradientSums {
   TensorRef dq, dk, dv;
   bool enabled() const { return dq.data != nullptr; }
@@ -252,6 +257,18 @@ inline ForwardArgs forward_args(const Problem& problem, const DenseTensors& tens
   args.shape = varlen_args_shape(problem);
   args.dtype = problem.dtype;
   args.mask = problem.mask;
+  // Bounds checked in double: a float would round a tiny value to 0, the default scale or no
+  // softcap, rather than refuse it.
+  for (const auto& [name, value] :
+       {std::pair{"scale", problem.scale}, std::pair{"softcap", problem.softcap}}) {
+    if (value != 0.0 && !within_scale_bounds(value)) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", value);
+      throw Error(Error::Kind::invalid_argument, std::string("forward_args: problem.") + name +
+                                                     " must be 0 or within [2^-100, 2^100], got " +
+                                                     shown);
+    }
+  }
   args.scale = static_cast<float>(problem.scale);
   args.window = problem.window;
   args.softcap = static_cast<float>(problem.softcap);
@@ -319,10 +336,10 @@ int64_t kernel_head_dim(int64_t head_dim);
 // The kernels forward() and backward() run for fp16/bf16 at head_dim 40 and above on `device`:
 // "wgmma" (Hopper's warpgroup instructions and TMA loads; needs a build for sm_90a and a compute
 // capability 9.0 device, and is off when the environment variable CUFLASH_DISABLE_WGMMA is set
-// to anything but 0; the variable is read once per process, at the first call) or "mma.sync"
-// (everywhere else; also always at head_dim 32 and below, for fp32, for the backward's varlen
-// batches, variants, fp32 sums and deterministic dQ above head_dim 128, and for tensors whose
-// strides TMA cannot describe).
+// to anything but an empty value or 0; the variable is read once per process, at the first
+// call) or "mma.sync" (everywhere else; also always at head_dim 32 and below, for fp32, for the
+// backward's varlen batches, variants, fp32 sums and deterministic dQ above head_dim 128, and
+// for tensors whose strides TMA cannot describe).
 const char* tensor_core_kernels(int device);
 
 void forward(const ForwardArgs& args, cudaStream_t stream = nullptr);

@@ -13,8 +13,8 @@
 // local fp32 sum; the gradients are rounded to the dtype once per rank at the end.
 //
 // Dense problems only, as the single-GPU mode (single_gpu.h): no varlen batch, paged K/V,
-// cache_seqlens, key splits or diagonal_offset of the caller's. Built when CMake finds NCCL
-// (option CUFLASH_NCCL); ring_available() says whether this build has it.
+// cache_seqlens, key splits, diagonal_offset or gradient sums of the caller's. Built when CMake
+// finds NCCL (option CUFLASH_NCCL); ring_available() says whether this build has it.
 #pragma once
 
 #include <cstddef>

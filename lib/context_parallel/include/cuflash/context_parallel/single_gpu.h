@@ -16,8 +16,9 @@
 // D_i = rowsum(dO_i * O_i) are the whole problem's), which are summed in fp32 in ring order and
 // written in the dtype at the end.
 //
-// Dense problems only: a varlen batch, paged K/V, cache_seqlens, key splits above 1 and an
-// explicit diagonal_offset are refused (cuflash::Error, kind unsupported or invalid_argument).
+// Dense problems only: a varlen batch, paged K/V, cache_seqlens, key splits above 1, an
+// explicit diagonal_offset and the backward's GradientSums are refused (cuflash::Error, kind
+// unsupported or invalid_argument).
 // Asynchronous on `stream`, allocating nothing: the workspace comes with the arguments.
 #pragma once
 
@@ -38,9 +39,9 @@ namespace cuflash::context_parallel {
 // partial results (O and LSE) of the largest query chunk, each rounded up to 256 bytes.
 size_t single_gpu_forward_workspace_size(const AttentionShape& shape, DType dtype, int ranks);
 
-// Bytes single_gpu_backward() takes: fp32 sums of dQ, dK and dV, the LSE rows of a rank's two
-// query chunks, one block's dQ, dK and dV in the dtype, and backward()'s own workspace for the
-// largest block (backward_workspace_size(..., deterministic)), each rounded up to 256 bytes.
+// Bytes single_gpu_backward() takes: fp32 sums of dQ, dK and dV (the blocks' backward() calls
+// add to them), the LSE rows of a rank's two query chunks, and backward()'s own workspace for
+// the largest block (backward_workspace_size(..., deterministic)), each rounded up to 256 bytes.
 size_t single_gpu_backward_workspace_size(const AttentionShape& shape, DType dtype, int ranks,
                                           bool deterministic = false);
 
