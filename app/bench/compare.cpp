@@ -270,9 +270,8 @@ Comparison compare_pass(const std::string& name, const BaselineRow& baseline,
   return c;
 }
 
-std::vector<Comparison> compare_runs(const Baseline& baseline,
-                                     const std::vector<CaseRecord>& records,
-                                     const RunIdentity& identity, bool across) {
+void check_baseline_serves(const Baseline& baseline, const std::vector<std::string>& planned,
+                           const RunIdentity& identity, bool across) {
   if (!across) {
     if (!baseline.device_name.empty() && !identity.device_name.empty() &&
         baseline.device_name != identity.device_name) {
@@ -287,6 +286,17 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
                                       " kernels (--compare-across compares them anyway)");
     }
   }
+  const bool shares_a_run = std::any_of(planned.begin(), planned.end(), [&](const auto& name) {
+    return baseline_row(baseline, name) != nullptr;
+  });
+  if (!shares_a_run && !planned.empty()) {
+    bad_baseline(baseline.path,
+                 "has no case of this run (names such as " + baseline.rows.begin()->first + ")");
+  }
+}
+
+std::vector<Comparison> compare_runs(const Baseline& baseline,
+                                     const std::vector<CaseRecord>& records) {
   std::vector<Comparison> comparisons;
   for (const CaseRecord& record : records) {
     for (const PassResult& pass : record.passes) {
@@ -297,10 +307,6 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
       comparisons.push_back(compare_pass(name, *row, pass.samples_ms,
                                          round_spread(pass.samples_ms, pass.round_samples)));
     }
-  }
-  if (comparisons.empty() && !records.empty()) {
-    bad_baseline(baseline.path, "has no case of this run (names such as " +
-                                    baseline.rows.begin()->first + ")");
   }
   return comparisons;
 }

@@ -80,14 +80,18 @@ struct RunIdentity {
   std::string kernels;
 };
 
+// The checks a run makes of its baseline before it times anything: throws cli::UsageError
+// naming the file when the GPU model or the kernel family differ and `across` is false (the
+// protocol never combines them), or when the baseline has none of the `planned` runs (names as
+// run_name() gives them; either backward mode matches, as in compare_runs()).
+void check_baseline_serves(const Baseline& baseline, const std::vector<std::string>& planned,
+                           const RunIdentity& identity, bool across);
+
 // Every timed pass of `records` that the baseline has, in order: the row of the same name, or
 // where there is none the same case in the other backward mode (default against
-// --deterministic, and back). Throws cli::UsageError naming the file when no pass matches, or
-// when the GPU model or the kernel family differ and `across` is false (the protocol never
-// combines them).
+// --deterministic, and back). Empty when none has one (the cases that the baseline has failed).
 std::vector<Comparison> compare_runs(const Baseline& baseline,
-                                     const std::vector<CaseRecord>& records,
-                                     const RunIdentity& identity, bool across);
+                                     const std::vector<CaseRecord>& records);
 
 // The comparison as an aligned table, markdown, CSV, or JSON (an array of objects).
 std::string format_comparison(const std::vector<Comparison>& comparisons, const std::string& title,

@@ -10,8 +10,9 @@
 
 #include "bench/compare.h"
 #include "bench/metadata.h"
-#include "cli/exit_codes.h"
 #include "bench/package.h"
+#include "bench/sweep.h"
+#include "cli/exit_codes.h"
 
 namespace cuflash::bench {
 
@@ -140,6 +141,13 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   if (!plan.compare.empty()) baseline = load_baseline(plan.compare);
   const size_t total = plan.cases.size();
   Json metadata = run_metadata(plan.device, plan.protocol);
+  if (baseline) {
+    std::vector<std::string> planned;
+    for (const Problem& c : plan.cases) {
+      for (const std::string& pass : plan.passes) planned.push_back(run_name(pass, c));
+    }
+    check_baseline_serves(*baseline, planned, identity_of(metadata), plan.compare_across);
+  }
   record_progress(metadata, {}, total, "running");
   std::optional<ResultPackage> package;
   const auto write_package = [&](const std::vector<CaseRecord>& records) {
@@ -167,8 +175,7 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   write_package(outcome.records);
   std::optional<std::vector<Comparison>> comparisons;
   if (baseline) {
-    comparisons = compare_runs(*baseline, outcome.records, identity_of(metadata),
-                               plan.compare_across);
+    comparisons = compare_runs(*baseline, outcome.records);
     if (package) {
       const std::filesystem::path dir(plan.out_dir);
       write_file_atomically((dir / "comparison.json").string(),

@@ -170,16 +170,20 @@ ProfilerSettings profiler_settings(const BenchOptions& o, const CaseSettings& se
 }
 
 // The profiled child rebuilds each case from its sweep line (sweep_line()), which cannot carry
-// per-sequence key lengths or slopes read from a file.
+// per-sequence key lengths, slopes read from a file or the GPUs of a ring (it would profile
+// the one-GPU call under the ring's name).
 void require_profilable(const BenchOptions& o, const std::vector<Problem>& cases) {
   if (!o.profile) return;
   for (const Problem& c : cases) {
     const bool file_slopes =
         !c.alibi_slopes.empty() && c.alibi_slopes != alibi_default_slopes(c.shape.heads);
-    if (!c.cache_seqlens.empty() || file_slopes) {
+    const char* option = file_slopes                ? "--alibi-slopes"
+                         : !c.cache_seqlens.empty() ? "--cache-seqlens"
+                         : c.gpus != 0              ? "--gpus"
+                                                    : nullptr;
+    if (option != nullptr) {
       throw UsageError(std::string("--profile: the profiled child cannot rebuild a case with ") +
-                       (file_slopes ? "--alibi-slopes" : "--cache-seqlens") +
-                       "; drop one of the two");
+                       option + "; drop one of the two");
     }
   }
 }
@@ -226,6 +230,9 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.show_progress = !global.quiet;
   plan.rounds = o.rounds;
   const CaseSettings settings = case_settings(o);
+  plan.passes.clear();
+  if (settings.forward) plan.passes.push_back("fwd");
+  if (settings.backward) plan.passes.push_back("bwd");
   GpuCaseRunner runner(settings);
   if (!o.profile) {
     return run_session(plan, [&](const Problem& c, size_t i, int round) {

@@ -925,6 +925,39 @@ TEST_CASE("session: --samples keeps every sample's row in the package", "[bench]
   CHECK(aggregates == 2 * 6);
 }
 
+TEST_CASE("session: a baseline that shares no case with the run is refused before any case runs",
+          "[bench][compare]") {
+  TempDir tmp;
+  SessionPlan first;
+  first.cases = parse_sweep("sq=64", "t");
+  first.out_dir = (tmp.path / "baseline").string();
+  first.output = (tmp.path / "first.txt").string();
+  first.show_progress = false;
+  REQUIRE(run_session(first, fake_record) == 0);
+
+  SessionPlan plan;
+  plan.cases = parse_sweep("sq=128", "t");
+  plan.passes = {"fwd", "bwd"};
+  plan.compare = first.out_dir;
+  plan.output = (tmp.path / "second.txt").string();
+  plan.show_progress = false;
+  int runs = 0;
+  const auto counted = [&runs](const Problem& c, size_t i, int round) {
+    ++runs;
+    return fake_record(c, i, round);
+  };
+  CHECK_THROWS_WITH(run_session(plan, counted), Catch::Contains("has no case of this run"));
+  CHECK(runs == 0);
+  CHECK_FALSE(fs::exists(plan.output));
+
+  // Only its backward pass timed: the baseline's backward rows serve.
+  plan.cases = parse_sweep("sq=64,128", "t");
+  plan.passes = {"bwd"};
+  CHECK(run_session(plan, counted) == 0);
+  CHECK(runs == 2);
+  CHECK(slurp(plan.output).find("Comparison with") != std::string::npos);
+}
+
 TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
   TempDir tmp;
   SessionPlan plan;

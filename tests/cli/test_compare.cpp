@@ -165,7 +165,7 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
     CHECK(baseline.device_name == "NVIDIA H200");
     CHECK(baseline.rows.begin()->second.samples_ms.size() == (with_samples ? 30u : 0u));
     CHECK(baseline.rows.begin()->second.count == 30);
-    const std::vector<Comparison> c = compare_runs(baseline, now, h200, false);
+    const std::vector<Comparison> c = compare_runs(baseline, now);
     REQUIRE(c.size() == 1);
     CHECK(c[0].name == run_name("fwd", p));
     CHECK(c[0].verdict == Verdict::faster);
@@ -186,7 +186,7 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
                      JsonRows::medians));
   const Baseline with_spread = load_baseline(in_rounds.string());
   CHECK(with_spread.rows.begin()->second.round_spread == Approx(spread));
-  const std::vector<Comparison> drifted = compare_runs(with_spread, now, h200, false);
+  const std::vector<Comparison> drifted = compare_runs(with_spread, now);
   REQUIRE(drifted.size() == 1);
   CHECK(drifted[0].baseline_noise == Approx(spread));
   CHECK(drifted[0].verdict == Verdict::within_noise);  // 20% faster, but the rounds moved 40%+
@@ -194,19 +194,23 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
   const fs::path other_gpu = tmp.path / "a100.json";
   std::ofstream(other_gpu) << baseline_document(p, before, true, "NVIDIA A100", "mma.sync");
   const Baseline a100 = load_baseline(other_gpu.string());
-  CHECK_THROWS_WITH(compare_runs(a100, now, h200, false),
+  const std::vector<std::string> planned = {run_name("fwd", p)};
+  CHECK_THROWS_WITH(check_baseline_serves(a100, planned, h200, false),
                     Catch::Contains(other_gpu.string()) && Catch::Contains("NVIDIA A100"));
-  CHECK(compare_runs(a100, now, h200, true).size() == 1);  // asked for explicitly
+  CHECK_NOTHROW(check_baseline_serves(a100, planned, h200, true));  // asked for explicitly
+  CHECK(compare_runs(a100, now).size() == 1);
   const fs::path other_kernels = tmp.path / "portable.json";
   std::ofstream(other_kernels) << baseline_document(p, before, true, "NVIDIA H200", "mma.sync");
-  CHECK_THROWS_WITH(compare_runs(load_baseline(other_kernels.string()), now, h200, false),
-                    Catch::Contains("mma.sync"));
+  CHECK_THROWS_WITH(
+      check_baseline_serves(load_baseline(other_kernels.string()), planned, h200, false),
+      Catch::Contains("mma.sync"));
 
   Problem other = p;
   other.dtype = DType::bf16;  // a case the baseline does not have
-  CHECK_THROWS_AS(compare_runs(load_baseline(other_gpu.string()),
-                               {record_with(other, before)}, h200, true),
+  CHECK_THROWS_AS(check_baseline_serves(load_baseline(other_gpu.string()), {run_name("fwd", other)},
+                                        h200, true),
                   cli::UsageError);
+  CHECK(compare_runs(a100, {record_with(other, before)}).empty());
 
   const fs::path not_json = tmp.path / "notes.txt";
   std::ofstream(not_json) << "median 1.0 ms\n";
@@ -227,7 +231,6 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
 // two backward modes; where the baseline has the run's own rows, those are taken.
 TEST_CASE("compare: a deterministic run against a default baseline, and back", "[bench][compare]") {
   TempDir tmp;
-  const RunIdentity h200{"NVIDIA H200", "wgmma"};
   const Problem plain = small_case();
   Problem deterministic = plain;
   deterministic.deterministic = true;
@@ -241,7 +244,7 @@ TEST_CASE("compare: a deterministic run against a default baseline, and back", "
 
   const std::vector<Comparison> slower =
       compare_runs(load_baseline(plain_file.string()),
-                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 22))}, h200, false);
+                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 22))});
   REQUIRE(slower.size() == 1);
   CHECK(slower[0].name == run_name("fwd", deterministic));
   CHECK(slower[0].baseline_median_ms == Approx(1.0).margin(0.01));
@@ -249,7 +252,7 @@ TEST_CASE("compare: a deterministic run against a default baseline, and back", "
 
   const std::vector<Comparison> faster =
       compare_runs(load_baseline(deterministic_file.string()),
-                   {record_with(plain, samples_around(1.0, 0.01, 30, 23))}, h200, false);
+                   {record_with(plain, samples_around(1.0, 0.01, 30, 23))});
   REQUIRE(faster.size() == 1);
   CHECK(faster[0].name == run_name("fwd", plain));
   CHECK(faster[0].verdict == Verdict::faster);
@@ -263,7 +266,7 @@ TEST_CASE("compare: a deterministic run against a default baseline, and back", "
       JsonRows::all));
   const std::vector<Comparison> own =
       compare_runs(load_baseline(both_file.string()),
-                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 26))}, h200, false);
+                   {record_with(deterministic, samples_around(1.2, 0.01, 30, 26))});
   REQUIRE(own.size() == 1);
   CHECK(own[0].baseline_median_ms == Approx(1.2).margin(0.01));
   CHECK(own[0].verdict == Verdict::within_noise);

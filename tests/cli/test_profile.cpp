@@ -509,6 +509,17 @@ TEST_CASE("cli: --profile needs --out-dir, and without a GPU it fails fast", "[b
   CHECK(alone.exit_code == 2);
   CHECK(contains(alone.err, "--out-dir"));
   CHECK(contains(alone.err, "--profile"));
+  // Cases the profiled child cannot rebuild from a sweep line: refused before anything runs.
+  for (const std::string option : {"--gpus 1", "--cache-seqlens 5 -b 1 --pass fwd"}) {
+    const Outcome refused = run_shell(cuflash + " bench -s 64 --profile --out-dir " +
+                                          (tmp.path / "refused").string() + " " + option,
+                                      tmp);
+    INFO(option << ": " << refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK(
+        contains(refused.err, "cannot rebuild a case with " + option.substr(0, option.find(' '))));
+    CHECK_FALSE(fs::exists(tmp.path / "refused"));
+  }
   const Outcome help = run_shell(cuflash + " bench --help", tmp);
   CHECK(contains(help.out, "--profile"));
   CHECK_FALSE(contains(run_shell(cuflash + " --help", tmp).out, "profile-target"));
