@@ -1032,7 +1032,11 @@ def parse_args(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
-    p.add_argument("--sweep", help="a sweep of share/sweeps (seed, fa, decode) or a sweep file path")
+    p.add_argument(
+        "--sweep",
+        help="a sweep of share/sweeps (its name without .txt, as cuflash bench --sweep) or a "
+        "sweep file path",
+    )
     p.add_argument("--filter", help="only cases whose name matches this regular expression")
     p.add_argument(
         "--list",
