@@ -911,8 +911,6 @@ TEST_CASE("baseline error is small, nonzero and grows as the dtype narrows", "[b
     const ref::ErrorStats dq = ref::compare(low_grads.dq, exact_grads.dq);
     CHECK(out.nonfinite == 0);
     CHECK(dq.nonfinite == 0);
-    // The baseline trivially passes against itself.
-    CHECK(ref::within_tolerance(out, out, ref::default_floor(dtype)));
     return Errors{out.max_abs, ref::compare(low.lse, exact.lse).max_abs, dq.max_abs,
                   ref::compare(low_grads.dk, exact_grads.dk).max_abs,
                   ref::compare(low_grads.dv, exact_grads.dv).max_abs};
