@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -395,6 +396,18 @@ TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
                  format_error(lse_relative_tolerance(dtype)) + " x max(1, |lse|)), failing rows " +
                  std::to_string(failures);
   return check;
+}
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;  // equal infinities included
+    const double difference = std::abs(a[i] - b[i]);
+    worst = std::isfinite(difference) ? std::max(worst, difference)
+                                      : std::numeric_limits<double>::infinity();
+  }
+  return worst;
 }
 
 std::vector<TensorCheck> run_and_check(const Problem& c, uint64_t seed) {

@@ -109,6 +109,10 @@ TensorCheck check_tensor(const std::string& name, DType dtype, const std::vector
 TensorCheck check_lse(DType dtype, const std::vector<float>& ours,
                       const std::vector<double>& reference);
 
+// The largest |a[i] - b[i]|: +inf when a value is NaN or the two differ in an infinity (std::max
+// alone would drop a NaN and let a NaN output pass). Requires equal sizes.
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b);
+
 // The float64 reference and the low-precision baseline of a case, forward and backward, on the
 // same (dtype-rounded) inputs as the GPU.
 struct ExpectedResults {

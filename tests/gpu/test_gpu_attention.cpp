@@ -25,6 +25,7 @@
 #include "cuflash/error.h"
 #include "cuflash/host_runner.h"
 #include "cuflash/numeric.h"
+#include "cuflash/reference/compare.h"
 #include "cuflash/version.h"
 #include "gpu_test_util.h"
 
@@ -353,6 +354,24 @@ TEST_CASE(
   }
 }
 
+// bf16's baseline rounds scores of about 60 to steps of 0.25, an error of several percent of O
+// that the 2x-the-baseline rule would pass again on top (a rescale slip of e^0.1 would pass).
+// The kernels keep the scores in fp32 and round only P, dS and the outputs to bf16: their
+// relative L2 error stays near bf16's 2^-8, far under the cap of 2 %.
+void check_wide_scores_bf16(const Problem& c, const HostForwardBackwardResult& gpu,
+                            const ExpectedResults& expected) {
+  const std::pair<const char*, reference::ErrorStats> errors[] = {
+      {"O", reference::compare(q_side_values(c, gpu.forward.out), expected.ref_fwd.out)},
+      {"dQ", reference::compare(q_side_values(c, gpu.backward.dq), expected.ref_grad.dq)},
+      {"dK", reference::compare(kv_side_values(c, gpu.backward.dk), expected.ref_grad.dk)},
+      {"dV", reference::compare(kv_side_values(c, gpu.backward.dv), expected.ref_grad.dv)}};
+  for (const auto& [name, error] : errors) {
+    INFO(name << ": rel_l2 " << error.rel_l2 << ", non-finite " << error.nonfinite);
+    CHECK(error.nonfinite == 0);
+    CHECK(error.rel_l2 <= 0.02);
+  }
+}
+
 // Scores of a wide range: Q times 16 puts a row's scores tens of log2 units apart, so that its
 // running max grows across key blocks both by more than the wgmma forward's lazy bound (the max
 // raised and O rescaled) and by less (P above 1 against the stale max): with 1023 keys (eight
@@ -367,10 +386,14 @@ TEST_CASE("scores of a wide range: forward and backward vs float64 reference", "
         DYNAMIC_SECTION(describe(c)) {
           CaseInputs in = make_inputs(c, uint64_t(++seed));
           scale_queries(c, in, 16.0);
-          for (const TensorCheck& check : run_and_check(c, in)) {
+          const HostForwardBackwardResult gpu =
+              run_forward_backward(c, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
+          const ExpectedResults expected = expected_results(c, in);
+          for (const TensorCheck& check : check_results(c, gpu, expected)) {
             INFO(check.report);
             CHECK(check.pass);
           }
+          if (dtype == DType::bf16) check_wide_scores_bf16(c, gpu, expected);
         }
       }
     }
@@ -625,6 +648,7 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   const std::vector<KernelLaunch> wide = launches_of(
       make_problem(DType::fp16, 64, Mask::causal_bottom_right, 512, 512, 2, 8, 2, Layout::bhsd),
       false);
+  REQUIRE(!wide.empty());
   const std::vector<KernelLaunch> decode = launches_of(
       make_problem(DType::bf16, 128, Mask::causal_bottom_right, 1, 4096, 2, 8, 2, Layout::bshd),
       false);
@@ -634,7 +658,11 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   REQUIRE(both.size() >= 2);
   CHECK(both.front().call == "forward");
   CHECK(both.back().call == "backward");
-  if (!hopper_sxm) return;
+  if (!hopper_sxm) {
+    WARN("the kernels' names are not checked: they are known for wgmma on 132 SMs, this device "
+         "runs " << tensor_core_kernels(device) << " on " << multiprocessors << " SMs");
+    return;
+  }
 
   REQUIRE(tall.size() == 1);
   CHECK(starts_with(tall[0].kernel,

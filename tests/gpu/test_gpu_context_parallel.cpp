@@ -11,6 +11,7 @@
 //     no mask and both causal masks, every dtype, both layouts, grouped-query attention, windows,
 //     softcap and ALiBi; a NaN reaching O; the argument checks.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -117,6 +118,14 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   forward(device.forward_args());
   const HostForwardResult whole = device.forward_result();
   const DeviceBuffer block_lse = lse_rows_on_device(p, whole.lse, q_begin, q_end);
+  // Every output all bits set (NaN in every dtype) before a block writes its rows: rows it does
+  // not write, or writes elsewhere, fail the checks below; rows past it must stay NaN.
+  const auto fill_nan = [&](void* data, int64_t elements) {
+    check_cuda(cudaMemset(data, 0xFF, size_t(elements) * dtype_size(p.dtype)), "filling NaN");
+  };
+  const auto count_nan = [](const std::vector<double>& values) {
+    return std::count_if(values.begin(), values.end(), [](double x) { return x != x; });
+  };
 
   // Backward, queries [q_begin, q_end): their dQ rows in place; dK and dV (partial) aside.
   const BackwardArgs whole_backward = device.backward_args();
@@ -129,6 +138,7 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   const DeviceBuffer partial_dk(kv_bytes), partial_dv(kv_bytes);
   queries.dk.data = partial_dk.data();
   queries.dv.data = partial_dv.data();
+  fill_nan(whole_backward.dq.data, s.q_elements());
   backward(queries);
   const std::vector<double> dq = q_side_values(p, device.backward_result().dq);
 
@@ -138,15 +148,16 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   keys.dv = context_parallel::tensor_rows(whole_backward.dv, k_begin, p.dtype);
   const DeviceBuffer partial_dq(size_t(s.q_elements()) * dtype_size(p.dtype));
   keys.dq.data = partial_dq.data();
+  fill_nan(whole_backward.dk.data, s.kv_elements());
+  fill_nan(whole_backward.dv.data, s.kv_elements());
   backward(keys);
   const HostBackwardResult key_grads = device.backward_result();
+  const std::vector<double> dk = kv_side_values(p, key_grads.dk);
+  const std::vector<double> dv = kv_side_values(p, key_grads.dv);
 
-  // Forward, queries [q_begin, q_end): their O rows in place, their LSE packed. O is NaN
-  // before (all bits set: NaN in every dtype), so that rows the block does not write, or writes
-  // elsewhere, fail the checks below.
+  // Forward, queries [q_begin, q_end): their O rows in place, their LSE packed.
   ForwardArgs rows = block_of(device.forward_args(), p, q_begin, q_end, 0, s.seq_k);
-  check_cuda(cudaMemset(rows.out.data, 0xFF, size_t(s.q_elements()) * dtype_size(p.dtype)),
-             "filling O with NaN");
+  fill_nan(rows.out.data, s.q_elements());
   rows.out = context_parallel::tensor_rows(rows.out, q_begin, p.dtype);
   const DeviceBuffer rows_lse(size_t(q_planes * (q_end - q_begin)) * sizeof(float));
   rows.lse = rows_lse.as<float>();
@@ -157,22 +168,24 @@ void check_blocks_at_offsets(const Problem& p, uint64_t seed) {
   rows_lse.copy_to_host(lse.data());
   check_cuda(cudaDeviceSynchronize(), "downloading the block's LSE");
 
-  // Every O value outside the block's rows is still NaN.
+  // Every O and dQ value outside the block's query rows, and every dK and dV value outside its
+  // key rows, is still NaN.
   const std::vector<double> out_rows = q_rows(out, s.head_dim);
-  const auto count_nan = [](const std::vector<double>& values) {
-    return std::count_if(values.begin(), values.end(), [](double x) { return x != x; });
-  };
   CHECK(count_nan(out) - count_nan(out_rows) == int64_t(out.size() - out_rows.size()));
+  const std::vector<double> dq_rows = q_rows(dq, s.head_dim);
+  CHECK(count_nan(dq) - count_nan(dq_rows) == int64_t(dq.size() - dq_rows.size()));
+  for (const std::vector<double>* grad : {&dk, &dv}) {
+    const std::vector<double> grad_rows = k_rows(*grad);
+    CHECK(count_nan(*grad) - count_nan(grad_rows) == int64_t(grad->size() - grad_rows.size()));
+  }
   check_all("block", {
       check_tensor("O rows", p.dtype, out_rows, q_rows(e.base_fwd.out, s.head_dim),
                    q_rows(e.ref_fwd.out, s.head_dim)),
       check_lse(p.dtype, lse, q_rows(e.ref_fwd.lse, 1)),
-      check_tensor("dQ rows", p.dtype, q_rows(dq, s.head_dim), q_rows(e.base_grad.dq, s.head_dim),
+      check_tensor("dQ rows", p.dtype, dq_rows, q_rows(e.base_grad.dq, s.head_dim),
                    q_rows(e.ref_grad.dq, s.head_dim)),
-      check_tensor("dK rows", p.dtype, k_rows(kv_side_values(p, key_grads.dk)),
-                   k_rows(e.base_grad.dk), k_rows(e.ref_grad.dk)),
-      check_tensor("dV rows", p.dtype, k_rows(kv_side_values(p, key_grads.dv)),
-                   k_rows(e.base_grad.dv), k_rows(e.ref_grad.dv)),
+      check_tensor("dK rows", p.dtype, k_rows(dk), k_rows(e.base_grad.dk), k_rows(e.ref_grad.dk)),
+      check_tensor("dV rows", p.dtype, k_rows(dv), k_rows(e.base_grad.dv), k_rows(e.ref_grad.dv)),
   });
 }
 
@@ -318,10 +331,15 @@ TEST_CASE("context parallel on one GPU: a NaN in V reaches O through the merges 
   with_ranks.ranks = 3;
   const HostForwardResult ours = run_forward(with_ranks, in.q_bytes, in.k_bytes, in.v_bytes,
                                              context_parallel::device_passes(with_ranks));
-  const std::vector<double> out = q_side_values(p, ours.out);
-  int64_t nans = 0;
-  for (const double x : out) nans += x != x ? 1 : 0;
-  CHECK(nans == p.shape.seq_q * p.shape.head_dim);  // every row of head 0, no row of head 1
+  const std::vector<double> out = q_side_values(p, ours.out);  // [B=1, H=2, S, D]
+  const auto head_elements = size_t(p.shape.seq_q * p.shape.head_dim);
+  const auto nans_in = [&](size_t head) {
+    return std::count_if(out.begin() + head * head_elements,
+                         out.begin() + (head + 1) * head_elements,
+                         [](double x) { return std::isnan(x); });
+  };
+  CHECK(size_t(nans_in(0)) == head_elements);  // every row of head 0
+  CHECK(nans_in(1) == 0);                      // no row of head 1
   CHECK_FALSE(check_tensor("O", p.dtype, out, expected.base_fwd.out, expected.ref_fwd.out).pass);
 }
 

@@ -53,6 +53,7 @@ void check_gpu_counts(const Problem& p, uint64_t seed) {
       run_forward_backward(p, in.q_bytes, in.k_bytes, in.v_bytes, in.dout_bytes);
   const ExpectedResults like_plain = plain_as_reference(p, plain, expected);
   const int most = std::min(kMostGpus, gpus_present());
+  if (most < 2) WARN("one GPU present: the ring ran on 1 GPU only, no transfer between ranks");
   for (int gpus = 1; gpus <= most; ++gpus) {
     INFO("gpus " << gpus);
     Problem over = p;
