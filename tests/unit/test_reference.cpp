@@ -809,10 +809,18 @@ TEST_CASE("the baseline follows the variants", "[baseline][variants]") {
   const Inputs in = random_inputs(p, 61);
   const Vec q = rounded_to(DType::fp32, in.q), k = rounded_to(DType::fp32, in.k),
             v = rounded_to(DType::fp32, in.v);
+  const Vec dout = rounded_to(DType::fp32, in.dout);
   const ref::ForwardResult exact = ref::forward(p, q, k, v);
   const ref::ForwardResult low = ref::baseline::forward(in_dtype(p, DType::fp32), q, k, v);
   CHECK(max_difference(exact.out, low.out) < 1e-5);
   CHECK(max_difference(exact.lse, low.lse) < 1e-5);
+  // The backward too: the GPU tests of the variants' gradients take their tolerance from it.
+  const ref::Gradients exact_grads = ref::backward(p, q, k, v, exact, dout);
+  const ref::Gradients low_grads =
+      ref::baseline::backward(in_dtype(p, DType::fp32), q, k, v, low, dout);
+  CHECK(max_difference(exact_grads.dq, low_grads.dq) < 1e-5);
+  CHECK(max_difference(exact_grads.dk, low_grads.dk) < 1e-5);
+  CHECK(max_difference(exact_grads.dv, low_grads.dv) < 1e-5);
 }
 
 TEST_CASE("compare statistics", "[compare]") {
