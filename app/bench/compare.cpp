@@ -86,18 +86,17 @@ double regularized_incomplete_beta(double a, double b, double x) {
 
 double noise_of(double stddev, double mean) { return mean > 0 ? stddev / mean : 0; }
 
-// The baseline's row for `name`: its own, else the same case in the other backward mode (the
-// names of deterministic cases end in "/deterministic", problem_options.h), so that a run with
-// --deterministic compared with a default run shows what the fixed order costs, and back.
-const BaselineRow* baseline_row(const Baseline& baseline, const std::string& name) {
-  static const std::string kDeterministic = "/deterministic";
-  auto row = baseline.rows.find(name);
+// The baseline's row of `pass` of case `p`: its own, else the same case in the other backward
+// mode, so that a run with --deterministic compared with a default run shows what the fixed
+// order costs, and back. The other mode's name is made from the case, not edited from the text
+// (suffixes such as /ranks:N follow /deterministic, problem_options.h).
+const BaselineRow* baseline_row(const Baseline& baseline, const std::string& pass,
+                                const Problem& p) {
+  auto row = baseline.rows.find(run_name(pass, p));
   if (row == baseline.rows.end()) {
-    const bool deterministic = name.size() > kDeterministic.size() &&
-                               name.compare(name.size() - kDeterministic.size(),
-                                            kDeterministic.size(), kDeterministic) == 0;
-    row = baseline.rows.find(deterministic ? name.substr(0, name.size() - kDeterministic.size())
-                                           : name + kDeterministic);
+    Problem other_mode = p;
+    other_mode.deterministic = !p.deterministic;
+    row = baseline.rows.find(run_name(pass, other_mode));
   }
   return row == baseline.rows.end() ? nullptr : &row->second;
 }
@@ -270,8 +269,9 @@ Comparison compare_pass(const std::string& name, const BaselineRow& baseline,
   return c;
 }
 
-void check_baseline_serves(const Baseline& baseline, const std::vector<std::string>& planned,
-                           const RunIdentity& identity, bool across) {
+void check_baseline_serves(const Baseline& baseline, const std::vector<Problem>& cases,
+                           const std::vector<std::string>& passes, const RunIdentity& identity,
+                           bool across) {
   if (!across) {
     if (!baseline.device_name.empty() && !identity.device_name.empty() &&
         baseline.device_name != identity.device_name) {
@@ -286,13 +286,15 @@ void check_baseline_serves(const Baseline& baseline, const std::vector<std::stri
                                       " kernels (--compare-across compares them anyway)");
     }
   }
-  const bool shares_a_run = std::any_of(planned.begin(), planned.end(), [&](const auto& name) {
-    return baseline_row(baseline, name) != nullptr;
-  });
-  if (!shares_a_run && !planned.empty()) {
-    bad_baseline(baseline.path,
-                 "has no case of this run (names such as " + baseline.rows.begin()->first + ")");
+  if (cases.empty() || passes.empty()) return;
+  for (const Problem& p : cases) {
+    for (const std::string& pass : passes) {
+      if (baseline_row(baseline, pass, p) != nullptr) return;
+    }
   }
+  std::string why = "has none of this run's passes (it times " + run_name(passes[0], cases[0]);
+  if (!baseline.rows.empty()) why += "; the baseline holds " + baseline.rows.begin()->first;
+  bad_baseline(baseline.path, why + ", for example)");
 }
 
 std::vector<Comparison> compare_runs(const Baseline& baseline,
@@ -302,7 +304,7 @@ std::vector<Comparison> compare_runs(const Baseline& baseline,
     for (const PassResult& pass : record.passes) {
       if (pass.samples_ms.empty()) continue;
       const std::string name = run_name(pass.pass, record.spec);
-      const BaselineRow* row = baseline_row(baseline, name);
+      const BaselineRow* row = baseline_row(baseline, pass.pass, record.spec);
       if (row == nullptr) continue;
       comparisons.push_back(compare_pass(name, *row, pass.samples_ms,
                                          round_spread(pass.samples_ms, pass.round_samples)));

@@ -82,10 +82,11 @@ struct RunIdentity {
 
 // The checks a run makes of its baseline before it times anything: throws cli::UsageError
 // naming the file when the GPU model or the kernel family differ and `across` is false (the
-// protocol never combines them), or when the baseline has none of the `planned` runs (names as
-// run_name() gives them; either backward mode matches, as in compare_runs()).
-void check_baseline_serves(const Baseline& baseline, const std::vector<std::string>& planned,
-                           const RunIdentity& identity, bool across);
+// protocol never combines them), or when the baseline has no row of any of the `passes` ("fwd",
+// "bwd") of any of the `cases` (either backward mode matches, as in compare_runs()).
+void check_baseline_serves(const Baseline& baseline, const std::vector<Problem>& cases,
+                           const std::vector<std::string>& passes, const RunIdentity& identity,
+                           bool across);
 
 // Every timed pass of `records` that the baseline has, in order: the row of the same name, or
 // where there is none the same case in the other backward mode (default against

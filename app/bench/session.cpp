@@ -11,7 +11,6 @@
 #include "bench/compare.h"
 #include "bench/metadata.h"
 #include "bench/package.h"
-#include "bench/sweep.h"
 #include "cli/exit_codes.h"
 
 namespace cuflash::bench {
@@ -142,11 +141,8 @@ int run_session(const SessionPlan& plan, const CaseRunner& runner) {
   const size_t total = plan.cases.size();
   Json metadata = run_metadata(plan.device, plan.protocol);
   if (baseline) {
-    std::vector<std::string> planned;
-    for (const Problem& c : plan.cases) {
-      for (const std::string& pass : plan.passes) planned.push_back(run_name(pass, c));
-    }
-    check_baseline_serves(*baseline, planned, identity_of(metadata), plan.compare_across);
+    check_baseline_serves(*baseline, plan.cases, plan.passes, identity_of(metadata),
+                          plan.compare_across);
   }
   record_progress(metadata, {}, total, "running");
   std::optional<ResultPackage> package;

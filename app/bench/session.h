@@ -24,7 +24,8 @@ struct SessionPlan {
   bool show_progress = true;
   int rounds = 1;  // visits of every case, each with its share of the samples (sweep_runner.h)
   int device = 0;
-  std::vector<std::string> passes = {"fwd"};  // the passes timed of each case: "fwd", "bwd"
+  // The passes the runner times of each case ("fwd", "bwd"): the baseline must have one of them.
+  std::vector<std::string> passes = {"fwd", "bwd"};
   std::string compare;          // baseline results document for --compare; empty: none
   bool compare_across = false;  // compare with a baseline of another GPU or kernel family
   // With --profile: metadata.json's "profile" (bench/profiler.h), asked again before every write

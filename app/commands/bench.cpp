@@ -81,8 +81,8 @@ Selection select_cases(const BenchOptions& o) {
     const ProblemOptions& given = o.problem;
     if (!given.window.empty() || !given.softcap.empty() || given.alibi ||
         !given.alibi_slopes_file.empty()) {
-      throw UsageError("--window, --softcap and --alibi do not combine with --sweep: its lines "
-                       "set them (keys window, softcap, alibi)");
+      throw UsageError("--window, --softcap, --alibi and --alibi-slopes do not combine with "
+                       "--sweep: its lines set them (keys window, softcap, alibi)");
     }
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());

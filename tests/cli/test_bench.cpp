@@ -925,19 +925,24 @@ TEST_CASE("session: --samples keeps every sample's row in the package", "[bench]
   CHECK(aggregates == 2 * 6);
 }
 
-TEST_CASE("session: a baseline that shares no case with the run is refused before any case runs",
+TEST_CASE("session: a baseline without any of the run's passes is refused before any case runs",
           "[bench][compare]") {
   TempDir tmp;
+  // The baseline: the forward pass of one case.
+  const auto forward_only = [](const Problem& c, size_t i, int round) {
+    CaseRecord record = fake_record(c, i, round);
+    record.passes.resize(1);
+    REQUIRE(record.passes[0].pass == "fwd");
+    return record;
+  };
   SessionPlan first;
   first.cases = parse_sweep("sq=64", "t");
   first.out_dir = (tmp.path / "baseline").string();
   first.output = (tmp.path / "first.txt").string();
   first.show_progress = false;
-  REQUIRE(run_session(first, fake_record) == 0);
+  REQUIRE(run_session(first, forward_only) == 0);
 
   SessionPlan plan;
-  plan.cases = parse_sweep("sq=128", "t");
-  plan.passes = {"fwd", "bwd"};
   plan.compare = first.out_dir;
   plan.output = (tmp.path / "second.txt").string();
   plan.show_progress = false;
@@ -946,13 +951,20 @@ TEST_CASE("session: a baseline that shares no case with the run is refused befor
     ++runs;
     return fake_record(c, i, round);
   };
-  CHECK_THROWS_WITH(run_session(plan, counted), Catch::Contains("has no case of this run"));
-  CHECK(runs == 0);
-  CHECK_FALSE(fs::exists(plan.output));
-
-  // Only its backward pass timed: the baseline's backward rows serve.
+  // Another case, and the same case's backward pass alone: refused, nothing run or written.
+  for (const auto& [sweep, passes] : {std::pair{"sq=128", std::vector<std::string>{"fwd", "bwd"}},
+                                      std::pair{"sq=64", std::vector<std::string>{"bwd"}}}) {
+    INFO(sweep << ", " << passes.size() << " passes");
+    plan.cases = parse_sweep(sweep, "t");
+    plan.passes = passes;
+    CHECK_THROWS_WITH(run_session(plan, counted),
+                      Catch::Contains("has none of this run's passes"));
+    CHECK(runs == 0);
+    CHECK_FALSE(fs::exists(plan.output));
+  }
+  // Both passes of that case and another: the forward of the first is compared.
   plan.cases = parse_sweep("sq=64,128", "t");
-  plan.passes = {"bwd"};
+  plan.passes = {"fwd", "bwd"};
   CHECK(run_session(plan, counted) == 0);
   CHECK(runs == 2);
   CHECK(slurp(plan.output).find("Comparison with") != std::string::npos);

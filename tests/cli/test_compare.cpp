@@ -194,22 +194,22 @@ TEST_CASE("compare: baselines from files, matching by case, refusals", "[bench][
   const fs::path other_gpu = tmp.path / "a100.json";
   std::ofstream(other_gpu) << baseline_document(p, before, true, "NVIDIA A100", "mma.sync");
   const Baseline a100 = load_baseline(other_gpu.string());
-  const std::vector<std::string> planned = {run_name("fwd", p)};
-  CHECK_THROWS_WITH(check_baseline_serves(a100, planned, h200, false),
+  const std::vector<std::string> fwd = {"fwd"};
+  CHECK_THROWS_WITH(check_baseline_serves(a100, {p}, fwd, h200, false),
                     Catch::Contains(other_gpu.string()) && Catch::Contains("NVIDIA A100"));
-  CHECK_NOTHROW(check_baseline_serves(a100, planned, h200, true));  // asked for explicitly
+  CHECK_NOTHROW(check_baseline_serves(a100, {p}, fwd, h200, true));  // asked for explicitly
   CHECK(compare_runs(a100, now).size() == 1);
   const fs::path other_kernels = tmp.path / "portable.json";
   std::ofstream(other_kernels) << baseline_document(p, before, true, "NVIDIA H200", "mma.sync");
   CHECK_THROWS_WITH(
-      check_baseline_serves(load_baseline(other_kernels.string()), planned, h200, false),
+      check_baseline_serves(load_baseline(other_kernels.string()), {p}, fwd, h200, false),
       Catch::Contains("mma.sync"));
 
   Problem other = p;
   other.dtype = DType::bf16;  // a case the baseline does not have
-  CHECK_THROWS_AS(check_baseline_serves(load_baseline(other_gpu.string()), {run_name("fwd", other)},
-                                        h200, true),
-                  cli::UsageError);
+  CHECK_THROWS_WITH(check_baseline_serves(a100, {other}, fwd, h200, true),
+                    Catch::Contains("has none of this run's passes"));
+  CHECK_THROWS_AS(check_baseline_serves(a100, {p}, {"bwd"}, h200, true), cli::UsageError);
   CHECK(compare_runs(a100, {record_with(other, before)}).empty());
 
   const fs::path not_json = tmp.path / "notes.txt";
@@ -256,6 +256,21 @@ TEST_CASE("compare: a deterministic run against a default baseline, and back", "
   REQUIRE(faster.size() == 1);
   CHECK(faster[0].name == run_name("fwd", plain));
   CHECK(faster[0].verdict == Verdict::faster);
+
+  // Suffixes after /deterministic (context parallelism's /ranks:N): still the same case.
+  Problem ranked = plain;
+  ranked.ranks = 2;
+  Problem ranked_deterministic = ranked;
+  ranked_deterministic.deterministic = true;
+  const fs::path ranked_file = tmp.path / "ranked.json";
+  std::ofstream(ranked_file) << baseline_document(ranked, samples_around(1.0, 0.01, 30, 27), true,
+                                                  "NVIDIA H200", "wgmma");
+  const Baseline ranked_baseline = load_baseline(ranked_file.string());
+  CHECK_NOTHROW(check_baseline_serves(ranked_baseline, {ranked_deterministic}, {"fwd"},
+                                      RunIdentity{"NVIDIA H200", "wgmma"}, false));
+  CHECK(compare_runs(ranked_baseline,
+                     {record_with(ranked_deterministic, samples_around(1.2, 0.01, 30, 28))})
+            .size() == 1);
 
   // A baseline with both modes: each pass meets its own.
   const fs::path both_file = tmp.path / "both.json";
