@@ -162,16 +162,20 @@ TEST_CASE("api: the dense argument checks refuse a diagonal_offset as forward() 
 
 TEST_CASE("api: context-parallel backward refuses gradient sums it would not add to",
           "[api][context_parallel]") {
-  cuflash::BackwardArgs args = dense_backward_args();
-  args.sums.dq = args.dq;
-  args.sums.dk = args.sums.dv = args.dk;
-  try {
-    cuflash::context_parallel::single_gpu_backward(args, 2);
-    FAIL("single_gpu_backward took gradient sums");
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.kind() == Error::Kind::unsupported);
-    CHECK_THAT(e.what(), Contains("sums (fp32 gradient sums) are not supported"));
+  cuflash::BackwardArgs whole = dense_backward_args();
+  whole.sums.dq = whole.dq;
+  whole.sums.dk = whole.sums.dv = whole.dk;
+  cuflash::BackwardArgs partial = dense_backward_args();
+  partial.sums.dk = partial.dk;  // not on (enabled() looks at dq), but not off either
+  for (const cuflash::BackwardArgs& args : {whole, partial}) {
+    try {
+      cuflash::context_parallel::single_gpu_backward(args, 2);
+      FAIL("single_gpu_backward took gradient sums");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.kind() == Error::Kind::unsupported);
+      CHECK_THAT(e.what(), Contains("sums (fp32 gradient sums) are not supported"));
+    }
   }
 }
 

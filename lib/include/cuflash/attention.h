@@ -394,8 +394,9 @@ size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
 
 void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 
-// What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants
-// and tensors (with LSE; not the workspace, the key splits, paged K/V or a varlen batch), without
+// What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants,
+// diagonal_offset's range, tensors (with LSE) and gradient sums (given whole; not the workspace,
+// the key splits, paged K/V or a varlen batch), without
 // launching anything: throws cuflash::Error as they would, the message starting with `caller`.
 // For code that runs them on parts of a problem (context parallelism) and must refuse the whole
 // problem's tensors before the first part runs.
