@@ -616,7 +616,7 @@ void validate_backward_tensors(const std::string& context, const BackwardArgs& a
 // GradientSums are on when sums.dq is set (enabled()); dk or dv set without it would be
 // ignored silently.
 void validate_sums_given_whole(const std::string& context, const GradientSums& sums) {
-  if (!sums.enabled() && (sums.dk.data != nullptr || sums.dv.data != nullptr)) {
+  if (sums.any_given() && !sums.enabled()) {
     invalid(context, "sums.dk or sums.dv is set but sums.dq is null: give all three or none");
   }
 }

@@ -716,8 +716,7 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("backward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
-  const GradientSums& sums = problem.sums;  // any of them: a partial set is not "off" either
-  if (sums.dq.data != nullptr || sums.dk.data != nullptr || sums.dv.data != nullptr) {
+  if (problem.sums.any_given()) {  // a partial set is not "off" either
     refuse(Error::Kind::unsupported,
            "backward: sums (fp32 gradient sums) are not supported: the "
            "ranks' gradients are summed in the ring's scratch");

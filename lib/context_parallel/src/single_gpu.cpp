@@ -192,8 +192,7 @@ void check_forward(const ForwardArgs& args, int ranks) {
 void check_backward(const BackwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_backward";
   check_common(context, ranks, args.varlen, args.diagonal_offset);
-  const GradientSums& sums = args.sums;  // any of them: a partial set is not "off" either
-  if (sums.dq.data != nullptr || sums.dk.data != nullptr || sums.dv.data != nullptr) {
+  if (args.sums.any_given()) {  // a partial set is not "off" either
     refuse(Error::Kind::unsupported, context,
            "sums (fp32 gradient sums) are not supported: the blocks' gradients are summed in the "
            "workspace and written to dq, dk and dv");

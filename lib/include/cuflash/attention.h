@@ -166,6 +166,7 @@ struct ForwardArgs {
 struct GradientSums {
   TensorRef dq, dk, dv;
   bool enabled() const { return dq.data != nullptr; }
+  bool any_given() const { return dq.data != nullptr || dk.data != nullptr || dv.data != nullptr; }
 };
 
 struct BackwardArgs {
