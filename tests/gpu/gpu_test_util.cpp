@@ -452,6 +452,32 @@ std::vector<TensorCheck> run_and_check_forward(const Problem& c, uint64_t seed) 
           check_lse(c.dtype, gpu.lse, ref.lse)};
 }
 
+// --- Which kernels ran --------------------------------------------------------------------------
+
+bool launch_choices_known_here() {
+  int device = 0;
+  int multiprocessors = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
+             cudaSuccess &&
+         multiprocessors == 132 && std::string(tensor_core_kernels(device)) == "wgmma";
+}
+
+std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::string& call) {
+  std::vector<KernelLaunch> launches;
+  for (const KernelLaunch& launch : record.launches()) {
+    if (launch.call == call) launches.push_back(launch);
+  }
+  return launches;
+}
+
+bool forward_walked(const Problem& p, const KernelLaunch& launch) {
+  const bool tall = launch.kernel.find("sm90::ForwardConfig<64, 3, 128>") != std::string::npos;
+  const int64_t rows = tall ? 192 : 128;
+  const int64_t tiles = (p.shape.seq_q + rows - 1) / rows * p.shape.batch * p.shape.heads;
+  return int64_t(launch.grid[0]) < tiles;
+}
+
 // --- Errors -------------------------------------------------------------------------------------
 
 namespace {

@@ -139,6 +139,20 @@ std::vector<TensorCheck> run_and_check(const Problem& p, const CaseInputs& in);
 // paged K/V, per-sequence key lengths, which the reference and baseline follow too).
 std::vector<TensorCheck> run_and_check_forward(const Problem& p, uint64_t seed);
 
+// --- Which kernels ran --------------------------------------------------------------------------
+
+// Whether the launch heuristics' choices are known on this device: the wgmma kernels on 132 SMs
+// (an H100 or H200 SXM), where they were measured. A test that relies on a heuristic to reach a
+// kernel checks the kernel there (LaunchRecord) and WARNs elsewhere.
+bool launch_choices_known_here();
+
+// The launches of `call` ("forward", "backward") that `record` holds, in launch order.
+std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::string& call);
+
+// Whether a forward launch walked: fewer CTAs than its kernel's query tiles (192 rows on the
+// head_dim 64 tall tiles, 128 on the other wgmma tiles).
+bool forward_walked(const Problem& p, const KernelLaunch& launch);
+
 // --- Errors -------------------------------------------------------------------------------------
 
 // `call` must throw cuflash::Error of `kind` whose message names `word`.

@@ -243,20 +243,32 @@ TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 ref
 }
 
 // The wgmma forward runs persistent CTAs, each walking several query blocks, when there are more
-// blocks than SMs and the walk finishes sooner (sm90/forward.cuh): B=2, H=16, 600 query rows
-// give 160 blocks of 128 rows. 600 x 257 under the bottom-right mask leaves the first two blocks
-// of each head without a key; a window bounded on the left takes the variant kernels (one CTA
-// per block).
+// blocks than SMs and the walk finishes sooner (sm90/forward.cuh): B=2, H=16, 1000 query rows
+// give 256 blocks of 128 rows, which the estimate walks at each head dim and mask here (fewer
+// rows leave some on one tile a CTA: 600 put head_dim 64 on 128 tall tiles). 1000 x 257 under
+// the bottom-right mask leaves the first five blocks of each head without a key; a window
+// bounded on the left alone (head_dim 96) walks on the window kernel.
 TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs float64 reference",
           "[gpu][persistent]") {
   require_gpu();
+  const bool known = launch_choices_known_here();
+  if (!known) WARN("the walk is not checked: it is chosen for 132 SMs and wgmma");
   int seed = 5000;
   for (const DType dtype : {DType::fp16, DType::bf16}) {
     for (int64_t head_dim : {64, 128, 96}) {
       for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
-        Problem c = make_problem(dtype, head_dim, mask, 600, 257, 2, 16, 4, Layout::bhsd);
+        Problem c = make_problem(dtype, head_dim, mask, 1000, 257, 2, 16, 4, Layout::bhsd);
         if (head_dim == 96) c.window = {100, mask == Mask::none ? 30 : 0};
-        DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+        DYNAMIC_SECTION(describe(c)) {
+          LaunchRecord record;
+          check_case(c, uint64_t(++seed));
+          const std::vector<KernelLaunch> forward = launches_of(record, "forward");
+          if (known) {
+            REQUIRE(forward.size() == 1);
+            INFO(forward[0].kernel << " on " << forward[0].grid[0] << " CTAs");
+            CHECK(forward_walked(c, forward[0]));
+          }
+        }
       }
     }
   }
@@ -269,6 +281,29 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
 // Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
 // right alone stays on the default kernels; two batch entries. Head_dim 96 has a kernel of its
 // own on 80-row blocks (128-column tiles, products of 96 columns).
+// check_case(), and where the choice is known, that the backward ran on the kernel on blocks of
+// 80 rows (the last of its flags: no variants, deterministic dQ, sums or varlen batch).
+void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
+  LaunchRecord record;
+  check_case(c, seed);
+  if (!launch_choices_known_here()) {
+    WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
+    return;
+  }
+  size_t wgmma_launches = 0;
+  for (const KernelLaunch& launch : launches_of(record, "backward")) {
+    if (launch.kernel.rfind("sm90::backward_kernel<", 0) != 0) continue;
+    ++wgmma_launches;
+    INFO(launch.kernel);
+    const std::string flags = ", false, false, false, false, true>";
+    const bool on_blocks_of_80 =
+        launch.kernel.size() > flags.size() &&
+        launch.kernel.compare(launch.kernel.size() - flags.size(), flags.size(), flags) == 0;
+    CHECK(on_blocks_of_80);
+  }
+  CHECK(wgmma_launches == 1);
+}
+
 TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
           "[gpu][blocks_of_80]") {
   require_gpu();
@@ -276,15 +311,15 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
   for (const DType dtype : {DType::fp16, DType::bf16}) {
     for (const Mask mask : {Mask::none, Mask::causal_bottom_right, Mask::causal_top_left}) {
       const Problem c = make_problem(dtype, 128, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
-      DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+      DYNAMIC_SECTION(describe(c)) { check_case_on_blocks_of_80(c, uint64_t(++seed)); }
     }
     for (const Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const Problem c = make_problem(dtype, 96, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
-      DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+      DYNAMIC_SECTION(describe(c)) { check_case_on_blocks_of_80(c, uint64_t(++seed)); }
     }
     Problem c = make_problem(dtype, 120, Mask::none, 2048, 2049, 2, 2, 1, Layout::bshd);
     c.window = {-1, 64};
-    DYNAMIC_SECTION(describe(c)) { check_case(c, uint64_t(++seed)); }
+    DYNAMIC_SECTION(describe(c)) { check_case_on_blocks_of_80(c, uint64_t(++seed)); }
   }
 }
 
@@ -296,6 +331,8 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
 // backward does not change with it.
 TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[gpu][tall_tiles]") {
   require_gpu();
+  const bool known = launch_choices_known_here();
+  if (!known) WARN("the kernel is not checked: tall tiles are chosen for 132 SMs and wgmma");
   uint64_t seed = 6400;
   const std::vector<Problem> cases = {
       make_problem(DType::bf16, 64, Mask::none, 384, 384, 1, 66, 6, Layout::bhsd),
@@ -307,9 +344,16 @@ TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[g
   };
   for (const Problem& c : cases) {
     DYNAMIC_SECTION(describe(c)) {
+      LaunchRecord record;
       for (const TensorCheck& check : run_and_check_forward(c, ++seed)) {
         INFO(check.report);
         CHECK(check.pass);
+      }
+      const std::vector<KernelLaunch> forward = launches_of(record, "forward");
+      if (known) {
+        REQUIRE(forward.size() == 1);
+        INFO(forward[0].kernel);
+        CHECK(forward[0].kernel.find("sm90::ForwardConfig<64, 3, 128>") != std::string::npos);
       }
     }
   }
@@ -616,8 +660,7 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) ==
           cudaSuccess);
-  const bool hopper_sxm =
-      std::string(tensor_core_kernels(device)) == "wgmma" && multiprocessors == 132;
+  const bool hopper_sxm = launch_choices_known_here();
   uint64_t seed = 6600;
   const auto launches_of = [&](const Problem& p, bool backward) {
     const CaseInputs in = make_inputs(p, ++seed);

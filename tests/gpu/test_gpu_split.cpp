@@ -59,6 +59,17 @@ void check_same_as_unsplit(const Problem& c, uint64_t seed) {
   }
 }
 
+// Runs the forward of `c` once and checks that it split the keys: its last launch merges the
+// partials (the split kernel's and the sm90 forward's key splits alike).
+void check_keys_split(const Problem& c, uint64_t seed) {
+  const CaseInputs in = make_inputs(c, seed);
+  LaunchRecord record;
+  run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
+  REQUIRE(!record.launches().empty());
+  INFO(record.launches().size() << " launches, the last " << record.launches().back().kernel);
+  CHECK(record.launches().back().kernel.rfind("split::merge_partials_kernel<", 0) == 0);
+}
+
 Problem decode_case(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
                     int64_t batch, int64_t heads, int64_t heads_kv, Layout layout,
                     int64_t splits) {
@@ -180,6 +191,7 @@ TEST_CASE("split-KV: a small grid over long keys (B=1, H=8, 300 x 16384) splits 
   const Problem c = decode_case(DType::bf16, 64, Mask::causal_bottom_right, 300, 16384, 1, 8, 8,
                                 Layout::bhsd, 0);
   CHECK(forward_workspace_size(c.shape, c.dtype, 0) > 0);  // the automatic count splits
+  check_keys_split(c, 7300);
   check_forward(c, 7300);
 }
 
@@ -199,6 +211,7 @@ TEST_CASE("split-KV: small grids over long keys at head dims 64 to 256 match the
                                     index % 3 ? Layout::bhsd : Layout::bshd, 0);
       DYNAMIC_SECTION(describe(c)) {
         CHECK(forward_workspace_size(c.shape, c.dtype, 0) > 0);
+        check_keys_split(c, seed);
         check_forward(c, seed);
         check_same_as_unsplit(c, seed);
       }
@@ -214,6 +227,7 @@ TEST_CASE("split-KV: decoding at B=1 splits automatically, is right and is repro
   const Problem c = decode_case(DType::fp16, 128, Mask::causal_bottom_right, 1, 8191, 1, 32, 8,
                                 Layout::bhsd, 0);
   CHECK(forward_workspace_size(c.shape, c.dtype, 0) > 0);
+  check_keys_split(c, 7400);
   const CaseInputs in = make_inputs(c, 7400);
   const HostForwardResult first = run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
   for (int run = 0; run < 5; ++run) {
