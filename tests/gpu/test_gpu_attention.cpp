@@ -275,13 +275,6 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
   }
 }
 
-// From 2048 query rows the default wgmma backward at head_dim 128 takes query blocks of 80 rows
-// (sm90/backward.cuh, kBlocksOf80FromRows): dQ^T computed and staged transposed, dS stored
-// query-major. 2100 rows end in a block of 20; 1023 keys in a partial key block; under the
-// bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
-// Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
-// right alone stays on the default kernels; two batch entries. Head_dim 96 has a kernel of its
-// own on 80-row blocks (128-column tiles, products of 96 columns).
 // The template arguments of a kernel's name whose arguments hold no commas of their own:
 // "sm90::backward_kernel<__half, 128, false, true>" -> {"__half", "128", "false", "true"}.
 std::vector<std::string> template_arguments(const std::string& kernel) {
@@ -320,6 +313,13 @@ void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
   CHECK(wgmma_launches == 1);
 }
 
+// From 2048 query rows the default wgmma backward at head_dim 128 takes query blocks of 80 rows
+// (sm90/backward.cuh, kBlocksOf80FromRows): dQ^T computed and staged transposed, dS stored
+// query-major. 2100 rows end in a block of 20; 1023 keys in a partial key block; under the
+// bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
+// Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
+// right alone stays on the default kernels; two batch entries. Head_dim 96 has a kernel of its
+// own on 80-row blocks (128-column tiles, products of 96 columns).
 TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
           "[gpu][blocks_of_80]") {
   require_gpu();
