@@ -377,18 +377,28 @@ __device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn,
   }
 }
 
+// The same, given the semaphore's value `seen`, read ahead with load_relaxed() while other work
+// ran: a turn passed by then costs a fence instead of a read's round trip to L2, the first turn
+// nothing (no key block's adds come before it).
+__device__ __forceinline__ void wait_for_dq_turn(const int* semaphore, int turn, int parts,
+                                                 int seen) {
+  if (turn == 0) return;
+  if (seen >= turn * parts) return fence_acquire();
+  wait_for_dq_turn(semaphore, turn, parts);
+}
+
 // Hands the query block to the next key block: one thread, after a barrier that every adding
 // thread of the CTA passed after its atomics (the release makes them visible first).
 __device__ __forceinline__ void pass_dq_turn(int* semaphore) { add_release(semaphore, 1); }
 
 // Runs add(), the whole CTA's atomics of one query block's dQ part; with a semaphore (not
 // null: deterministic mode) only in turn `turn` (dq_turn_from_first(); `parts`: CTAs per key
-// block).
+// block; `seen`: thread 0's load_relaxed() of the semaphore, read before dQ was multiplied).
 template <typename Add>
 __device__ __forceinline__ void add_dq_in_turn(int* semaphore, int turn, int parts, int thread,
-                                               Add&& add) {
+                                               int seen, Add&& add) {
   if (semaphore == nullptr) return add();
-  if (thread == 0) wait_for_dq_turn(semaphore, turn, parts);
+  if (thread == 0) wait_for_dq_turn(semaphore, turn, parts, seen);
   __syncthreads();
   add();
   __syncthreads();

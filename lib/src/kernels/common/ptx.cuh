@@ -108,6 +108,28 @@ __device__ __forceinline__ int load_acquire(const int* address) {
   return value;
 }
 
+// *address read without ordering (device scope): a value read ahead of its use, which
+// fence_acquire() then makes an acquire (a relaxed read followed by an acquire fence
+// synchronizes with the release it read from, as load_acquire() does).
+__device__ __forceinline__ int load_relaxed(const int* address) {
+  int value;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+// On sm_90 the acquire fence alone: the L1 invalidation that an acquire read also does, without
+// the acq_rel fence's wait for this thread's outstanding memory operations (its release, its
+// cp.async loads). Before sm_90, or with a CUDA before 12.8 (fence.acquire is PTX ISA 8.6), the
+// acq_rel one.
+__device__ __forceinline__ void fence_acquire() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+  asm volatile("fence.acquire.gpu;\n" ::: "memory");
+#else
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#endif
+}
+
 // *address += value after everything this thread's CTA did before a barrier it passed becomes
 // visible at device scope (release: pairs with load_acquire()).
 __device__ __forceinline__ void add_release(int* address, int value) {

@@ -274,6 +274,15 @@ __global__ void __launch_bounds__(Traits::kThreads)
     store_accumulators(DsTile{ds_tile.at(0, warp_query0)}, st, warp_key0, unit, lane);
     __syncthreads();
 
+    // Deterministic mode: thread 0 reads the turn's semaphore now, so that the read's round trip
+    // runs with the dQ product below (a turn found passed then needs no wait).
+    const int key_block = int(k0 / kBlockN);
+    const int group = kDeterministic ? dq_group<kBlockN>(params, key_block) : 0;
+    int* semaphore = kDeterministic ? dq_semaphore<kBlockM>(dq_group_semaphores(params, group), p,
+                                                            batch, head, q0)
+                                    : nullptr;
+    const int seen = kDeterministic && thread == 0 ? load_relaxed(semaphore) : 0;
+
     // dQ(q0.., :) += dS K: warp tile (16 queries, kDqCols)
     float dq_acc[kDqTiles][4];
     zero(dq_acc);
@@ -288,14 +297,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
         Ops::mma_pair(dq_acc[2 * pair], dq_acc[2 * pair + 1], a, b);
       }
     }
-    const int key_block = int(k0 / kBlockN);
-    const int group = kDeterministic ? dq_group<kBlockN>(params, key_block) : 0;
-    int* semaphore = kDeterministic ? dq_semaphore<kBlockM>(dq_group_semaphores(params, group),
-                                                            p, batch, head, q0)
-                                    : nullptr;
     const int turn = dq_turn_from_first<kBlockN>(p, q0, key_block, dq_group_begin(params, group));
     const bool store = kDeterministic && params.dq_groups.first_turn_stores && turn == 0;
-    add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, [&] {
+    add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, seen, [&] {
       add_to_dq_accumulator<kHeadDim>(
           dq_group_accumulator(params, group) + p.row_index(batch, head) * kHeadDim, dq_acc,
           q0 + dq_row0, dq_col0, p.seq_q, lane, store);
