@@ -149,8 +149,8 @@ bool launch_choices_known_here();
 // The launches of `call` ("forward", "backward") that `record` holds, in launch order.
 std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::string& call);
 
-// Whether a forward launch walked: fewer CTAs than its kernel's query tiles (192 rows on the
-// head_dim 64 tall tiles, 128 on the other wgmma tiles).
+// Whether a forward launch walked: a wgmma forward kernel on fewer CTAs than its query tiles
+// (192 rows on the head_dim 64 tall tiles, 128 on the other wgmma tiles).
 bool forward_walked(const Problem& p, const KernelLaunch& launch);
 
 // --- Errors -------------------------------------------------------------------------------------

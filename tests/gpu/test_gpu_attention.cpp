@@ -247,8 +247,8 @@ TEST_CASE("fp32 on grids wider than the GPU: forward and backward vs float64 ref
 // blocks than SMs and the walk finishes sooner (sm90/forward.cuh): B=2, H=16, 1000 query rows
 // give 256 blocks of 128 rows, which the estimate walks at each head dim and mask here (fewer
 // rows leave some on one tile a CTA: 600 put head_dim 64 on 128 tall tiles). 1000 x 257 under
-// the bottom-right mask leaves the first five blocks of each head without a key; a window
-// bounded on the left alone (head_dim 96) walks on the window kernel.
+// the bottom-right mask leaves the first five blocks of each head without a key; a window with
+// a left bound and neither softcap nor ALiBi (head_dim 96) walks on the window kernel.
 TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs float64 reference",
           "[gpu][persistent]") {
   require_gpu();
@@ -263,11 +263,15 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
         DYNAMIC_SECTION(describe(c)) {
           LaunchRecord record;
           check_case(c, uint64_t(++seed));
-          const std::vector<KernelLaunch> forward = launches_of(record, "forward");
+          const std::vector<KernelLaunch> forward_launches = launches_of(record, "forward");
           if (known) {
-            REQUIRE(forward.size() == 1);
-            INFO(forward[0].kernel << " on " << forward[0].grid[0] << " CTAs");
-            CHECK(forward_walked(c, forward[0]));
+            REQUIRE(forward_launches.size() == 1);
+            const KernelLaunch& launch = forward_launches[0];
+            INFO(launch.kernel << " on " << launch.grid[0] << " CTAs");
+            CHECK(forward_walked(c, launch));
+            if (head_dim == 96) {
+              CHECK(launch.kernel.find("(sm90::ForwardKernel)1>") != std::string::npos);
+            }
           }
         }
       }
@@ -276,7 +280,8 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
 }
 
 // The template arguments of a kernel's name whose arguments hold no commas of their own:
-// "sm90::backward_kernel<__half, 128, false, true>" -> {"__half", "128", "false", "true"}.
+// "sm90::backward_kernel<__half, 128, false, false, false, false, true>" -> {"__half", "128",
+// "false", "false", "false", "false", "true"}.
 std::vector<std::string> template_arguments(const std::string& kernel) {
   std::vector<std::string> arguments;
   const size_t open = kernel.find('<');
@@ -292,7 +297,8 @@ std::vector<std::string> template_arguments(const std::string& kernel) {
 
 // check_case(), and where the choice is known, that the backward ran on the kernel on blocks of
 // 80 rows: sm90::backward_kernel<Element, kHeadDim, kVariants, kDeterministic, kSums, kVarlen,
-// kBlocksOf80, ...> with the flags false but the last.
+// kBlocksOf80> with the flags false but the last (read by position: flags added after it do
+// not matter).
 void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
   LaunchRecord record;
   check_case(c, seed);
@@ -365,11 +371,12 @@ TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[g
         INFO(check.report);
         CHECK(check.pass);
       }
-      const std::vector<KernelLaunch> forward = launches_of(record, "forward");
+      const std::vector<KernelLaunch> forward_launches = launches_of(record, "forward");
       if (known) {
-        REQUIRE(forward.size() == 1);
-        INFO(forward[0].kernel);
-        CHECK(forward[0].kernel.find("sm90::ForwardConfig<64, 3, 128>") != std::string::npos);
+        REQUIRE(forward_launches.size() == 1);
+        INFO(forward_launches[0].kernel);
+        CHECK(forward_launches[0].kernel.find("sm90::ForwardConfig<64, 3, 128>") !=
+              std::string::npos);
       }
     }
   }
