@@ -471,9 +471,13 @@ std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::str
   return launches;
 }
 
+bool starts_with(const std::string& kernel, const std::string& prefix) {
+  return kernel.rfind(prefix, 0) == 0;
+}
+
 bool forward_walked(const Problem& p, const KernelLaunch& launch) {
-  if (launch.kernel.rfind("sm90::forward_kernel<", 0) != 0) return false;
-  const bool tall = launch.kernel.find("sm90::ForwardConfig<64, 3, 128>") != std::string::npos;
+  if (!starts_with(launch.kernel, "sm90::forward_kernel<")) return false;
+  const bool tall = launch.kernel.find(kTallForwardConfig) != std::string::npos;
   const int64_t rows = tall ? 192 : 128;
   const int64_t tiles = (p.shape.seq_q + rows - 1) / rows * p.shape.batch * p.shape.heads;
   const int64_t ctas = int64_t(launch.grid[0]) * launch.grid[1] * launch.grid[2];

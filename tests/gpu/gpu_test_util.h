@@ -149,6 +149,12 @@ bool launch_choices_known_here();
 // The launches of `call` ("forward", "backward") that `record` holds, in launch order.
 std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::string& call);
 
+// Whether a kernel's name begins with `prefix` ("sm90::backward_kernel<").
+bool starts_with(const std::string& kernel, const std::string& prefix);
+
+// The part of the head_dim 64 tall-tile forward's name that tells it from the 128-row one.
+inline constexpr const char* kTallForwardConfig = "sm90::ForwardConfig<64, 3, 128>";
+
 // Whether a forward launch walked: a wgmma forward kernel on fewer CTAs than its query tiles
 // (192 rows on the head_dim 64 tall tiles, 128 on the other wgmma tiles).
 bool forward_walked(const Problem& p, const KernelLaunch& launch);

@@ -308,7 +308,7 @@ void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
   }
   size_t wgmma_launches = 0;
   for (const KernelLaunch& launch : launches_of(record, "backward")) {
-    if (launch.kernel.rfind("sm90::backward_kernel<", 0) != 0) continue;
+    if (!starts_with(launch.kernel, "sm90::backward_kernel<")) continue;
     ++wgmma_launches;
     INFO(launch.kernel);
     const std::vector<std::string> arguments = template_arguments(launch.kernel);
@@ -375,8 +375,7 @@ TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[g
       if (known) {
         REQUIRE(forward_launches.size() == 1);
         INFO(forward_launches[0].kernel);
-        CHECK(forward_launches[0].kernel.find("sm90::ForwardConfig<64, 3, 128>") !=
-              std::string::npos);
+        CHECK(forward_launches[0].kernel.find(kTallForwardConfig) != std::string::npos);
       }
     }
   }
@@ -698,9 +697,6 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
       CHECK(l.grid[0] * l.grid[1] * l.grid[2] > 0);
     }
     return launches;
-  };
-  const auto starts_with = [](const std::string& text, const std::string& prefix) {
-    return text.rfind(prefix, 0) == 0;
   };
 
   const std::vector<KernelLaunch> tall = run_recorded(

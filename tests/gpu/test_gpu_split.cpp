@@ -67,7 +67,7 @@ void check_keys_split(const Problem& c, uint64_t seed) {
   run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
   REQUIRE(!record.launches().empty());
   INFO(record.launches().size() << " launches, the last " << record.launches().back().kernel);
-  CHECK(record.launches().back().kernel.rfind("split::merge_partials_kernel<", 0) == 0);
+  CHECK(starts_with(record.launches().back().kernel, "split::merge_partials_kernel<"));
 }
 
 Problem decode_case(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
