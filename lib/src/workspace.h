@@ -5,7 +5,8 @@
 // boundary, the row sums D_i = rowsum(dO_i * O_i) of batch*heads*seq_q floats ([B, H, Sq]), and
 // in deterministic mode, at the next boundary, the dQ semaphores: one int per (batch, head,
 // query block) that counts the key blocks whose dQ has been added to the block's accumulator
-// (backward_steps.cuh).
+// (backward_steps.cuh). Last, in a section of its own, the counter of the tiles that walking
+// backward CTAs have taken (sm90/backward.cuh, KeyBlockWalk), zeroed by the row-sum kernel.
 // Deterministic mode reserves room for up to three more accumulators (at most
 // kDqGroupsExtraBytes) after the first and four semaphore sections, which small problems use
 // for groups of key blocks (dq_sum_groups()).
@@ -51,6 +52,7 @@ struct BackwardWorkspace {
   float* row_dot;      // [B, H, Sq] fp32: D_i = rowsum(dO_i * O_i)
   int* dq_semaphores;  // [G][B, H, query blocks] in deterministic mode; null otherwise
   DqGroups dq_groups;
+  int* tile_counter;  // one int: the walking kernels' tiles taken beyond their first
 };
 
 // Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
@@ -159,9 +161,12 @@ inline DqGroups dq_groups_of(const BackwardArgs& args) {
   return groups;
 }
 
+// The tile counter's section.
+inline constexpr size_t kTileCounterBytes = kWorkspaceAlignment;
+
 inline size_t workspace_bytes(const AttentionShape& s, bool deterministic) {
   return dq_accum_bytes(s) + dq_group_extra_bytes(s, deterministic) + row_dot_bytes(s) +
-         (deterministic ? kMaxDqGroups * dq_semaphore_bytes(s) : 0);
+         (deterministic ? kMaxDqGroups * dq_semaphore_bytes(s) : 0) + kTileCounterBytes;
 }
 
 inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
@@ -174,6 +179,9 @@ inline BackwardWorkspace split_workspace(const BackwardArgs& args) {
   w.row_dot = reinterpret_cast<float*>(base + row_dot_offset);
   w.dq_semaphores = args.deterministic ? reinterpret_cast<int*>(base + semaphore_offset) : nullptr;
   w.dq_groups = dq_groups_of(args);
+  const size_t counter_offset =
+      semaphore_offset + (args.deterministic ? kMaxDqGroups * dq_semaphore_bytes(s) : 0);
+  w.tile_counter = reinterpret_cast<int*>(base + counter_offset);
   return w;
 }
 

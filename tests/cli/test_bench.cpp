@@ -246,12 +246,14 @@ TEST_CASE("workspace: the deterministic backward adds one counter per 16 query r
 // Deterministic mode reserves up to three more dQ accumulators (at most 48 MiB), which small
 // problems use for groups of keys, and four counter sections; the size grows with the shape.
 TEST_CASE("workspace: the deterministic backward reserves room for key groups", "[bench]") {
-  // 8 x 4096 x 64 floats of accumulator (8 MiB), 8 x 4096 floats of row sums, 8 x 256 counters.
+  // 8 x 4096 x 64 floats of accumulator (8 MiB), 8 x 4096 floats of row sums, 8 x 256 counters,
+  // and the section of the walking kernels' tile counter.
   const AttentionShape small{1, 8, 8, 4096, 4096, 64};
   const size_t accumulator = 8 * 4096 * 64 * 4, row_sums = 8 * 4096 * 4, counters = 8 * 256 * 4;
-  CHECK(backward_workspace_size(small, DType::bf16) == accumulator + row_sums);
+  const size_t tile_counter = 256;
+  CHECK(backward_workspace_size(small, DType::bf16) == accumulator + row_sums + tile_counter);
   CHECK(backward_workspace_size(small, DType::bf16, true) ==
-        4 * accumulator + row_sums + 4 * counters);
+        4 * accumulator + row_sums + 4 * counters + tile_counter);
   // A 64 MiB accumulator: the extra room stops at 48 MiB.
   const AttentionShape large{16, 16, 16, 1024, 1024, 64};
   CHECK(backward_workspace_size(large, DType::bf16, true) ==

@@ -345,6 +345,53 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
   }
 }
 
+// The default wgmma backward walks key blocks on one CTA an SM (sm90/backward.cuh,
+// KeyBlockWalk) where backward_walk_pays(): at most 1024 query rows and at least twice as many
+// (key block, kv head) tiles as SMs. The first three shapes have 272-396 tiles (132 SMs on an
+// H100 or H200 SXM), so that CTAs take two or three, dK and dV of one staged and stored by TMA
+// while the next runs, the slots, stages and phases running on across tiles, the tiles taken from
+// the workspace's counter. Partial last key blocks (2200, 4200, 2049 keys: the stores cut their
+// rows), GQA, both layouts; under the top-left mask with 513 rows the key blocks from key 640 meet
+// no query block (dK = dV = 0, no reduce). The last shape (2048 rows, 80-row blocks) and the
+// fourth (too few tiles) run one key block a CTA. On 132 SMs the launch is checked: 132 CTAs in
+// one row for a walk, a grid of key blocks by heads otherwise.
+TEST_CASE("backward on more key blocks than SMs: CTAs walk several, vs float64 reference",
+          "[gpu][backward_walk]") {
+  require_gpu();
+  const bool hopper_sxm = launch_choices_known_here();
+  struct WalkCase {
+    Problem problem;
+    bool walks;  // on 132 SMs
+  };
+  const std::vector<WalkCase> cases = {
+      {make_problem(DType::fp16, 128, Mask::causal_bottom_right, 300, 2200, 2, 16, 8, Layout::bshd),
+       true},
+      {make_problem(DType::bf16, 64, Mask::none, 333, 4200, 1, 12, 12, Layout::bhsd), true},
+      {make_problem(DType::bf16, 96, Mask::causal_top_left, 513, 2049, 1, 32, 16, Layout::bhsd),
+       true},
+      {make_problem(DType::bf16, 64, Mask::none, 700, 1100, 2, 16, 8, Layout::bshd), false},
+      {make_problem(DType::bf16, 128, Mask::none, 2048, 1023, 1, 18, 18, Layout::bshd), false},
+  };
+  uint64_t seed = 6800;
+  for (const WalkCase& c : cases) {
+    DYNAMIC_SECTION(describe(c.problem)) {
+      LaunchRecord record;
+      check_case(c.problem, ++seed);
+      if (hopper_sxm) {
+        int launches = 0;
+        for (const KernelLaunch& l : launches_of(record, "backward")) {
+          if (!starts_with(l.kernel, "sm90::backward_kernel<")) continue;
+          INFO(l.kernel);
+          const bool walk_grid = l.grid[0] == 132 && l.grid[1] == 1;
+          CHECK(walk_grid == c.walks);
+          ++launches;
+        }
+        CHECK(launches == 1);
+      }
+    }
+  }
+}
+
 // On grids with enough tiles the head_dim 64 forward runs the plain kernel on tall tiles: three
 // warpgroups on 192 query rows (sm90/traits.cuh, ForwardTallTraits), which the launch's estimate
 // picks for each of these shapes on a GPU of 132 SMs (an H100 or H200 SXM): a last tile of 192
@@ -385,7 +432,9 @@ TEST_CASE("head_dim 64 forward on tall tiles: forward vs float64 reference", "[g
 // (common/backward_steps.cuh); on a workspace of NaN bytes a row or column it missed shows as
 // NaN in dQ. Every kernel family and tile width: mma.sync (fp32), wgmma at 40 (64-column tiles
 // with zero columns), 64, 120 (128-column tiles), the column split at 192 and the 80-row blocks
-// at 128 from 2048 query rows.
+// at 128 from 2048 query rows; and the walking kernel (288 key-block tiles of 300 query rows on
+// a 132-SM H100/H200), whose tile counter the same kernel zeroes: left at 0xFFFFFFFF, a CTA
+// would take a tile twice (its dQ added twice).
 TEST_CASE(
     "default backward on a workspace of NaN bytes: forward and backward vs float64 "
     "reference",
@@ -401,6 +450,8 @@ TEST_CASE(
     }
   }
   cases.push_back(make_problem(DType::bf16, 128, Mask::none, 2100, 1023, 1, 2, 1, Layout::bshd));
+  cases.push_back(
+      make_problem(DType::fp16, 128, Mask::causal_bottom_right, 300, 2200, 2, 16, 8, Layout::bshd));
   for (const Problem& c : cases) {
     DYNAMIC_SECTION(describe(c)) {
       const CaseInputs in = make_inputs(c, ++seed);

@@ -388,8 +388,9 @@ void merge_attention_partials(const MergePartialsArgs& args, cudaStream_t stream
 // `deterministic` (BackwardArgs::deterministic) also one 32-bit counter per 16 query rows,
 // batch*heads*ceil(seq_q / 16), that orders the dQ sums, four times over, and room for up to
 // three more accumulators (at most 48 MiB) that small problems without a mask use to sum
-// groups of keys apart (README: "Deterministic backward"). The size never shrinks when a
-// dimension grows.
+// groups of keys apart (README: "Deterministic backward"); and 256 bytes for the counter of
+// the key blocks that persistent CTAs take in turn (short sequences on Hopper). The size never
+// shrinks when a dimension grows.
 size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
                                bool deterministic = false);
 

@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   static_assert(32 % kThreadsPerRow == 0, "a row's threads sit in one warp");
   static_assert(8 * kThreadsPerRow >= kHeadDim && kHeadDim <= 256, "a row's threads cover it");
   const ProblemParams& p = params.problem;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *params.tile_counter = 0;  // before the main kernel
   const int64_t total = p.batch * p.heads * p.seq_q * kThreadsPerRow;
   const int lane = threadIdx.x % 32;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -426,6 +427,7 @@ BackwardParams<Element> backward_params(const BackwardArgs& args) {
   params.row_dot = workspace.row_dot;
   params.dq_semaphores = workspace.dq_semaphores;
   params.dq_groups = workspace.dq_groups;
+  params.tile_counter = workspace.tile_counter;
   return params;
 }
 

@@ -203,6 +203,7 @@ struct BackwardParams {
   DqGroups dq_groups;     // the key groups of deterministic mode (workspace.h)
   int64_t num_n_blocks;   // key blocks per kv head
   int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
+  int* tile_counter;      // the walking kernels' tiles taken (workspace.h), zeroed by the row sums
 };
 
 }  // namespace cuflash::detail

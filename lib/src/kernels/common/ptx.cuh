@@ -48,6 +48,15 @@ __device__ __forceinline__ void cp_async_4(void* destination, const void* source
                : "memory");
 }
 
+// The same, writing zeros instead when `valid` is false (then nothing is read, and `source` only
+// has to be some valid address).
+__device__ __forceinline__ void cp_async_4(void* destination, const void* source, bool valid) {
+  const int source_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(destination)),
+               "l"(source), "r"(source_bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -77,6 +86,14 @@ inline constexpr int kComputeBarrier = 1;    // the threads that compute, withou
 // sm90 forward: warpgroup g (0..2) waits for its turn on this + g; the barriers of each
 // warpgroup's own rows follow those of the turns.
 inline constexpr int kFirstTurnBarrier = 2;
+
+// `value`, through a move the compiler cannot see through: what is computed from it is computed
+// where it is used, not kept in registers from an earlier computation of the same.
+__device__ __forceinline__ uint32_t opaque(uint32_t value) {
+  uint32_t copy;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(copy) : "r"(value));
+  return copy;
+}
 
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -25,6 +25,11 @@
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
 // mode the same thread keeps the dQ turns, so that the consumers never wait for them.
+// The default dense kernels on query blocks of 64 or 128 rows have a walking twin (kWalk) for
+// short sequences (backward_walk_pays()): a CTA an SM walks key blocks (KeyBlockWalk); the
+// producer loads the next block's first Q and dO while the last products run and its K and V
+// once they are done; the consumers stage dK and dV in the dS^T buffers and
+// dQ stages, which that thread stores by TMA while the next block's first products run.
 #pragma once
 
 #include <cstddef>
@@ -48,11 +53,75 @@
 
 namespace cuflash::detail::sm90 {
 
+// The tiles of a persistent backward launch: (key block, batch * kv head) pairs, a kv head's
+// key blocks one after the other (BackwardBlock: the order of the CTAs of one tile each). CTA c
+// takes tile c first, then, whenever its producer has issued a tile's loads, the next tile no CTA
+// has taken (BackwardParams::tile_counter): tiles are taken in order, so that a head's key blocks
+// run together (they share its Q, dO and dQ accumulator in L2) and under a causal mask the
+// heaviest come first, and a CTA that finishes early takes more, as the hardware hands out CTAs
+// of one tile. Two static orders, both of CTA c taking tiles c, 2G - 1 - c, 2G + c, ..., lost
+// (H200, `fa` and `seed` backward against one CTA a tile): in this order, whose causal shares
+// drift apart on few long heads (B = 1, H = 8, causal 4k-16k: 1.14-1.82x the time), and every
+// head's first key block first, which spreads the CTAs running together over as many heads
+// (causal S = 512-2k: 1.19-1.35x).
+struct KeyBlockWalk {
+  uint32_t tiles;       // key_blocks * batch * heads_kv (< 2^31: 128 keys of a tensor in memory)
+  uint32_t key_blocks;  // of a kv head
+#if defined(__CUDACC__)
+  // The tile's key block (backward_block()), in 32-bit arithmetic: a 64-bit division is a call
+  // whose registers the producer warpgroup's few cannot hold without spilling. heads_kv:
+  // ProblemParams' (batch * heads_kv < 2^31).
+  template <int kBlockN>
+  __device__ BackwardBlock block(uint32_t tile, int64_t heads_kv) const {
+    const uint32_t bh_kv = tile / key_blocks;
+    return {int64_t(bh_kv / uint32_t(heads_kv)), int64_t(bh_kv % uint32_t(heads_kv)),
+            int64_t(tile % key_blocks) * kBlockN};
+  }
+#endif
+};
+
+#if defined(__CUDACC__)
+// A key block of a persistent CTA's walk and the query blocks it meets (query_block_schedule(),
+// unordered, dense), in the 32 bits that its values fit in (batch * heads and a head's query
+// blocks < 2^31), so that the walk takes fewer of the producer warpgroup's 24 registers (in
+// 64 bits it spilled three times as many bytes).
+template <int kBlockM, int kBlockN>
+struct WalkedKeyBlock {
+  uint32_t batch;
+  uint32_t kv_head;
+  uint32_t k0;
+  uint32_t first_m_block;
+  uint32_t blocks_per_head;
+  uint32_t count;  // query blocks: blocks_per_head of each head of the kv head's group
+
+  __device__ WalkedKeyBlock(const KeyBlockWalk& walk, uint32_t tile, const ProblemParams& p) {
+    const BackwardBlock block = walk.template block<kBlockN>(tile, p.heads_kv);
+    const auto schedule =
+        query_block_schedule<kBlockM, kBlockN, false>(p, block.k0, DqSumOrder::unordered);
+    batch = uint32_t(block.batch);
+    kv_head = uint32_t(block.kv_head);
+    k0 = uint32_t(block.k0);
+    first_m_block = uint32_t(schedule.first_m_block);
+    blocks_per_head = uint32_t(schedule.blocks_per_head);
+    count = uint32_t(schedule.count);
+  }
+  // Query block i's head and first row (QueryBlockSchedule::head(), q0()).
+  __device__ uint32_t head(const ProblemParams& p, uint32_t i) const {
+    return kv_head * uint32_t(p.heads_per_kv) + i / blocks_per_head;
+  }
+  __device__ uint32_t q0(uint32_t i) const {
+    return (first_m_block + i % blocks_per_head) * uint32_t(kBlockM);
+  }
+};
+#endif
+
 template <typename Element>
 struct BackwardTmaParams {
   BackwardParams<Element> base;
   CUtensorMap q_map, dout_map;  // boxes: 64 columns x kBlockM rows
   CUtensorMap k_map, v_map;     // boxes: 64 columns x kBlockN rows
+  CUtensorMap dk_map, dv_map;   // the same boxes as K and V: the persistent kernels' stores
+  KeyBlockWalk walk;            // the persistent kernels' tiles (one launch: bh_offset 0)
 };
 
 // Shared-space addresses of the members of a backward CTA's Traits::Storage, which starts at
@@ -93,6 +162,22 @@ struct BackwardSmem {
     return uint32_t(offsetof(Storage, row_dot) + Slots::slot(it) * sizeof(Storage::row_dot[0]));
   }
   __device__ uint32_t kv_full() const { return at(offsetof(Storage, kv_full)); }
+  __device__ uint32_t kv_empty() const { return at(offsetof(Storage, kv_empty)); }
+  __device__ uint32_t stage_free() const { return at(offsetof(Storage, stage_free)); }
+  __device__ uint32_t out_staged() const { return at(offsetof(Storage, out_staged)); }
+  __device__ uint32_t out_free() const { return at(offsetof(Storage, out_free)); }
+  // Key block `round`'s entry of the walk_tiles ring, written (a phase of its own barrier).
+  __device__ uint32_t tile_ready(uint32_t round) const {
+    return at(offsetof(Storage, tile_ready) + 8 * (round % 4));
+  }
+  // The ring entry of a persistent CTA's key block `round` (walk_tiles).
+  __device__ uint32_t walk_tile_offset(uint32_t round) const {
+    return uint32_t(offsetof(Storage, walk_tiles) + (round % 4) * sizeof(uint32_t));
+  }
+  // A persistent CTA's dK and dV (16-bit, in the K tile's layout, the boxes of dk_map and dv_map)
+  // over the dS^T buffers and the dQ stages after them, which no product reads between key blocks.
+  __device__ KvTile dk_out() const { return {at(offsetof(Storage, ds))}; }
+  __device__ KvTile dv_out() const { return {at(offsetof(Storage, ds) + KvTile::kBytes)}; }
   __device__ uint32_t full(uint32_t it) const {
     return at(offsetof(Storage, full) + 8 * Slots::slot(it));
   }
@@ -130,6 +215,11 @@ struct BackwardSmem {
     // (none with kDqInQuerySlots: the slot's empty barrier serves)
     constexpr int kDqFree = Traits::kDqInQuerySlots ? 0 : Traits::kDqSlots;
     for (int stage = 0; stage < kDqFree; ++stage) mbarrier_init(dq_free(stage), 1);
+    mbarrier_init(kv_empty(), kConsumers);
+    mbarrier_init(stage_free(), 1);
+    mbarrier_init(out_staged(), kConsumers);
+    mbarrier_init(out_free(), 1);
+    for (int entry = 0; entry < 4; ++entry) mbarrier_init(tile_ready(entry), 1);
     mbarrier_init_fence();
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -151,49 +241,118 @@ inline constexpr bool kEpilogueFitsTiles =
 // the CTA's sequence (in a varlen batch, rows past its end are the next sequence's: P = 0 hides
 // them as it hides rows past the tensor's end).
 template <typename Traits, typename Element, bool kMayBeVarlen>
-__device__ __forceinline__ void produce_backward_tiles(const BackwardTmaParams<Element>& params,
-                                                       BackwardSmem<Traits> smem,
-                                                       unsigned char* smem_tiles,
-                                                       SequenceStart<kMayBeVarlen> start,
-                                                       const QueryBlockSchedule<Traits::kBlockM>& schedule,
-                                                       int64_t k0, int64_t batch,
-                                                       int64_t kv_head, int lane) {
+__device__ __forceinline__ void load_key_value(const BackwardTmaParams<Element>& params,
+                                               BackwardSmem<Traits> smem,
+                                               SequenceStart<kMayBeVarlen> start, int64_t k0,
+                                               int64_t batch, int64_t kv_head) {
+  using Smem = BackwardSmem<Traits>;
+  const int64_t map_batch = start.map_batch(batch);
+  mbarrier_arrive_expect_bytes(smem.kv_full(), uint32_t(2 * Smem::KvTile::kBytes));
+  for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
+    const uint32_t block = (column / kTmaBoxColumns) * Smem::KvTile::kColumnBlockBytes;
+    tma_load_box(smem.k().base + block, params.k_map, smem.kv_full(), column,
+                 int(start.first_key() + k0), int(kv_head), int(map_batch));
+    tma_load_box(smem.v().base + block, params.v_map, smem.kv_full(), column,
+                 int(start.first_key() + k0), int(kv_head), int(map_batch));
+  }
+}
+
+// Rows [q0, q0 + kBlockM) of query head `head` into the slot of the CTA's query block `it` (its
+// running count: past the blocks of a persistent CTA's earlier key blocks), once it is free.
+// kRowsAsync (the walking kernels' loads): LSE and D by cp.async, whose arrival on the slot's
+// barrier comes when they land: the lane neither waits for them nor holds them in registers (at
+// the producer warpgroup's 24 registers, loaded values spilled next to the walk's state). Rows
+// past the end then read 0, not +inf: their Q and dO are TMA's zeros, so that S = 0 and P = 1
+// meet dO = 0 in dV, and dS = P (dP - D) = 0 (dense batches only, where nothing follows a
+// sequence's last row in its box).
+template <typename Traits, bool kRowsAsync = false, typename Element, bool kMayBeVarlen>
+__device__ __forceinline__ void load_query_block(const BackwardTmaParams<Element>& params,
+                                                 BackwardSmem<Traits> smem,
+                                                 unsigned char* smem_tiles,
+                                                 SequenceStart<kMayBeVarlen> start, int64_t batch,
+                                                 int64_t head, int64_t q0, uint32_t it, int lane) {
   using Smem = BackwardSmem<Traits>;
   const ProblemParams& p = start.p;
   const int64_t map_batch = start.map_batch(batch);
+  if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::Slots::parity(it) ^ 1u);
   if (lane == 0) {
-    mbarrier_arrive_expect_bytes(smem.kv_full(), uint32_t(2 * Smem::KvTile::kBytes));
+    mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
     for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
-      const uint32_t block = (column / kTmaBoxColumns) * Smem::KvTile::kColumnBlockBytes;
-      tma_load_box(smem.k().base + block, params.k_map, smem.kv_full(), column,
-                   int(start.first_key() + k0), int(kv_head), int(map_batch));
-      tma_load_box(smem.v().base + block, params.v_map, smem.kv_full(), column,
-                   int(start.first_key() + k0), int(kv_head), int(map_batch));
+      const uint32_t block = (column / kTmaBoxColumns) * Smem::QTile::kColumnBlockBytes;
+      tma_load_box(smem.q(it).base + block, params.q_map, smem.full(it), column,
+                   int(start.first_row() + q0), int(head), int(map_batch));
+      tma_load_box(smem.dout(it).base + block, params.dout_map, smem.full(it), column,
+                   int(start.first_row() + q0), int(head), int(map_batch));
     }
   }
-  for (uint32_t it = 0; it < schedule.count; ++it) {
-    if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::Slots::parity(it) ^ 1u);
-    const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(p, it);
-    if (lane == 0) {
-      mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
-      for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
-        const uint32_t block = (column / kTmaBoxColumns) * Smem::QTile::kColumnBlockBytes;
-        tma_load_box(smem.q(it).base + block, params.q_map, smem.full(it), column,
-                     int(start.first_row() + q0), int(head), int(map_batch));
-        tma_load_box(smem.dout(it).base + block, params.dout_map, smem.full(it), column,
-                     int(start.first_row() + q0), int(head), int(map_batch));
-      }
+  float* lse = reinterpret_cast<float*>(smem_tiles + smem.lse_offset(it));
+  float* row_dot = reinterpret_cast<float*>(smem_tiles + smem.row_dot_offset(it));
+  const int64_t row_base = start.rows(batch, head);
+  if constexpr (kRowsAsync) {
+    static_assert(!kMayBeVarlen, "rows past a sequence's end are zeros in dense batches only");
+    const float* lse_rows = params.base.lse + row_base + q0;  // q0 < seq_q: a row to read
+    const float* dot_rows = params.base.row_dot + row_base + q0;
+#pragma unroll 1  // (the copies wait for nothing; unrolled, their addresses spilled)
+    for (int r = lane; r < Traits::kBlockM; r += 32) {
+      const bool valid = q0 + r < p.seq_q;
+      cp_async_4(lse + r, valid ? lse_rows + r : lse_rows, valid);
+      cp_async_4(row_dot + r, valid ? dot_rows + r : dot_rows, valid);
     }
-    float* lse = reinterpret_cast<float*>(smem_tiles + smem.lse_offset(it));
-    float* row_dot = reinterpret_cast<float*>(smem_tiles + smem.row_dot_offset(it));
-    const int64_t row_base = start.rows(batch, head);
+    mbarrier_arrive_after_copies(smem.full(it));
+  } else {
     for (int r = lane; r < Traits::kBlockM; r += 32) {
       const bool valid = q0 + r < p.seq_q;
       lse[r] = valid ? params.base.lse[row_base + q0 + r] : kEmptyRowLse;
       row_dot[r] = valid ? params.base.row_dot[row_base + q0 + r] : 0.f;
     }
     mbarrier_arrive(smem.full(it));
+  }
+}
+
+// The loads of a CTA that runs one key block: K and V, then its query blocks in turn.
+template <typename Traits, typename Element, bool kMayBeVarlen>
+__device__ __forceinline__ void produce_backward_tiles(
+    const BackwardTmaParams<Element>& params, BackwardSmem<Traits> smem, unsigned char* smem_tiles,
+    SequenceStart<kMayBeVarlen> start, const QueryBlockSchedule<Traits::kBlockM>& schedule,
+    int64_t k0, int64_t batch, int64_t kv_head, int lane) {
+  if (lane == 0) load_key_value<Traits>(params, smem, start, k0, batch, kv_head);
+  for (uint32_t it = 0; it < schedule.count; ++it) {
+    load_query_block<Traits>(params, smem, smem_tiles, start, batch,
+                             schedule.head(start.p, kv_head, it), schedule.q0(start.p, it), it,
+                             lane);
+  }
+}
+
+// Adds (or with `store`, writes) the dQ rows staged for the CTA's query block `it` to `target`
+// in the accumulator, once every consumer has staged its part: one bulk request, in a bulk group
+// of its own.
+template <typename Traits>
+__device__ __forceinline__ void reduce_dq_stage(float* target, BackwardSmem<Traits> smem,
+                                                uint32_t it, int rows, bool store) {
+  constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
+  mbarrier_wait(smem.dq_staged(it), BackwardSmem<Traits>::DqSlots::parity(it));
+  if (store) {
+    bulk_store_f32(target, smem.dq_stage(it), rows * kRowBytes);
+  } else {
+    bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
+  }
+  bulk_commit_group();
+}
+
+// After the bulk reduce of query block `it` (the `index`-th of its key block) was issued: frees
+// the dQ stages the reduces have read. With two stages, the previous block's (the reduce just
+// issued may still be reading its own); with one, this block's, once read.
+template <typename Traits>
+__device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, uint32_t it,
+                                                    uint32_t index) {
+  if constexpr (Traits::kDqSlots == 2) {
+    if (index > 0) {
+      bulk_wait_read<1>();  // all but this block's reduce have read their stages
+      mbarrier_arrive(smem.dq_free(it - 1));
+    }
+  } else {
+    bulk_wait_read<0>();
+    mbarrier_arrive(smem.dq_free(it));
   }
 }
 
@@ -213,8 +372,6 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           SequenceStart<kMayBeVarlen> start,
                                           const QueryBlockSchedule<Traits::kBlockM>& schedule,
                                           int64_t batch, int64_t kv_head, int key_block) {
-  using Smem = BackwardSmem<Traits>;
-  constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = start.p;
   const int group = kDeterministic ? dq_group<Traits::kBlockN>(base, key_block) : 0;
   float* const accumulator = dq_group_accumulator(base, group);
@@ -234,13 +391,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = accumulator + (start.rows(batch, head) + q0) * Traits::kHeadDim;
-    mbarrier_wait(smem.dq_staged(it), Smem::DqSlots::parity(it));
-    if (store) {
-      bulk_store_f32(target, smem.dq_stage(it), rows * kRowBytes);
-    } else {
-      bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
-    }
-    bulk_commit_group();
+    reduce_dq_stage(target, smem, it, rows, store);
     if constexpr (kDeterministic) {
       bulk_wait_complete();  // the adds are in before the next key block's turn
       mbarrier_arrive(smem.dq_free(it));
@@ -248,19 +399,158 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     } else if constexpr (Traits::kDqInQuerySlots) {
       bulk_wait_read<0>();  // then the slot may take a later block's Q and dO
       mbarrier_arrive(smem.empty(it));
-    } else if constexpr (Traits::kDqSlots == 2) {
-      if (it > 0) {
-        bulk_wait_read<1>();  // all but this block's reduce have read their stages
-        mbarrier_arrive(smem.dq_free(it - 1));
-      }
     } else {
-      bulk_wait_read<0>();
-      mbarrier_arrive(smem.dq_free(it));
+      free_read_dq_stages(smem, it, it);
     }
   }
   // The shared memory must outlive the reads; the adds themselves complete with the grid,
   // before the dQ conversion that follows in the stream.
   bulk_wait_read<0>();
+}
+
+// The producer warpgroup of a persistent CTA (dense batches), per key block of its walk. Its
+// first warp takes the tile (KeyBlockWalk) and hands it to the others through the walk_tiles
+// ring, which the barrier of the tile's K and V publishes (with no tile left, that barrier alone,
+// which ends the walk everywhere), and loads: the first query block's Q and dO as soon as its
+// slot is free (the previous
+// key block's last products may still run), K and V once the consumers are done with the
+// previous ones (kv_empty), then the other query blocks. Its thread 32 reduces: the query blocks'
+// dQ (reduce_dq() without deterministic mode), then, once the reduces have read every dQ stage
+// (stage_free: the consumers may stage dK and dV over them) and the consumers have staged dK and
+// dV (out_staged), it stores them by TMA, whose boxes skip the rows past the keys' end; once the
+// stores have read them, the consumers may stage dS^T and dQ there again (out_free). Slots,
+// stages and phases follow the running count of query blocks `it` and of key blocks `round`.
+// Both roles walk in one loop: as two, each role's own, they spilled the warpgroup's 24 registers.
+template <typename Traits, typename Element>
+__device__ __forceinline__ void produce_walk(const BackwardTmaParams<Element>& params,
+                                             BackwardSmem<Traits> smem, unsigned char* smem_tiles,
+                                             int thread) {
+  using Smem = BackwardSmem<Traits>;
+  using KeyBlock = WalkedKeyBlock<Traits::kBlockM, Traits::kBlockN>;
+  static_assert(!Traits::kDqInQuerySlots && Traits::kDqSlots <= 2);
+  const bool loads = thread < 32;
+  if (!loads && thread != 32) return;
+  const int lane = thread % 32;
+  const ProblemParams& p = params.base.problem;
+  const SequenceStart<false> start{p};
+  uint32_t* const walk_tiles = reinterpret_cast<uint32_t*>(smem_tiles + smem.walk_tile_offset(0));
+  uint32_t it = 0;
+  uint32_t tile = blockIdx.x;
+  for (uint32_t round = 0;; ++round) {
+    if (loads) {
+      if (round > 0) {  // the next tile no CTA has taken
+        uint32_t taken = 0;
+        if (lane == 0) taken = atomicAdd(reinterpret_cast<unsigned*>(params.base.tile_counter), 1u);
+        tile = gridDim.x + __shfl_sync(0xffffffffu, taken, 0);
+      }
+      // Four entries: when key block n's is written (after the K/V load of n - 1, which waited
+      // for the consumers to end n - 2, who had waited for the reducing thread to end n - 3), the
+      // reducing thread has read every entry up to n - 3's, and n - 4's place is free.
+      if (lane == 0) {
+        walk_tiles[round % 4] = tile;
+        mbarrier_arrive(smem.tile_ready(round));
+      }
+      if (tile >= params.walk.tiles) {
+        if (round > 0) mbarrier_wait(smem.kv_empty(), (round - 1) & 1u);
+        if (lane == 0) mbarrier_arrive(smem.kv_full());  // no K and V: the walk's end
+        return;
+      }
+    } else {
+      // Not kv_full (nor one barrier for every entry): its phases may run two ahead of this
+      // thread (the consumers through a key block without query blocks, say), and a wait on the
+      // parity of the next phase would then wait for work that waits for this thread. An entry's
+      // barrier completes again only for key block round + 4, after this thread's round + 1.
+      mbarrier_wait(smem.tile_ready(round), (round / 4) & 1u);
+      tile = walk_tiles[round % 4];
+      if (tile >= params.walk.tiles) return;
+    }
+    const KeyBlock block(params.walk, tile, p);
+    if (loads) {
+      // The key block is worked out again for each query block from an opaque copy of the tile:
+      // kept across the loop, its fields spilled.
+      for (uint32_t i = 0; i == 0 || i < block.count; ++i) {
+        const KeyBlock again(params.walk, opaque(tile), p);
+        if (i < again.count) {
+          load_query_block<Traits, true>(params, smem, smem_tiles, start, again.batch,
+                                         again.head(p, i), again.q0(i), it + i, lane);
+        }
+        if (i == 0) {
+          if (round > 0) mbarrier_wait(smem.kv_empty(), (round - 1) & 1u);
+          if (lane == 0) {
+            load_key_value<Traits>(params, smem, start, again.k0, again.batch, again.kv_head);
+          }
+        }
+      }
+      it += block.count;
+      continue;
+    }
+    for (uint32_t i = 0; i < block.count; ++i, ++it) {
+      const KeyBlock again(params.walk, opaque(tile), p);
+      const uint32_t q0 = again.q0(i);
+      // the block's first row in the accumulator's [batch, heads, seq_q] rows (< 2^32)
+      const uint32_t row =
+          (again.batch * uint32_t(p.heads) + again.head(p, i)) * uint32_t(p.seq_q) + q0;
+      const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
+      reduce_dq_stage(params.base.dq_accum + int64_t(row) * Traits::kHeadDim, smem, it, rows,
+                      false);
+      free_read_dq_stages(smem, it, i);
+    }
+    bulk_wait_read<0>();
+    if (Traits::kDqSlots == 2 && block.count > 0) mbarrier_arrive(smem.dq_free(it - 1));
+    mbarrier_arrive(smem.stage_free());
+
+    mbarrier_wait(smem.out_staged(), round & 1u);
+    for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
+      const uint32_t offset = (column / kTmaBoxColumns) * Smem::KvTile::kColumnBlockBytes;
+      tma_store_box(params.dk_map, smem.dk_out().base + offset, column, int(block.k0),
+                    int(block.kv_head), int(block.batch));
+      tma_store_box(params.dv_map, smem.dv_out().base + offset, column, int(block.k0),
+                    int(block.kv_head), int(block.batch));
+    }
+    bulk_commit_group();
+    bulk_wait_read<0>();
+    mbarrier_arrive(smem.out_free());
+  }
+  // The stores complete with the grid; the shared memory outlives their reads (waited for).
+}
+
+// Writes a warp's 16 rows (from row0) of a dK or dV accumulator over the columns of its pieces,
+// times `factor`, as 16-bit values into a tile in the TMA boxes' layout (SwizzledTile): one
+// stmatrix a 16 x 16 block. Lane 8 i + j addresses row j of block i (rows row0 + 8 (i % 2) + j,
+// columns from 8 (i / 2)); the next 16 columns lie two chunks on (an even XOR of the swizzled
+// chunk) or in the next column block.
+template <typename Element, int kRows, int kCols, int kTiles>
+__device__ __forceinline__ void stage_accumulator_rows(SwizzledTile<kRows, kCols> tile,
+                                                       const float (&acc)[kTiles][4], int row0,
+                                                       int col0, float factor, int lane) {
+  static_assert(kTiles % 2 == 0, "whole 16 x 16 blocks");
+  const uint32_t lane_address =
+      swizzled_address(tile, row0 + 8 * ((lane / 8) % 2) + lane % 8, 8 * (lane / 16));
+#pragma unroll
+  for (int t = 0; t < kTiles; t += 2) {
+    uint32_t blocks[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i % 2;
+      blocks[i] = ElementOps<Element>::pack(acc[t + i / 2][2 * half] * factor,
+                                            acc[t + i / 2][2 * half + 1] * factor);
+    }
+    const int col = col0 + 8 * t;  // col0: a multiple of 64 or 32 (a piece's first column)
+    stmatrix_x4((lane_address ^ uint32_t((col % 64) / 8 * 16)) +
+                    uint32_t(col / 64 * SwizzledTile<kRows, kCols>::kColumnBlockBytes),
+                blocks);
+  }
+}
+
+// stage_accumulator_rows() of both pieces of the key-split kernel's columns.
+template <typename Element, typename Pieces, int kRows, int kCols>
+__device__ __forceinline__ void stage_pieces(SwizzledTile<kRows, kCols> tile,
+                                             const PieceAccumulators<Pieces>& acc, int row0,
+                                             float factor, int lane) {
+  stage_accumulator_rows<Element>(tile, acc.wide, row0, 0, factor, lane);
+  if constexpr (Pieces::kNarrow > 0) {
+    stage_accumulator_rows<Element>(tile, acc.narrow, row0, Pieces::kWide, factor, lane);
+  }
 }
 
 // Stores a warp's (16 rows from row0, 8 * kTiles columns from col0) fp32 dQ fragment into the
@@ -273,8 +563,7 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
   // Both of the thread's rows have query % 8 == lane / 4: one swizzle for all its stores. Read
   // through an opaque move, so that the compiler computes the swizzled columns here rather than
   // keeping them in registers across the whole loop over query blocks.
-  int swizzle;
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(swizzle) : "r"((lane / 4 + int(first_row & 7)) & 7));
+  const int swizzle = int(opaque(uint32_t((lane / 4 + int(first_row & 7)) & 7)));
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float* row = stage + (row0 + lane / 4 + 8 * half) * kHeadDim + 2 * (lane % 4);
@@ -295,8 +584,8 @@ __device__ __forceinline__ void stage_dq(float* stage, const float (&dq)[kTiles]
 template <int kHeadDim, int kTiles>
 __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&dqt)[kTiles][4],
                                                     int col0, int lane) {
-  int residue;  // of the thread's even queries; opaque as in stage_dq()
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(residue) : "r"(2 * (lane % 4)));
+  // The residue of the thread's even queries; opaque as in stage_dq().
+  const int residue = int(opaque(uint32_t(2 * (lane % 4))));
   float* const rows = stage + 2 * (lane % 4) * kHeadDim + lane / 4;
 #pragma unroll
   for (int parity = 0; parity < 2; ++parity) {
@@ -321,7 +610,7 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
 // its softcap slopes left the registers).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
-          bool kVarlen = false, bool kBlocksOf80 = false>
+          bool kVarlen = false, bool kBlocksOf80 = false, bool kWalk = false>
 __global__ void __launch_bounds__(
     BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
@@ -329,7 +618,13 @@ __global__ void __launch_bounds__(
   using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>;
   static_assert(!kBlocksOf80 || !(kVariants || kDeterministic || kSums || kVarlen),
                 "query blocks of 80 on the default dense kernel only");
+  static_assert(!kWalk || !(kVariants || kDeterministic || kSums || kVarlen || kBlocksOf80),
+                "the walk: the default dense kernels on query blocks of 64 or 128 only");
+  // kWalk: a CTA an SM walks key blocks (KeyBlockWalk; backward_walk_pays()); else one a CTA.
   using Smem = BackwardSmem<Traits>;
+  static_assert(!kWalk || 2 * Smem::KvTile::kBytes <= offsetof(typename Traits::Storage, lse) -
+                                                          offsetof(typename Traits::Storage, ds),
+                "dK and dV staged over the dS^T buffers and dQ stages (BackwardSmem::dk_out())");
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
@@ -370,12 +665,13 @@ __global__ void __launch_bounds__(
           : ProblemParams{};
   const ProblemParams& p = kMayBeVarlen ? sequence : base.problem;
   const SequenceStart<kMayBeVarlen> start{p};
-  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, order);
-  const int64_t batch = block.batch;
-  const int64_t kv_head = block.kv_head;
-  const int64_t k0 = block.k0;
-  if (k0 >= p.seq_k) return;  // past the end of a shorter sequence's keys (varlen)
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder);
+  // (a walking CTA's key blocks: from the walk_tiles ring, below)
+  BackwardBlock block = kWalk ? BackwardBlock{} : backward_block<kBlockN>(p, base.bh_offset, order);
+  if (block.k0 >= p.seq_k) return;  // past the end of a shorter sequence's keys (varlen)
+  // (computed here for the CTAs of one key block, where the kernels did before they walked: the
+  // same registers as then)
+  const auto first_schedule =
+      query_block_schedule<kBlockM, kBlockN, kVariants>(p, block.k0, kSumOrder);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -386,12 +682,17 @@ __global__ void __launch_bounds__(
 
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
     warpgroup_release_registers<kProducerRegisters>();
-    if (thread < kConsumers + 32) {
-      produce_backward_tiles<Traits>(params, smem, smem_tiles, start, schedule, k0, batch,
-                                     kv_head, lane);
-    } else if (thread == kConsumers + 32) {
-      reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, batch, kv_head,
-                                        int(k0 / kBlockN));
+    if constexpr (kWalk) {
+      produce_walk<Traits>(params, smem, smem_tiles, thread - kConsumers);
+    } else {
+      const auto& schedule = first_schedule;
+      if (thread < kConsumers + 32) {
+        produce_backward_tiles<Traits>(params, smem, smem_tiles, start, schedule, block.k0,
+                                       block.batch, block.kv_head, lane);
+      } else if (thread == kConsumers + 32) {
+        reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, block.batch, block.kv_head,
+                                          int(block.k0 / kBlockN));
+      }
     }
     return;
   }
@@ -400,229 +701,264 @@ __global__ void __launch_bounds__(
   const int warp_group = thread / 128;
   const int group_key0 = 64 * warp_group;                   // this warpgroup's keys
   const int warp_key0 = group_key0 + 16 * ((thread / 32) % 4);  // this warp's keys
-  int64_t fragment_key[2];  // keys of this thread's fragment rows group, group + 8
-  fragment_key[0] = k0 + warp_key0 + lane / 4;
-  fragment_key[1] = fragment_key[0] + 8;
   // This warpgroup's part of the (kBlockM, D) dQ tile.
   const int dq_row0 = Traits::kDqSplitRows ? 64 * warp_group : 0;
   const int dq_col0 = Traits::kDqSplitRows ? 0 : Traits::kDqCols * warp_group;
 
+  // The CTA's key blocks: one, or its walk's (kWalk), whose slots, stages and phases
+  // follow the running count of query blocks `it` and of key blocks `round`.
   PieceAccumulators<Pieces> dk_acc;  // dK (16 keys of this warp, kDim), without the scale
   PieceAccumulators<Pieces> dv_acc;
-  zero_pieces(dk_acc);
-  zero_pieces(dv_acc);
-  mbarrier_wait(smem.kv_full(), 0);
+  uint32_t it = 0;
+  for (uint32_t round = 0;; ++round) {
+    if constexpr (kWalk) {  // the tile the producer took (produce_walk()), or the end
+      mbarrier_wait(smem.kv_full(), round & 1u);
+      const uint32_t tile =
+          *reinterpret_cast<const uint32_t*>(smem_tiles + smem.walk_tile_offset(round));
+      if (tile >= params.walk.tiles) return;
+      block = params.walk.template block<kBlockN>(tile, p.heads_kv);
+    }
+    const int64_t batch = block.batch;
+    const int64_t kv_head = block.kv_head;
+    const int64_t k0 = block.k0;
+    const auto schedule = kWalk
+                              ? query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder)
+                              : first_schedule;
+    int64_t fragment_key[2];  // keys of this thread's fragment rows group, group + 8
+    fragment_key[0] = k0 + warp_key0 + lane / 4;
+    fragment_key[1] = fragment_key[0] + 8;
+    zero_pieces(dk_acc);
+    zero_pieces(dv_acc);
+    if constexpr (!kWalk) mbarrier_wait(smem.kv_full(), 0);
+    // dK and dV of the previous key block read from the dS^T buffers and dQ stages by TMA
+    if (kWalk && round > 0) mbarrier_wait(smem.out_free(), (round - 1) & 1u);
 
-  for (uint32_t it = 0; it < schedule.count; ++it) {
-    const int64_t head = schedule.head(p, kv_head, it);
-    const int64_t q0 = schedule.q0(p, it);
-    const auto q_tile = smem.q(it);
-    const auto dout_tile = smem.dout(it);
-    mbarrier_wait(smem.full(it), Smem::Slots::parity(it));
+    for (uint32_t i = 0; i < schedule.count; ++i, ++it) {
+      const int64_t head = schedule.head(p, kv_head, i);
+      const int64_t q0 = schedule.q0(p, i);
+      const auto q_tile = smem.q(it);
+      const auto dout_tile = smem.dout(it);
+      mbarrier_wait(smem.full(it), Smem::Slots::parity(it));
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup), committed
-    // apart: the default kernels compute P^T from S^T while dP^T is still being multiplied.
-    float st[kQueryTiles][4];
-    float dpt[kQueryTiles][4];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kDim / 16; ++kk) {
-      MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
-                                   k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
-    }
-    if constexpr (!kVariants) wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < kDim / 16; ++kk) {
-      MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
-                                   k_major_descriptor(dout_tile, 0, 16 * kk), kk > 0);
-    }
-    wgmma_commit();
-
-    // P^T; query column c of key row r is visible as visible_columns() says. Rows past Sq
-    // have LSE = +inf: P = 0. The variant kernels wait for both products: the softcap's
-    // slopes fold into dP^T as P^T is computed.
-    if constexpr (kVariants) {
-      wgmma_wait<0>();
-      wgmma_fence_operands(st);
-      wgmma_fence_operands(dpt);
-    }
-    const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
-    const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
-    const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
-    const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
-    // dS^T = P^T * (dP^T - D) into dpt; P^T and dS^T then go into A operands and S^T and
-    // dP^T die (register pressure). With a softcap, dS^T also takes the slope of the cap,
-    // folded into dP^T as each P is computed: an array of slopes would cost 4 * kQueryTiles
-    // more live registers (spills).
-    if constexpr (kVariants) {
-      const ScoreModFor<Element> mod = score_mod<Element>(p, batch, head);
-      modified_probabilities_transposed(
-          st, lse, mod, q0 + p.offset - fragment_key[0], lane, [&](int t, int i, float slope) {
-            dpt[t][i] = (dpt[t][i] - row_dot[8 * t + 2 * (lane % 4) + i % 2]) * slope;
-          });
-      if (masked) hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
-      if (mod.kind() == ScoreModKind::softcap) {
-        multiply_elementwise(dpt, st);
-      } else {
-        score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-      }
-    }
-    // dV += P^T dO (dO read N-major), issued as soon as P^T is packed: the default kernels
-    // multiply it while dS^T is computed; the variant kernels have dS^T with P^T.
-    uint32_t p_fragments[kBlockM / 16][4];
-    uint32_t ds_fragments[kBlockM / 16][4];
-    const auto pack_ds = [&] {
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-      }
-    };
-    const auto issue_dv = [&] {
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
-      }
+      // S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x kBlockM queries per warpgroup), committed
+      // apart: the default kernels compute P^T from S^T while dP^T is still being multiplied.
+      float st[kQueryTiles][4];
+      float dpt[kQueryTiles][4];
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
+      for (int kk = 0; kk < kDim / 16; ++kk) {
+        MmaScores::template ss<0, 0>(st, k_major_descriptor(smem.k(), group_key0, 16 * kk),
+                                     k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
+      }
+      if constexpr (!kVariants) wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kDim / 16; ++kk) {
+        MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
+                                     k_major_descriptor(dout_tile, 0, 16 * kk), kk > 0);
       }
       wgmma_commit();
-    };
-    if constexpr (kVariants) {
-      issue_dv();
-      pack_ds();
-    } else if constexpr (kBlockM != 64) {
-      // 128-query blocks (head_dim 64), 80 (head_dim 128): P^T's fragments next to S^T and dP^T
-      // do not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
-      // multiplied), and dS^T is packed first: with dP^T's registers free before P^T's
-      // fragments take theirs, ptxas keeps the products asynchronous (packed after dV was
-      // issued, it serialized every wgmma of the kernel, C7512: 11.8 % more time on H200).
-      wgmma_wait<1>();  // S^T
-      wgmma_fence_operands(st);
-      probabilities_transposed(st, lse, p.scale_log2, visible, lane);
-      wgmma_wait<0>();  // dP^T
-      wgmma_fence_operands(dpt);
-      score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-      pack_ds();
-      issue_dv();
-    } else {
-      wgmma_wait<1>();  // S^T
-      wgmma_fence_operands(st);
-      probabilities_transposed(st, lse, p.scale_log2, visible, lane);
-      issue_dv();
-      wgmma_wait<1>();  // dP^T
-      wgmma_fence_operands(dpt);
-      score_gradients_transposed(dpt, st, dpt, row_dot, lane);
-      pack_ds();
-    }
-    if constexpr (kDkWithDv) {
-      wgmma_fence();  // ds_fragments were written after the last products were issued
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+
+      // P^T; query column c of key row r is visible as visible_columns() says. Rows past Sq
+      // have LSE = +inf: P = 0. The variant kernels wait for both products: the softcap's
+      // slopes fold into dP^T as P^T is computed.
+      if constexpr (kVariants) {
+        wgmma_wait<0>();
+        wgmma_fence_operands(st);
+        wgmma_fence_operands(dpt);
       }
-      wgmma_commit();
-    }
-    const auto ds_tile = smem.ds(it);
-    if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
-      mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqSlots));
-    }
-    if constexpr (kDqTransposed) {
-      // dS, query-major: the fragments' four 8 x 8 blocks of each 16 queries, transposed. Lane
-      // 8 i + j addresses row j of block i: query 16 kk + 8 (i / 2) + j, keys from 8 (i % 2).
-      const uint32_t ds_rows =
-          swizzled_address(ds_tile, 8 * (lane / 16) + lane % 8, warp_key0 + 8 * ((lane / 8) % 2));
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        stmatrix_x4_transposed(ds_rows + 16 * kk * kSwizzleBytes, ds_fragments[kk]);
-      }
-    } else {
-      // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
-      // compiler keeps across the loop spill, so each is computed in two instructions
-      // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
-      const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
-      const auto ds_address = [&](int half, int col) {
-        if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
-        return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
-      };
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
-          store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
-          store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
+      const bool masked = needs_mask<kVariants>(p, q0, kBlockM, k0, kBlockN);
+      const auto visible = visible_columns<false, kBlockM>(p, masked, fragment_key, q0);
+      const float* lse = reinterpret_cast<const float*>(smem_tiles + smem.lse_offset(it));
+      const float* row_dot = reinterpret_cast<const float*>(smem_tiles + smem.row_dot_offset(it));
+      // dS^T = P^T * (dP^T - D) into dpt; P^T and dS^T then go into A operands and S^T and
+      // dP^T die (register pressure). With a softcap, dS^T also takes the slope of the cap,
+      // folded into dP^T as each P is computed: an array of slopes would cost 4 * kQueryTiles
+      // more live registers (spills).
+      if constexpr (kVariants) {
+        const ScoreModFor<Element> mod = score_mod<Element>(p, batch, head);
+        modified_probabilities_transposed(
+            st, lse, mod, q0 + p.offset - fragment_key[0], lane, [&](int t, int i, float slope) {
+              dpt[t][i] = (dpt[t][i] - row_dot[8 * t + 2 * (lane % 4) + i % 2]) * slope;
+            });
+        if (masked)
+          hide_columns(st, visible_columns<true, kBlockM>(p, true, fragment_key, q0), lane);
+        if (mod.kind() == ScoreModKind::softcap) {
+          multiply_elementwise(dpt, st);
+        } else {
+          score_gradients_transposed(dpt, st, dpt, row_dot, lane);
         }
       }
-    }
-
-    // dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys once both
-    // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major), or its
-    // transpose (kDqTransposed); dK += dS^T Q last (Q read N-major), so that dQ is staged while
-    // dK is multiplied, except where it went out with dV (kDkWithDv).
-    float dq_acc[kDqTiles][4];
-    fence_view_async_shared();                        // dS^T (or dS) stores -> visible to wgmma
-    named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' parts are in place
-    if constexpr (kDkWithDv) {
-      // dV and dK done: the slot's Q, dO, LSE and D are no longer read.
-      wgmma_wait<0>();
-      fence_piece_operands(dv_acc);
-      fence_piece_operands(dk_acc);
-      wgmma_fence_operands(p_fragments);
-      wgmma_fence_operands(ds_fragments);
-      mbarrier_arrive(smem.empty(it));
-    }
-    wgmma_fence();  // registers written since the last products were issued (ds_fragments)
+      // dV += P^T dO (dO read N-major), issued as soon as P^T is packed: the default kernels
+      // multiply it while dS^T is computed; the variant kernels have dS^T with P^T.
+      uint32_t p_fragments[kBlockM / 16][4];
+      uint32_t ds_fragments[kBlockM / 16][4];
+      const auto pack_ds = [&] {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      if constexpr (kDqTransposed) {  // dQ^T = K^T dS^T: K read M-major, dS K-major
-        MmaDq::template ss<1, 0>(dq_acc, n_major_descriptor(smem.k(), 16 * kk, dq_col0),
-                                 k_major_descriptor(ds_tile, 0, 16 * kk), kk > 0);
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          accumulators_to_a<Element>(ds_fragments[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+        }
+      };
+      const auto issue_dv = [&] {
+#pragma unroll
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          accumulators_to_a<Element>(p_fragments[kk], st[2 * kk], st[2 * kk + 1]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          piece_products_rs<Element>(dv_acc, p_fragments[kk], dout_tile, 16 * kk, 0);
+        }
+        wgmma_commit();
+      };
+      if constexpr (kVariants) {
+        issue_dv();
+        pack_ds();
+      } else if constexpr (kBlockM != 64) {
+        // 128-query blocks (head_dim 64), 80 (head_dim 128): P^T's fragments next to S^T and dP^T
+        // do not fit the registers, so dV is issued after dS^T (P^T still computed while dP^T is
+        // multiplied), and dS^T is packed first: with dP^T's registers free before P^T's
+        // fragments take theirs, ptxas keeps the products asynchronous (packed after dV was
+        // issued, it serialized every wgmma of the kernel, C7512: 11.8 % more time on H200).
+        wgmma_wait<1>();  // S^T
+        wgmma_fence_operands(st);
+        probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+        wgmma_wait<0>();  // dP^T
+        wgmma_fence_operands(dpt);
+        score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+        pack_ds();
+        issue_dv();
       } else {
-        MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
-                                 n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
+        wgmma_wait<1>();  // S^T
+        wgmma_fence_operands(st);
+        probabilities_transposed(st, lse, p.scale_log2, visible, lane);
+        issue_dv();
+        wgmma_wait<1>();  // dP^T
+        wgmma_fence_operands(dpt);
+        score_gradients_transposed(dpt, st, dpt, row_dot, lane);
+        pack_ds();
       }
-    }
-    wgmma_commit();
-    if constexpr (kDkWithDv) {
-      wgmma_wait<0>();
-      wgmma_fence_operands(dq_acc);
-    } else {
+      if constexpr (kDkWithDv) {
+        wgmma_fence();  // ds_fragments were written after the last products were issued
 #pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+        }
+        wgmma_commit();
+      }
+      const auto ds_tile = smem.ds(it);
+      if (Traits::kDqInScoreBuffers && it >= Traits::kDqSlots) {  // the buffer staged a dQ
+        mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqSlots));
+      }
+      if constexpr (kDqTransposed) {
+        // dS, query-major: the fragments' four 8 x 8 blocks of each 16 queries, transposed. Lane
+        // 8 i + j addresses row j of block i: query 16 kk + 8 (i / 2) + j, keys from 8 (i % 2).
+        const uint32_t ds_rows =
+            swizzled_address(ds_tile, 8 * (lane / 16) + lane % 8, warp_key0 + 8 * ((lane / 8) % 2));
+#pragma unroll
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          stmatrix_x4_transposed(ds_rows + 16 * kk * kSwizzleBytes, ds_fragments[kk]);
+        }
+      } else {
+        // Where the thread's dS^T elements go. At 128-query blocks the per-column addresses the
+        // compiler keeps across the loop spill, so each is computed in two instructions
+        // (FragmentAddresses); at 64 they fit, and the plain computation spills less.
+        const FragmentAddresses ds_addresses(ds_tile, warp_key0, lane);
+        const auto ds_address = [&](int half, int col) {
+          if constexpr (kBlockM == 128) return ds_addresses.at(half, col);
+          return swizzled_address(ds_tile, warp_key0 + lane / 4 + 8 * half, col + 2 * (lane % 4));
+        };
+#pragma unroll
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {  // dS^T also goes to shared memory for dQ
+            store_shared_u32(ds_address(half, 16 * kk), ds_fragments[kk][half]);
+            store_shared_u32(ds_address(half, 16 * kk + 8), ds_fragments[kk][2 + half]);
+          }
+        }
+      }
+
+      // dQ (64 queries from dq_row0, kDqCols from dq_col0) = dS K over all 128 keys once both
+      // warpgroups' dS^T are in place (dS read M-major from the dS^T tile, K N-major), or its
+      // transpose (kDqTransposed); dK += dS^T Q last (Q read N-major), so that dQ is staged while
+      // dK is multiplied, except where it went out with dV (kDkWithDv).
+      float dq_acc[kDqTiles][4];
+      fence_view_async_shared();                        // dS^T (or dS) stores -> visible to wgmma
+      named_barrier_sync(kComputeBarrier, kConsumers);  // both warpgroups' parts are in place
+      if constexpr (kDkWithDv) {
+        // dV and dK done: the slot's Q, dO, LSE and D are no longer read.
+        wgmma_wait<0>();
+        fence_piece_operands(dv_acc);
+        fence_piece_operands(dk_acc);
+        wgmma_fence_operands(p_fragments);
+        wgmma_fence_operands(ds_fragments);
+        mbarrier_arrive(smem.empty(it));
+      }
+      wgmma_fence();  // registers written since the last products were issued (ds_fragments)
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        if constexpr (kDqTransposed) {  // dQ^T = K^T dS^T: K read M-major, dS K-major
+          MmaDq::template ss<1, 0>(dq_acc, n_major_descriptor(smem.k(), 16 * kk, dq_col0),
+                                   k_major_descriptor(ds_tile, 0, 16 * kk), kk > 0);
+        } else {
+          MmaDq::template ss<1, 1>(dq_acc, n_major_descriptor(ds_tile, 16 * kk, dq_row0),
+                                   n_major_descriptor(smem.k(), 16 * kk, dq_col0), kk > 0);
+        }
       }
       wgmma_commit();
-      wgmma_wait<1>();  // dV and dQ
-      fence_piece_operands(dv_acc);
-      wgmma_fence_operands(p_fragments);
-      wgmma_fence_operands(dq_acc);
-    }
+      if constexpr (kDkWithDv) {
+        wgmma_wait<0>();
+        wgmma_fence_operands(dq_acc);
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kBlockM / 16; ++kk) {
+          piece_products_rs<Element>(dk_acc, ds_fragments[kk], q_tile, 16 * kk, 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // dV and dQ
+        fence_piece_operands(dv_acc);
+        wgmma_fence_operands(p_fragments);
+        wgmma_fence_operands(dq_acc);
+      }
 
-    // Stage it for reduce_dq() once the reduce of the stage's previous block has read it (in
-    // the dS^T buffer: the column block of this warpgroup's queries, which its dQ product alone
-    // read and has finished reading).
-    if (!Traits::kDqInScoreBuffers && it >= Traits::kDqStages) {
-      mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
+      // Stage it for reduce_dq() once the reduce of the stage's previous block has read it (in
+      // the dS^T buffer: the column block of this warpgroup's queries, which its dQ product alone
+      // read and has finished reading).
+      if (!Traits::kDqInScoreBuffers && it >= Traits::kDqStages) {
+        mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
+      }
+      float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
+      if constexpr (kDqTransposed) {
+        stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq_acc, dq_col0 + 16 * ((thread / 32) % 4),
+                                              lane);
+      } else {
+        stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
+                                   start.first_row(), lane);
+      }
+      fence_view_async_shared();  // the stores -> visible to the bulk reduces
+      mbarrier_arrive(smem.dq_staged(it));
+      if constexpr (!kDkWithDv) {
+        wgmma_wait<0>();  // dK
+        fence_piece_operands(dk_acc);
+        wgmma_fence_operands(ds_fragments);
+        mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
+      }
     }
-    float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
-    if constexpr (kDqTransposed) {
-      stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq_acc, dq_col0 + 16 * ((thread / 32) % 4),
-                                            lane);
-    } else {
-      stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
-                                 start.first_row(), lane);
-    }
-    fence_view_async_shared();  // the stores -> visible to the bulk reduces
-    mbarrier_arrive(smem.dq_staged(it));
-    if constexpr (!kDkWithDv) {
-      wgmma_wait<0>();  // dK
-      fence_piece_operands(dk_acc);
-      wgmma_fence_operands(ds_fragments);
-      mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
-    }
+    if constexpr (!kWalk) break;
+
+    // dK (scaled) and dV staged for reduce_walk_dq()'s stores, once every consumer's products are
+    // done (stage_free: the reduces have read the dQ of every query block, which each warpgroup
+    // staged after its last product read the dS^T buffer).
+    mbarrier_arrive(smem.kv_empty());  // this thread's products are done: the next K and V may come
+    mbarrier_wait(smem.stage_free(), round & 1u);
+    stage_pieces<Element>(smem.dk_out(), dk_acc, warp_key0, p.scale, lane);
+    stage_pieces<Element>(smem.dv_out(), dv_acc, warp_key0, 1.f, lane);
+    fence_view_async_shared();  // the stores -> visible to the TMA stores
+    mbarrier_arrive(smem.out_staged());
   }
 
+  const int64_t batch = block.batch;
+  const int64_t kv_head = block.kv_head;
+  const int64_t k0 = block.k0;
   if constexpr (kSums) {  // BackwardArgs::sums: fp32, from the registers
     add_pieces_to_sum(base.dk_sum.slice(batch, kv_head), base.dk_sum.seq_stride, k0 + warp_key0,
                       p.seq_k, p.head_dim, dk_acc, p.scale, lane);
@@ -673,6 +1009,18 @@ bool make_backward_tensor_maps(BackwardTmaParams<Element>& params, const Backwar
          map(params.v_map, args.v, shape.heads_kv, seq_k, Traits::kBlockN);
 }
 
+// dK and dV's maps, which only the walking kernels store through (dense batches; with sums,
+// which never walk, dK and dV may be null).
+template <typename Traits, typename Element>
+bool make_walk_output_maps(BackwardTmaParams<Element>& params, const BackwardArgs& args) {
+  const AttentionShape& shape = args.shape;
+  const auto map = [&](CUtensorMap& m, const TensorRef& t) {
+    return make_tile_tensor_map(m, t, args.dtype, shape.batch, shape.heads_kv, shape.seq_k,
+                                shape.head_dim, Traits::kBlockN);
+  };
+  return map(params.dk_map, args.dk) && map(params.dv_map, args.dv);
+}
+
 // The default dense kernel on query blocks of 80 (BackwardKernelTraits' kBlocksOf80) exists at
 // head_dims 128 and 96 (128-column tiles, products of 96); elsewhere BlocksOf80Traits is a
 // placeholder that is never launched.
@@ -694,6 +1042,18 @@ template <int kHeadDim>
 bool blocks_of_80_pay(const BackwardArgs& args) {
   return kHasBlocksOf80<kHeadDim> && !uses_variant_kernels(args) && !args.varlen.enabled() &&
          !args.deterministic && args.shape.seq_q >= kBlocksOf80FromRows;
+}
+
+// Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
+// that walk several key blocks overlap one's dK/dV stores and the next one's first loads, which
+// pays where a key block meets few query blocks; elsewhere the walking kernel's consumer loop,
+// scheduled differently by ptxas, costs 1-2 % (H200, `fa` backward, walk against one key block a
+// CTA: 0.935 of the time at 512-1k query rows, 1.015 at 4k-16k; `seed`, B = 1, H = 8, 1k rows:
+// 64 key-block tiles, fewer than the SMs, 1.01-1.05; share/results/h200-2026-12-05-backward-walk/).
+inline constexpr int64_t kWalkUpToRows = 1024;
+inline bool backward_walk_pays(const AttentionShape& shape, int64_t tiles) {
+  return shape.seq_q <= kWalkUpToRows &&
+         tiles >= 2 * int64_t(current_device_limits().multiprocessors);
 }
 
 // Launches the prologue, the key-split TMA + wgmma backward and the dQ conversion; returns false
@@ -741,14 +1101,24 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                       : blocks_of_80 ? make_backward_tensor_maps<Of80Traits>(params, args)
                                      : make_backward_tensor_maps<Traits>(params, args);
   if (!mapped) return false;
+  // The walk counts tiles, keys (TMA's signed coordinates) and the accumulator's rows
+  // (batch x heads x seq_q) in 32 bits.
+  const int64_t tiles = ceil_div(shape.seq_k, Traits::kBlockN) * shape.batch * shape.heads_kv;
+  const bool walk = !variants && !varlen && !deterministic && !blocks_of_80 &&
+                    backward_walk_pays(shape, tiles) && tiles <= INT32_MAX &&
+                    shape.seq_k <= INT32_MAX &&
+                    shape.batch * shape.heads * shape.seq_q <= int64_t(UINT32_MAX) &&
+                    make_walk_output_maps<Traits>(params, args);
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
-  auto* kernel = variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
-                                           : &backward_kernel<Element, kHeadDim, true, false>)
-                 : varlen ? &backward_kernel<Element, kHeadDim, false, false, false, true>
-                          : (deterministic ? &backward_kernel<Element, kHeadDim, false, true>
-                                           : &backward_kernel<Element, kHeadDim, false, false>);
+  auto* kernel = variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
+                                                  : &backward_kernel<Element, kHeadDim, true, false>)
+                 : varlen        ? &backward_kernel<Element, kHeadDim, false, false, false, true>
+                 : deterministic ? &backward_kernel<Element, kHeadDim, false, true>
+                 : walk
+                     ? &backward_kernel<Element, kHeadDim, false, false, false, false, false, true>
+                     : &backward_kernel<Element, kHeadDim, false, false>;
   if (args.sums.enabled()) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
@@ -763,11 +1133,20 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
     }
   }
   allow_dynamic_smem(kernel, smem_bytes);
-  for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
-    params.base.bh_offset = offset;
-    const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
-    launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
-  });
+  // The walking kernel: one CTA an SM (KeyBlockWalk), in one launch.
+  if (walk) {
+    params.base.bh_offset = 0;
+    params.walk = {uint32_t(tiles), uint32_t(params.base.num_n_blocks)};
+    const int64_t ctas = std::min<int64_t>(tiles, current_device_limits().multiprocessors);
+    launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Traits::kThreads, smem_bytes, stream,
+                  params);
+  } else {
+    for_each_grid_y_chunk(shape.batch * shape.heads_kv, [&](int64_t offset, unsigned count) {
+      params.base.bh_offset = offset;
+      const dim3 grid(static_cast<unsigned>(params.base.num_n_blocks), count);
+      launch_kernel(kernel, grid, Traits::kThreads, smem_bytes, stream, params);
+    });
+  }
   launch_backward_dq_convert<Element, kTileDim, true>(params.base, stream);
   return true;
 }

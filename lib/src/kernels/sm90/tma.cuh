@@ -60,6 +60,13 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
 }
 
+// This thread's arrival on `barrier`, made once its earlier cp.async copies have landed (noinc:
+// the arrival the barrier counts for the thread, not one more), so that the thread goes on
+// without waiting for them.
+__device__ __forceinline__ void mbarrier_arrive_after_copies(uint32_t barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
+
 // Waits until the phase with the given parity (0 for the first phase, 1 for the second, ...)
 // has completed.
 __device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
@@ -84,6 +91,20 @@ __device__ __forceinline__ void tma_load_box(uint32_t destination, const CUtenso
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(destination),
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(column), "r"(row), "r"(head), "r"(batch),
       "r"(barrier)
+      : "memory");
+}
+
+// Copies `source` (laid out as tma_load_box() lands a box) to the box at element coordinates
+// (column, row, head, batch) of `map`, skipping its rows and columns outside the tensor; one
+// bulk request in the thread's current bulk group (bulk_commit_group(), bulk_wait_read()). The
+// threads that wrote `source` make their stores visible to the async proxy first
+// (fence_view_async_shared()), and a barrier orders them before this.
+__device__ __forceinline__ void tma_store_box(const CUtensorMap& map, uint32_t source, int column,
+                                              int row, int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(&map)),
+      "r"(source), "r"(column), "r"(row), "r"(head), "r"(batch)
       : "memory");
 }
 

@@ -70,6 +70,13 @@ struct BackwardStorage {
   uint64_t empty[kStages];   // every consumer is done with the slot
   uint64_t dq_staged[kDqSlots];  // every consumer has stored its dQ part in the stage
   uint64_t dq_free[kDqSlots];    // the bulk reduce has read the stage: it may be stored again
+  // A persistent CTA's key blocks (sm90/backward.cuh): each completes once a key block.
+  uint64_t kv_empty;       // every consumer is done with K and V: the next block's may come
+  uint64_t stage_free;     // the reduces have read every dQ stage: dK and dV may be staged
+  uint64_t out_staged;     // every consumer has staged its dK and dV rows
+  uint64_t out_free;       // their stores have read them: dS^T and dQ may be staged again
+  uint64_t tile_ready[4];  // the producer has written the walk_tiles entry
+  uint32_t walk_tiles[4];  // the tile of key block n (a ring), written before its K and V load
 
   static constexpr size_t q_offset(int64_t slot) {
     return offsetof(BackwardStorage, q) + size_t(slot) * sizeof(q[0]);
@@ -271,6 +278,8 @@ struct ColumnSplitBackwardStorage {
   uint64_t full[kStages];
   uint64_t empty[kStages];
   uint64_t dq_staged[kDqSlots > 0 ? kDqSlots : 1];  // as in BackwardStorage
+  // As in BackwardStorage (unused here).
+  uint64_t kv_empty, stage_free, out_staged, out_free, tile_ready[4];
   uint64_t dq_free[kHasDq ? kDqStages : 1];
 
   static constexpr size_t q_offset(int64_t slot) {

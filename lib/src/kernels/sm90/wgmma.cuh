@@ -150,8 +150,17 @@ __device__ __forceinline__ void warpgroup_claim_registers() {
 }
 
 // Stores four 8 x 8 blocks of 16-bit pairs, held as mma fragments (register i: block i, the
-// thread's row lane / 4, columns 2 (lane % 4), + 1), each transposed: lane 8 i + j gives the
-// shared address of the 16 bytes of row j of block i's transpose (its column j).
+// thread's row lane / 4, columns 2 (lane % 4), + 1): lane 8 i + j gives the shared address of
+// the 16 bytes of row j of block i.
+__device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               :
+               : "r"(address), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// The same, each block transposed: lane 8 i + j gives the shared address of the 16 bytes of row
+// j of block i's transpose (its column j).
 __device__ __forceinline__ void stmatrix_x4_transposed(uint32_t address, const uint32_t (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
                :
