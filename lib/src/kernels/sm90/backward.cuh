@@ -201,6 +201,9 @@ struct BackwardSmem {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // Initializes the CTA's mbarriers; one thread, before the CTA barrier that publishes them.
+  // Those of a walk (kv_empty to tile_ready) only in a walking kernel: the others' code stays
+  // that of the kernels before the walk, whose schedule ptxas might otherwise change.
+  template <bool kWalk>
   __device__ void init_barriers() const {
     constexpr int kConsumers = Traits::kConsumerThreads;
     mbarrier_init(kv_full(), 1);
@@ -215,11 +218,13 @@ struct BackwardSmem {
     // (none with kDqInQuerySlots: the slot's empty barrier serves)
     constexpr int kDqFree = Traits::kDqInQuerySlots ? 0 : Traits::kDqSlots;
     for (int stage = 0; stage < kDqFree; ++stage) mbarrier_init(dq_free(stage), 1);
-    mbarrier_init(kv_empty(), kConsumers);
-    mbarrier_init(stage_free(), 1);
-    mbarrier_init(out_staged(), kConsumers);
-    mbarrier_init(out_free(), 1);
-    for (int entry = 0; entry < 4; ++entry) mbarrier_init(tile_ready(entry), 1);
+    if constexpr (kWalk) {
+      mbarrier_init(kv_empty(), kConsumers);
+      mbarrier_init(stage_free(), 1);
+      mbarrier_init(out_staged(), kConsumers);
+      mbarrier_init(out_free(), 1);
+      for (int entry = 0; entry < 4; ++entry) mbarrier_init(tile_ready(entry), 1);
+    }
     mbarrier_init_fence();
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -258,13 +263,22 @@ __device__ __forceinline__ void load_key_value(const BackwardTmaParams<Element>&
 }
 
 // Rows [q0, q0 + kBlockM) of query head `head` into the slot of the CTA's query block `it` (its
-// running count: past the blocks of a persistent CTA's earlier key blocks), once it is free.
+// running count: past the blocks of a persistent CTA's earlier key blocks); the caller has waited
+// for the slot (wait_for_query_slot(); before working out `head` and `q0`, as the kernels did
+// before they walked, whose code ptxas schedules differently otherwise).
 // kRowsAsync (the walking kernels' loads): LSE and D by cp.async, whose arrival on the slot's
 // barrier comes when they land: the lane neither waits for them nor holds them in registers (at
 // the producer warpgroup's 24 registers, loaded values spilled next to the walk's state). Rows
 // past the end then read 0, not +inf: their Q and dO are TMA's zeros, so that S = 0 and P = 1
 // meet dO = 0 in dV, and dS = P (dP - D) = 0 (dense batches only, where nothing follows a
 // sequence's last row in its box).
+// Waits until the slot of query block `it` (running count) is free for its Q and dO.
+template <typename Traits>
+__device__ __forceinline__ void wait_for_query_slot(BackwardSmem<Traits> smem, uint32_t it) {
+  using Slots = typename BackwardSmem<Traits>::Slots;
+  if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Slots::parity(it) ^ 1u);
+}
+
 template <typename Traits, bool kRowsAsync = false, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void load_query_block(const BackwardTmaParams<Element>& params,
                                                  BackwardSmem<Traits> smem,
@@ -274,7 +288,6 @@ __device__ __forceinline__ void load_query_block(const BackwardTmaParams<Element
   using Smem = BackwardSmem<Traits>;
   const ProblemParams& p = start.p;
   const int64_t map_batch = start.map_batch(batch);
-  if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Smem::Slots::parity(it) ^ 1u);
   if (lane == 0) {
     mbarrier_arrive_expect_bytes(smem.full(it), uint32_t(2 * Smem::QTile::kBytes));
     for (int column = 0; column < Traits::kHeadDim; column += kTmaBoxColumns) {
@@ -317,6 +330,7 @@ __device__ __forceinline__ void produce_backward_tiles(
     int64_t k0, int64_t batch, int64_t kv_head, int lane) {
   if (lane == 0) load_key_value<Traits>(params, smem, start, k0, batch, kv_head);
   for (uint32_t it = 0; it < schedule.count; ++it) {
+    wait_for_query_slot(smem, it);
     load_query_block<Traits>(params, smem, smem_tiles, start, batch,
                              schedule.head(start.p, kv_head, it), schedule.q0(start.p, it), it,
                              lane);
@@ -372,6 +386,8 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           SequenceStart<kMayBeVarlen> start,
                                           const QueryBlockSchedule<Traits::kBlockM>& schedule,
                                           int64_t batch, int64_t kv_head, int key_block) {
+  using Smem = BackwardSmem<Traits>;
+  constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = start.p;
   const int group = kDeterministic ? dq_group<Traits::kBlockN>(base, key_block) : 0;
   float* const accumulator = dq_group_accumulator(base, group);
@@ -391,7 +407,13 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     }
     const int rows = int(min64(Traits::kBlockM, p.seq_q - q0));
     float* target = accumulator + (start.rows(batch, head) + q0) * Traits::kHeadDim;
-    reduce_dq_stage(target, smem, it, rows, store);
+    mbarrier_wait(smem.dq_staged(it), Smem::DqSlots::parity(it));
+    if (store) {
+      bulk_store_f32(target, smem.dq_stage(it), rows * kRowBytes);
+    } else {
+      bulk_reduce_add_f32(target, smem.dq_stage(it), rows * kRowBytes);  // rows are contiguous
+    }
+    bulk_commit_group();
     if constexpr (kDeterministic) {
       bulk_wait_complete();  // the adds are in before the next key block's turn
       mbarrier_arrive(smem.dq_free(it));
@@ -471,6 +493,7 @@ __device__ __forceinline__ void produce_walk(const BackwardTmaParams<Element>& p
       for (uint32_t i = 0; i == 0 || i < block.count; ++i) {
         const KeyBlock again(params.walk, opaque(tile), p);
         if (i < again.count) {
+          wait_for_query_slot(smem, it + i);
           load_query_block<Traits, true>(params, smem, smem_tiles, start, again.batch,
                                          again.head(p, i), again.q0(i), it + i, lane);
         }
@@ -677,7 +700,7 @@ __global__ void __launch_bounds__(
   const uint32_t shared_base = shared_address(shared_bytes);
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
-  if (thread == kConsumers) smem.init_barriers();
+  if (thread == kConsumers) smem.template init_barriers<kWalk>();
   __syncthreads();
 
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading

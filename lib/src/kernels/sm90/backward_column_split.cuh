@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const Smem smem{(shared_base + kSwizzleAtomBytes - 1) & ~uint32_t(kSwizzleAtomBytes - 1)};
   unsigned char* smem_tiles = shared_bytes + (smem.tiles - shared_base);
   static_assert(Traits::kDqSlots > 0, "dQ goes by the bulk reduce");
-  if (thread == kConsumers) smem.init_barriers();
+  if (thread == kConsumers) smem.template init_barriers<false>();
   __syncthreads();
 
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
