@@ -3,8 +3,9 @@
 # read 3 % slower (call4-recheck). Its PTX now matches the kernel's before the walk again (the
 # walk's barriers initialised only where it walks, the slot wait before the query block's head is
 # worked out, the dQ reduce inline as before). This times main before the walk (REV, default
-# HEAD~2) against HEAD: deterministic `seed` head_dim 128 (fp16/bf16) and default `seed` head_dim
-# 128, two interleaved rounds, and `fa` backward at 512-1k rows once (the walk's gain).
+# 1c877b1) against the checkout's files: deterministic `seed` head_dim 128 (fp16/bf16) and
+# default `seed` head_dim 128, two interleaved rounds, and `fa` backward at 512-1k rows once (the
+# walk's gain, which must stay).
 # About 6 minutes.
 #
 #   share/results/h200-2026-12-05-backward-walk/next/recheck-restored.sh [OUT_DIR] [REV]
@@ -12,15 +13,18 @@ set -uo pipefail
 ROOT=$(pwd)
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
-REV=${2:-HEAD~2}
+REV=${2:-1c877b1}
 mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 
-for t in before:$REV head:HEAD; do
-  name=${t%%:*} rev=${t#*:}
-  rm -rf build/$name-src && mkdir -p build/$name-src && git archive "$rev" | tar -x -C build/$name-src
-done
+# (head: the checkout's tracked files as they are, not `git archive HEAD`: the GPU machine's copy
+# of the history may stop at an older commit, which made a first run of this script compare main
+# with itself.)
+rm -rf build/before-src build/head-src && mkdir -p build/before-src build/head-src
+git archive "$REV" | tar -x -C build/before-src || { say "no revision $REV here"; exit 1; }
+git ls-files -z | tar --null -T - -c | tar -x -C build/head-src
+say "before: $(git rev-parse --short "$REV"); head: the working tree (git HEAD here $(git rev-parse --short HEAD))"
 build before 8 OFF cuflash_app &
 build head 8 OFF cuflash_app &
 wait
