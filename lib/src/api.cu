@@ -21,6 +21,7 @@
 #include "head_dims.h"
 #include "kernels/split/plan.h"
 #include "launch_log.h"
+#include "memory_overlap.h"
 #include "workspace.h"
 
 namespace cuflash {
@@ -348,6 +349,131 @@ void validate_varlen(const std::string& context, const AttentionShape& s, DType 
   }
 }
 
+// One tensor of a call, for validate_outputs_apart(): its name and the rows it covers.
+struct Operand {
+  std::string name;
+  detail::StridedRows rows;
+};
+
+// A [batch, heads, seq, head_dim] tensor (validate_tensor() has passed).
+Operand tensor_operand(const char* name, const TensorRef& t, int64_t batch, int64_t heads,
+                       int64_t seq, int64_t head_dim, DType dtype) {
+  const int64_t bytes = dtype_size(dtype);
+  return {name,
+          {reinterpret_cast<uintptr_t>(t.data),
+           {{batch, t.batch_stride * bytes},
+            {heads, t.head_stride * bytes},
+            {seq, t.seq_stride * bytes}},
+           head_dim * bytes}};
+}
+
+// `bytes` contiguous bytes (an LSE, a workspace, a page pool) as one row.
+Operand bytes_operand(const char* name, const void* data, int64_t bytes) {
+  return {name, {reinterpret_cast<uintptr_t>(data), {}, bytes}};
+}
+
+// No output may share a byte with an input or with another output: CTAs write their rows of an
+// output while others still read the inputs, so an overlap gives wrong numbers without an error
+// (attention.h). Inputs may overlap one another (K and V in one packed buffer, say). A search
+// that cannot decide within its budget (rows_overlap()) lets the call through.
+void validate_outputs_apart(const std::string& context, const std::vector<Operand>& outputs,
+                            const std::vector<Operand>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto refuse_if_shared = [&](const Operand& other) {
+      if (detail::rows_overlap(outputs[i].rows, other.rows) == detail::Overlap::yes) {
+        invalid(context, outputs[i].name + " overlaps " + other.name +
+                             ": an output may share no memory with an input or another output");
+      }
+    };
+    for (size_t j = i + 1; j < outputs.size(); ++j) refuse_if_shared(outputs[j]);
+    for (const Operand& input : inputs) refuse_if_shared(input);
+  }
+}
+
+// The tensors' extents: batch entries and query and key rows of each (a varlen batch: one
+// entry of total_q and total_k tokens).
+struct Extents {
+  int64_t batch;
+  int64_t queries;
+  int64_t keys;
+};
+
+template <typename Args>
+Extents extents_of(const Args& args) {
+  const AttentionShape& s = args.shape;
+  if (args.varlen.enabled()) return {1, args.varlen.total_q, args.varlen.total_k};
+  return {s.batch, s.seq_q, s.seq_k};
+}
+
+// The workspace bytes a call may write when it names none narrower: those given, as int64.
+int64_t given_workspace_bytes(size_t bytes) {
+  return int64_t(std::min<size_t>(bytes, size_t(std::numeric_limits<int64_t>::max())));
+}
+
+// forward()'s outputs (O, LSE and the workspace when given) apart from its inputs.
+void validate_forward_outputs_apart(const std::string& context, const ForwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  const Extents e = extents_of(args);
+  const auto query_shaped = [&](const char* name, const TensorRef& t) {
+    return tensor_operand(name, t, e.batch, s.heads, e.queries, s.head_dim, args.dtype);
+  };
+  const auto key_shaped = [&](const char* name, const TensorRef& t) {
+    return tensor_operand(name, t, e.batch, s.heads_kv, e.keys, s.head_dim, args.dtype);
+  };
+  std::vector<Operand> outputs = {
+      query_shaped("out", args.out),
+      bytes_operand("lse", args.lse, e.batch * s.heads * e.queries * int64_t(sizeof(float)))};
+  if (args.workspace != nullptr && args.workspace_bytes > 0) {
+    outputs.push_back(
+        bytes_operand("workspace", args.workspace, given_workspace_bytes(args.workspace_bytes)));
+  }
+  std::vector<Operand> inputs = {query_shaped("q", args.q)};
+  if (args.paged.enabled()) {
+    const int64_t pool_bytes = args.paged.num_pages * args.paged.page_size * s.heads_kv *
+                               s.head_dim * dtype_size(args.dtype);
+    inputs.push_back(bytes_operand("paged.k_pages", args.paged.k_pages, pool_bytes));
+    inputs.push_back(bytes_operand("paged.v_pages", args.paged.v_pages, pool_bytes));
+  } else {
+    inputs.push_back(key_shaped("k", args.k));
+    inputs.push_back(key_shaped("v", args.v));
+  }
+  validate_outputs_apart(context, outputs, inputs);
+}
+
+// backward()'s outputs (dQ, dK and dV or their fp32 sums, and the first `workspace_bytes` of
+// the workspace) apart from its inputs.
+void validate_backward_outputs_apart(const std::string& context, const BackwardArgs& args,
+                                     int64_t workspace_bytes) {
+  const AttentionShape& s = args.shape;
+  const Extents e = extents_of(args);
+  const auto query_shaped = [&](const char* name, const TensorRef& t, DType dtype) {
+    return tensor_operand(name, t, e.batch, s.heads, e.queries, s.head_dim, dtype);
+  };
+  const auto key_shaped = [&](const char* name, const TensorRef& t, DType dtype) {
+    return tensor_operand(name, t, e.batch, s.heads_kv, e.keys, s.head_dim, dtype);
+  };
+  std::vector<Operand> outputs;
+  if (args.sums.enabled()) {
+    outputs = {query_shaped("sums.dq", args.sums.dq, DType::fp32),
+               key_shaped("sums.dk", args.sums.dk, DType::fp32),
+               key_shaped("sums.dv", args.sums.dv, DType::fp32)};
+  } else {
+    outputs = {query_shaped("dq", args.dq, args.dtype), key_shaped("dk", args.dk, args.dtype),
+               key_shaped("dv", args.dv, args.dtype)};
+  }
+  if (args.workspace != nullptr && workspace_bytes > 0) {
+    outputs.push_back(bytes_operand("workspace", args.workspace, workspace_bytes));
+  }
+  const std::vector<Operand> inputs = {
+      query_shaped("q", args.q, args.dtype),
+      key_shaped("k", args.k, args.dtype),
+      key_shaped("v", args.v, args.dtype),
+      query_shaped("out", args.out, args.dtype),
+      query_shaped("dout", args.dout, args.dtype),
+      bytes_operand("lse", args.lse, e.batch * s.heads * e.queries * int64_t(sizeof(float)))};
+  validate_outputs_apart(context, outputs, inputs);
+}
+
 void validate_cache_seqlens(const std::string& context, const int32_t* cache_seqlens) {
   if (cache_seqlens != nullptr && !is_aligned(cache_seqlens, alignof(int32_t))) {
     invalid(context, "cache_seqlens must be 4-byte aligned");
@@ -430,6 +556,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
                     {{"q", &args.q, true}, {"k", &args.k, false}, {"v", &args.v, false},
                      {"out", &args.out, true}});
     validate_lse(context, args.lse);
+    validate_forward_outputs_apart(context, args);
     detail::dispatch_forward(resolved, stream);
     check_cuda(cudaGetLastError(), "forward: kernel launch");
     return;
@@ -474,6 +601,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
                        forward_workspace_size(s, args.dtype, args.splits),
                        "forward_workspace_size()");
   }
+  validate_forward_outputs_apart(context, args);
 
   detail::dispatch_forward(resolved, stream);
   check_cuda(cudaGetLastError(), "forward: kernel launch");
@@ -499,44 +627,19 @@ size_t forward_workspace_size(const AttentionShape& shape, DType dtype, int64_t 
 
 namespace {
 
-// The bytes [begin, end) a buffer covers.
-struct ByteRange {
-  uintptr_t begin;
-  uintptr_t end;
-  bool overlaps(const ByteRange& other) const { return begin < other.end && other.begin < end; }
-};
-
-ByteRange bytes_of(const void* data, int64_t count) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  return {begin, begin + uintptr_t(count)};
-}
-
-// A strided tensor's span: from its first element to past its last (strides are non-negative,
-// validate_tensor()).
-ByteRange bytes_of(const TensorRef& t, int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
-                   DType dtype) {
-  const int64_t last = (batch - 1) * t.batch_stride + (heads - 1) * t.head_stride +
-                       (seq - 1) * t.seq_stride + head_dim;
-  return bytes_of(t.data, last * dtype_size(dtype));
-}
-
-// The merge's outputs, O and LSE, may not overlap its inputs, the partials (attention.h): a
-// row's O and LSE are written while other rows' partials may still be read.
+// The merge's outputs, O and LSE, apart from its inputs, the partials (attention.h): a row's O
+// and LSE are written while other rows' partials may still be read.
 void validate_merge_outputs_apart(const std::string& context, const MergePartialsArgs& args,
                                   int64_t rows) {
-  const ByteRange inputs[] = {
-      bytes_of(args.partial_out, args.splits * rows * args.head_dim * int64_t(sizeof(float))),
-      bytes_of(args.partial_lse, args.splits * rows * int64_t(sizeof(float)))};
-  const std::pair<const char*, ByteRange> outputs[] = {
-      {"out", bytes_of(args.out, args.batch, args.heads, args.seq_q, args.head_dim, args.dtype)},
-      {"lse", bytes_of(args.lse, rows * int64_t(sizeof(float)))}};
-  for (const auto& [name, output] : outputs) {
-    for (const ByteRange& input : inputs) {
-      if (output.overlaps(input)) {
-        invalid(context, std::string(name) + " overlaps the partials (partial_out, partial_lse)");
-      }
-    }
-  }
+  const int64_t float_bytes = sizeof(float);
+  validate_outputs_apart(
+      context,
+      {tensor_operand("out", args.out, args.batch, args.heads, args.seq_q, args.head_dim,
+                      args.dtype),
+       bytes_operand("lse", args.lse, rows * float_bytes)},
+      {bytes_operand("partial_out", args.partial_out,
+                     args.splits * rows * args.head_dim * float_bytes),
+       bytes_operand("partial_lse", args.partial_lse, args.splits * rows * float_bytes)});
 }
 
 }  // namespace
@@ -647,6 +750,9 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
                      backward_workspace_size(s, args.dtype, args.deterministic),
                      args.deterministic ? "backward_workspace_size(shape, dtype, true)"
                                         : "backward_workspace_size()");
+  // (the bytes the kernels use: a larger workspace_bytes may reach past them harmlessly)
+  validate_backward_outputs_apart(
+      context, args, int64_t(backward_workspace_size(s, args.dtype, args.deterministic)));
 
   detail::dispatch_backward(resolved, stream);
   check_cuda(cudaGetLastError(), "backward: kernel launch");
@@ -661,6 +767,7 @@ void check_dense_forward_args(const ForwardArgs& args, const std::string& caller
   validate_tensor(caller, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   validate_tensor(caller, "out", args.out, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_lse(caller, args.lse);
+  validate_forward_outputs_apart(caller, args);
 }
 
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller) {
@@ -669,6 +776,7 @@ void check_dense_backward_args(const BackwardArgs& args, const std::string& call
   validate_sums_given_whole(caller, args.sums);
   validate_backward_tensors(caller, args);
   validate_lse(caller, args.lse);
+  validate_backward_outputs_apart(caller, args, given_workspace_bytes(args.workspace_bytes));
 }
 
 int device_count() noexcept {

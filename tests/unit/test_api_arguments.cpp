@@ -106,12 +106,10 @@ TEST_CASE("api: merge_attention_partials refuses outputs over its partials", "[a
   args.lse = reinterpret_cast<float*>(g_memory + 2048);
   cuflash::MergePartialsArgs over_out = args;
   over_out.out.data = g_memory + 64;  // inside partial_out
-  require_invalid([&] { cuflash::merge_attention_partials(over_out); },
-                  "out overlaps the partials");
+  require_invalid([&] { cuflash::merge_attention_partials(over_out); }, "out overlaps partial_out");
   cuflash::MergePartialsArgs over_lse = args;
   over_lse.lse = reinterpret_cast<float*>(g_memory + 272);  // inside partial_lse
-  require_invalid([&] { cuflash::merge_attention_partials(over_lse); },
-                  "lse overlaps the partials");
+  require_invalid([&] { cuflash::merge_attention_partials(over_lse); }, "lse overlaps partial_lse");
 }
 
 namespace {
@@ -200,4 +198,105 @@ TEST_CASE("api: the host runner refuses key lengths without query lengths", "[ap
   require_invalid(
       [&] { cuflash::run_forward(p, tensor, tensor, tensor, cuflash::library_passes()); },
       "seqlens_k needs seqlens_q");
+}
+
+namespace {
+
+// Room for the dense tensors below, each in a region of its own.
+alignas(256) unsigned char g_regions[1 << 18];
+
+// fp16 B=1, H=2, S=16, D=64 (bhsd) tensor number `region`: 4096 bytes each, 4096 apart.
+cuflash::TensorRef region_tensor(int region) {
+  return cuflash::make_tensor_ref(g_regions + 4096 * region, cuflash::Layout::bhsd, 1, 2, 16, 64);
+}
+
+// Forward and backward arguments whose every tensor, LSE and workspace lie apart.
+cuflash::BackwardArgs apart_backward_args() {
+  cuflash::BackwardArgs args;
+  args.shape = cuflash::AttentionShape{1, 2, 2, 16, 16, 64};
+  args.q = region_tensor(0);
+  args.k = region_tensor(1);
+  args.v = region_tensor(2);
+  args.out = region_tensor(3);
+  args.dout = region_tensor(4);
+  args.dq = region_tensor(5);
+  args.dk = region_tensor(6);
+  args.dv = region_tensor(7);
+  args.lse = reinterpret_cast<const float*>(g_regions + 4096 * 8);
+  args.workspace = g_regions + 4096 * 9;
+  args.workspace_bytes = cuflash::backward_workspace_size(args.shape, args.dtype);
+  REQUIRE(4096 * 9 + args.workspace_bytes <= sizeof(g_regions));
+  return args;
+}
+
+cuflash::ForwardArgs apart_forward_args() {
+  const cuflash::BackwardArgs apart = apart_backward_args();
+  cuflash::ForwardArgs args;
+  args.shape = apart.shape;
+  args.q = apart.q;
+  args.k = apart.k;
+  args.v = apart.v;
+  args.out = apart.out;
+  args.lse = reinterpret_cast<float*>(g_regions + 4096 * 8);
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("api: an output sharing memory with an input or another output is refused",
+          "[api][overlap]") {
+  cuflash::ForwardArgs forward = apart_forward_args();
+  forward.out = forward.q;  // in place
+  require_invalid([&] { cuflash::forward(forward); }, "forward: out overlaps q");
+  forward = apart_forward_args();
+  forward.lse = reinterpret_cast<float*>(static_cast<unsigned char*>(forward.v.data) + 1000);
+  require_invalid([&] { cuflash::forward(forward); }, "lse overlaps v");
+  forward = apart_forward_args();
+  forward.out = forward.k;
+  require_invalid([&] { cuflash::check_dense_forward_args(forward, "caller"); },
+                  "caller: out overlaps k");
+
+  cuflash::BackwardArgs backward = apart_backward_args();
+  backward.dq = backward.dout;
+  require_invalid([&] { cuflash::backward(backward); }, "backward: dq overlaps dout");
+  backward = apart_backward_args();
+  backward.workspace = backward.dv.data;
+  require_invalid([&] { cuflash::backward(backward); }, "dv overlaps workspace");
+  backward = apart_backward_args();
+  backward.dk = backward.dv;
+  require_invalid([&] { cuflash::backward(backward); }, "dk overlaps dv");
+  // fp32 sums over Q: 8192 bytes from region 0.
+  backward = apart_backward_args();
+  backward.sums.dq = cuflash::make_tensor_ref(g_regions, cuflash::Layout::bhsd, 1, 2, 16, 64);
+  backward.sums.dk =
+      cuflash::make_tensor_ref(g_regions + 4096 * 20, cuflash::Layout::bhsd, 1, 2, 16, 64);
+  backward.sums.dv =
+      cuflash::make_tensor_ref(g_regions + 4096 * 22, cuflash::Layout::bhsd, 1, 2, 16, 64);
+  require_invalid([&] { cuflash::backward(backward); }, "sums.dq overlaps q");
+}
+
+TEST_CASE("api: dQ, dK and dV as thirds of one packed buffer are served", "[api][overlap]") {
+  // [B=1, S=16, 3, H=2, D=64] fp16 in regions 20-22: token stride 384 elements, dK 128 elements
+  // after dQ, dV 256. check_dense_backward_args() runs every check backward() does on dense
+  // tensors, without launching.
+  cuflash::BackwardArgs args = apart_backward_args();
+  unsigned char* packed = g_regions + 4096 * 20;
+  const auto third = [&](int index) {
+    cuflash::TensorRef t;
+    t.data = packed + 2 * 128 * index;
+    t.batch_stride = 16 * 384;
+    t.head_stride = 64;
+    t.seq_stride = 384;
+    return t;
+  };
+  args.dq = third(0);
+  args.dk = third(1);
+  args.dv = third(2);
+  args.workspace = nullptr;  // context parallelism's checks take no workspace of backward()'s
+  args.workspace_bytes = 0;
+  CHECK_NOTHROW(cuflash::check_dense_backward_args(args, "caller"));
+  // dK a 16-byte vector early: its first row takes the last 16 bytes of dQ's last head.
+  args.dk.data = packed + 2 * 128 - 16;
+  require_invalid([&] { cuflash::check_dense_backward_args(args, "caller"); },
+                  "caller: dq overlaps dk");
 }

@@ -10,6 +10,13 @@
 // CUDA errors. Nothing is allocated behind the caller's back: the backward pass takes a workspace
 // whose size backward_workspace_size() gives, and a forward pass that splits its keys over
 // several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
+//
+// No output (O and LSE; dQ, dK and dV or their sums; the workspace) may share a byte with an input
+// tensor (Q, K, V, O, dO, LSE, paged K/V pools) or another output: the calls refuse that, naming
+// both. Inputs may overlap one another (K and V in one buffer), and tensors that interleave
+// without a byte in common are served (dQ, dK and dV as thirds of one [batch, seq, 3, heads,
+// head_dim] buffer). The index arrays (offsets, block tables, cache lengths) and ALiBi slopes are
+// not checked.
 #pragma once
 
 #include <algorithm>
@@ -397,11 +404,11 @@ size_t backward_workspace_size(const AttentionShape& shape, DType dtype,
 void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 
 // What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants,
-// diagonal_offset's range, tensors (with LSE) and gradient sums (given whole; not the workspace,
-// the key splits, paged K/V or a varlen batch), without
-// launching anything: throws cuflash::Error as they would, the message starting with `caller`.
-// For code that runs them on parts of a problem (context parallelism) and must refuse the whole
-// problem's tensors before the first part runs.
+// diagonal_offset's range, tensors (with LSE), gradient sums (given whole) and outputs apart from
+// inputs (the workspace, when given, over its workspace_bytes; not its size, the key splits,
+// paged K/V or a varlen batch), without launching anything: throws cuflash::Error as they would,
+// the message starting with `caller`. For code that runs them on parts of a problem (context
+// parallelism) and must refuse the whole problem's tensors before the first part runs.
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller);
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller);
 
