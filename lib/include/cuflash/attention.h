@@ -11,12 +11,14 @@
 // whose size backward_workspace_size() gives, and a forward pass that splits its keys over
 // several CTAs (flash-decoding) one whose size forward_workspace_size() gives.
 //
-// No output (O and LSE; dQ, dK and dV or their sums; the workspace) may share a byte with an input
-// tensor (Q, K, V, O, dO, LSE, paged K/V pools) or another output: the calls refuse that, naming
-// both. Inputs may overlap one another (K and V in one buffer), and tensors that interleave
-// without a byte in common are served (dQ, dK and dV as thirds of one [batch, seq, 3, heads,
-// head_dim] buffer). The index arrays (offsets, block tables, cache lengths) and ALiBi slopes are
-// not checked.
+// No output (O and LSE; dQ, dK and dV or their sums; the workspace: backward() the bytes it uses,
+// forward() all of workspace_bytes) may share a byte with an input tensor (Q, K, V, O, dO, LSE,
+// paged K/V pools) or another output: the calls refuse that, naming both. Inputs may overlap one
+// another (K and V in one buffer), and tensors that interleave without a byte in common are
+// served (dQ, dK and dV as thirds of one [batch, seq, 3, heads, head_dim] buffer). Not checked:
+// the index arrays (offsets, block tables, cache lengths), ALiBi slopes, and pairs of tensors
+// whose strides share no pattern over so many rows that the exact test would take over 10-20 ms
+// a pair (then the call goes ahead).
 #pragma once
 
 #include <algorithm>
@@ -405,7 +407,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 
 // What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants,
 // diagonal_offset's range, tensors (with LSE), gradient sums (given whole) and outputs apart from
-// inputs (the workspace, when given, over its workspace_bytes; not its size, the key splits,
+// inputs (the workspace, when given, over all its workspace_bytes; not its size, the key splits,
 // paged K/V or a varlen batch), without launching anything: throws cuflash::Error as they would,
 // the message starting with `caller`. For code that runs them on parts of a problem (context
 // parallelism) and must refuse the whole problem's tensors before the first part runs.

@@ -262,6 +262,13 @@ __device__ __forceinline__ void load_key_value(const BackwardTmaParams<Element>&
   }
 }
 
+// Waits until the slot of query block `it` (running count) is free for its Q and dO.
+template <typename Traits>
+__device__ __forceinline__ void wait_for_query_slot(BackwardSmem<Traits> smem, uint32_t it) {
+  using Slots = typename BackwardSmem<Traits>::Slots;
+  if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Slots::parity(it) ^ 1u);
+}
+
 // Rows [q0, q0 + kBlockM) of query head `head` into the slot of the CTA's query block `it` (its
 // running count: past the blocks of a persistent CTA's earlier key blocks); the caller has waited
 // for the slot (wait_for_query_slot(); before working out `head` and `q0`, as the kernels did
@@ -272,13 +279,6 @@ __device__ __forceinline__ void load_key_value(const BackwardTmaParams<Element>&
 // past the end then read 0, not +inf: their Q and dO are TMA's zeros, so that S = 0 and P = 1
 // meet dO = 0 in dV, and dS = P (dP - D) = 0 (dense batches only, where nothing follows a
 // sequence's last row in its box).
-// Waits until the slot of query block `it` (running count) is free for its Q and dO.
-template <typename Traits>
-__device__ __forceinline__ void wait_for_query_slot(BackwardSmem<Traits> smem, uint32_t it) {
-  using Slots = typename BackwardSmem<Traits>::Slots;
-  if (it >= Traits::kStages) mbarrier_wait(smem.empty(it), Slots::parity(it) ^ 1u);
-}
-
 template <typename Traits, bool kRowsAsync = false, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void load_query_block(const BackwardTmaParams<Element>& params,
                                                  BackwardSmem<Traits> smem,
@@ -434,10 +434,11 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
 // first warp takes the tile (KeyBlockWalk) and hands it to the others through the walk_tiles
 // ring, which the barrier of the tile's K and V publishes (with no tile left, that barrier alone,
 // which ends the walk everywhere), and loads: the first query block's Q and dO as soon as its
-// slot is free (the previous
-// key block's last products may still run), K and V once the consumers are done with the
-// previous ones (kv_empty), then the other query blocks. Its thread 32 reduces: the query blocks'
-// dQ (reduce_dq() without deterministic mode), then, once the reduces have read every dQ stage
+// slot is free (the previous key block's last products may still run), K and V once the
+// consumers are done with the previous ones (kv_empty), then the other query blocks. Its thread
+// 32 reduces: the query blocks' dQ (as reduce_dq() without deterministic mode, through
+// reduce_dq_stage(), which reduce_dq() keeps inline for the code it had before the walk), then,
+// once the reduces have read every dQ stage
 // (stage_free: the consumers may stage dK and dV over them) and the consumers have staged dK and
 // dV (out_staged), it stores them by TMA, whose boxes skip the rows past the keys' end; once the
 // stores have read them, the consumers may stage dS^T and dQ there again (out_free). Slots,
@@ -968,7 +969,7 @@ __global__ void __launch_bounds__(
     }
     if constexpr (!kWalk) break;
 
-    // dK (scaled) and dV staged for reduce_walk_dq()'s stores, once every consumer's products are
+    // dK (scaled) and dV staged for produce_walk()'s stores, once every consumer's products are
     // done (stage_free: the reduces have read the dQ of every query block, which each warpgroup
     // staged after its last product read the dS^T buffer).
     mbarrier_arrive(smem.kv_empty());  // this thread's products are done: the next K and V may come

@@ -18,9 +18,8 @@ mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 
-# (head: the checkout's tracked files as they are, not `git archive HEAD`: the GPU machine's copy
-# of the history may stop at an older commit, which made a first run of this script compare main
-# with itself.)
+# (head: the checkout's tracked files as they are, not `git archive HEAD`: a checkout whose git
+# history lacked the new commits made a first run of this script compare main with itself.)
 rm -rf build/before-src build/head-src && mkdir -p build/before-src build/head-src
 git archive "$REV" | tar -x -C build/before-src || { say "no revision $REV here"; exit 1; }
 git ls-files -z | tar --null -T - -c | tar -x -C build/head-src
