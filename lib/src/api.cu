@@ -263,6 +263,14 @@ void validate_splits(const std::string& context, const AttentionShape& s, DType 
 }
 
 // The page pools and block table of a paged K/V cache (PagedKV in attention.h).
+// Bytes of each paged pool ([num_pages, page_size, heads_kv, head_dim]); negative past 64 bits.
+int64_t paged_pool_bytes(const AttentionShape& s, DType dtype, const PagedKV& paged) {
+  return checked_mul(
+      checked_mul(checked_mul(checked_mul(paged.num_pages, paged.page_size), s.heads_kv),
+                  s.head_dim),
+      dtype_size(dtype));
+}
+
 void validate_paged(const std::string& context, const AttentionShape& s, DType dtype,
                     const PagedKV& paged) {
   const int64_t page_size = paged.page_size;
@@ -281,10 +289,9 @@ void validate_paged(const std::string& context, const AttentionShape& s, DType d
       invalid(context, std::string(name) + " must be 16-byte aligned");
     }
   }
-  const int64_t pool_bytes = checked_mul(
-      checked_mul(checked_mul(checked_mul(paged.num_pages, page_size), s.heads_kv), s.head_dim),
-      dtype_size(dtype));
-  if (pool_bytes < 0) invalid(context, "paged pools are too large (sizes overflow 64 bits)");
+  if (paged_pool_bytes(s, dtype, paged) < 0) {
+    invalid(context, "paged pools are too large (sizes overflow 64 bits)");
+  }
   if (!is_aligned(paged.block_table, alignof(int32_t))) {
     invalid(context, "paged.block_table must be 4-byte aligned");
   }
@@ -390,20 +397,35 @@ void validate_outputs_apart(const std::string& context, const std::vector<Operan
   }
 }
 
-// The tensors' extents: batch entries and query and key rows of each (a varlen batch: one
-// entry of total_q and total_k tokens).
-struct Extents {
-  int64_t batch;
-  int64_t queries;
-  int64_t keys;
-};
+// A call's tensors as operands, shaped by its problem: query-shaped (q, out, dout, dq),
+// key-shaped (k, v, dk, dv) and the LSE, over batch entries of seq_q and seq_k rows (a varlen
+// batch: one entry of total_q and total_k tokens).
+class CallOperands {
+ public:
+  template <typename Args>
+  explicit CallOperands(const Args& args)
+      : s_(args.shape),
+        varlen_(args.varlen.enabled()),
+        batch_(varlen_ ? 1 : s_.batch),
+        queries_(varlen_ ? args.varlen.total_q : s_.seq_q),
+        keys_(varlen_ ? args.varlen.total_k : s_.seq_k) {}
+  Operand queries(const char* name, const TensorRef& t, DType dtype) const {
+    return tensor_operand(name, t, batch_, s_.heads, queries_, s_.head_dim, dtype);
+  }
+  Operand keys(const char* name, const TensorRef& t, DType dtype) const {
+    return tensor_operand(name, t, batch_, s_.heads_kv, keys_, s_.head_dim, dtype);
+  }
+  Operand lse(const void* lse) const {
+    return bytes_operand("lse", lse, batch_ * s_.heads * queries_ * int64_t(sizeof(float)));
+  }
 
-template <typename Args>
-Extents extents_of(const Args& args) {
-  const AttentionShape& s = args.shape;
-  if (args.varlen.enabled()) return {1, args.varlen.total_q, args.varlen.total_k};
-  return {s.batch, s.seq_q, s.seq_k};
-}
+ private:
+  AttentionShape s_;
+  bool varlen_;
+  int64_t batch_;
+  int64_t queries_;
+  int64_t keys_;
+};
 
 // The workspace bytes a call may write when it names none narrower: those given, as int64.
 int64_t given_workspace_bytes(size_t bytes) {
@@ -412,30 +434,20 @@ int64_t given_workspace_bytes(size_t bytes) {
 
 // forward()'s outputs (O, LSE and the workspace when given) apart from its inputs.
 void validate_forward_outputs_apart(const std::string& context, const ForwardArgs& args) {
-  const AttentionShape& s = args.shape;
-  const Extents e = extents_of(args);
-  const auto query_shaped = [&](const char* name, const TensorRef& t) {
-    return tensor_operand(name, t, e.batch, s.heads, e.queries, s.head_dim, args.dtype);
-  };
-  const auto key_shaped = [&](const char* name, const TensorRef& t) {
-    return tensor_operand(name, t, e.batch, s.heads_kv, e.keys, s.head_dim, args.dtype);
-  };
-  std::vector<Operand> outputs = {
-      query_shaped("out", args.out),
-      bytes_operand("lse", args.lse, e.batch * s.heads * e.queries * int64_t(sizeof(float)))};
+  const CallOperands call(args);
+  std::vector<Operand> outputs = {call.queries("out", args.out, args.dtype), call.lse(args.lse)};
   if (args.workspace != nullptr && args.workspace_bytes > 0) {
     outputs.push_back(
         bytes_operand("workspace", args.workspace, given_workspace_bytes(args.workspace_bytes)));
   }
-  std::vector<Operand> inputs = {query_shaped("q", args.q)};
+  std::vector<Operand> inputs = {call.queries("q", args.q, args.dtype)};
   if (args.paged.enabled()) {
-    const int64_t pool_bytes = args.paged.num_pages * args.paged.page_size * s.heads_kv *
-                               s.head_dim * dtype_size(args.dtype);
+    const int64_t pool_bytes = paged_pool_bytes(args.shape, args.dtype, args.paged);
     inputs.push_back(bytes_operand("paged.k_pages", args.paged.k_pages, pool_bytes));
     inputs.push_back(bytes_operand("paged.v_pages", args.paged.v_pages, pool_bytes));
   } else {
-    inputs.push_back(key_shaped("k", args.k));
-    inputs.push_back(key_shaped("v", args.v));
+    inputs.push_back(call.keys("k", args.k, args.dtype));
+    inputs.push_back(call.keys("v", args.v, args.dtype));
   }
   validate_outputs_apart(context, outputs, inputs);
 }
@@ -444,33 +456,23 @@ void validate_forward_outputs_apart(const std::string& context, const ForwardArg
 // the workspace) apart from its inputs.
 void validate_backward_outputs_apart(const std::string& context, const BackwardArgs& args,
                                      int64_t workspace_bytes) {
-  const AttentionShape& s = args.shape;
-  const Extents e = extents_of(args);
-  const auto query_shaped = [&](const char* name, const TensorRef& t, DType dtype) {
-    return tensor_operand(name, t, e.batch, s.heads, e.queries, s.head_dim, dtype);
-  };
-  const auto key_shaped = [&](const char* name, const TensorRef& t, DType dtype) {
-    return tensor_operand(name, t, e.batch, s.heads_kv, e.keys, s.head_dim, dtype);
-  };
+  const CallOperands call(args);
   std::vector<Operand> outputs;
   if (args.sums.enabled()) {
-    outputs = {query_shaped("sums.dq", args.sums.dq, DType::fp32),
-               key_shaped("sums.dk", args.sums.dk, DType::fp32),
-               key_shaped("sums.dv", args.sums.dv, DType::fp32)};
+    outputs = {call.queries("sums.dq", args.sums.dq, DType::fp32),
+               call.keys("sums.dk", args.sums.dk, DType::fp32),
+               call.keys("sums.dv", args.sums.dv, DType::fp32)};
   } else {
-    outputs = {query_shaped("dq", args.dq, args.dtype), key_shaped("dk", args.dk, args.dtype),
-               key_shaped("dv", args.dv, args.dtype)};
+    outputs = {call.queries("dq", args.dq, args.dtype), call.keys("dk", args.dk, args.dtype),
+               call.keys("dv", args.dv, args.dtype)};
   }
   if (args.workspace != nullptr && workspace_bytes > 0) {
     outputs.push_back(bytes_operand("workspace", args.workspace, workspace_bytes));
   }
   const std::vector<Operand> inputs = {
-      query_shaped("q", args.q, args.dtype),
-      key_shaped("k", args.k, args.dtype),
-      key_shaped("v", args.v, args.dtype),
-      query_shaped("out", args.out, args.dtype),
-      query_shaped("dout", args.dout, args.dtype),
-      bytes_operand("lse", args.lse, e.batch * s.heads * e.queries * int64_t(sizeof(float)))};
+      call.queries("q", args.q, args.dtype),       call.keys("k", args.k, args.dtype),
+      call.keys("v", args.v, args.dtype),          call.queries("out", args.out, args.dtype),
+      call.queries("dout", args.dout, args.dtype), call.lse(args.lse)};
   validate_outputs_apart(context, outputs, inputs);
 }
 
