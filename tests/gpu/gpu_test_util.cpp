@@ -475,6 +475,38 @@ bool starts_with(const std::string& kernel, const std::string& prefix) {
   return kernel.rfind(prefix, 0) == 0;
 }
 
+std::vector<std::string> template_arguments(const std::string& kernel) {
+  std::vector<std::string> arguments;
+  const size_t open = kernel.find('<');
+  if (open == std::string::npos || kernel.back() != '>') return arguments;
+  const std::string list = kernel.substr(open + 1, kernel.size() - open - 2);
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t comma = std::min(list.find(", ", begin), list.size());
+    arguments.push_back(list.substr(begin, comma - begin));
+    begin = comma + 2;
+  }
+  return arguments;
+}
+
+void check_backward_on_blocks_of_80(const LaunchRecord& record, bool deterministic) {
+  if (!launch_choices_known_here()) {
+    WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
+    return;
+  }
+  const std::string flag = deterministic ? "true" : "false";
+  size_t wgmma_launches = 0;
+  for (const KernelLaunch& launch : launches_of(record, "backward")) {
+    if (!starts_with(launch.kernel, "sm90::backward_kernel<")) continue;
+    ++wgmma_launches;
+    INFO(launch.kernel);
+    const std::vector<std::string> arguments = template_arguments(launch.kernel);
+    REQUIRE(arguments.size() >= 7);
+    CHECK(std::vector<std::string>(arguments.begin() + 2, arguments.begin() + 7) ==
+          std::vector<std::string>{"false", flag, "false", "false", "true"});
+  }
+  CHECK(wgmma_launches == 1);
+}
+
 bool forward_walked(const Problem& p, const KernelLaunch& launch) {
   if (!starts_with(launch.kernel, "sm90::forward_kernel<")) return false;
   const bool tall = launch.kernel.find(kTallForwardConfig) != std::string::npos;

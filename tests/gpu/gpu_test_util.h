@@ -152,6 +152,18 @@ std::vector<KernelLaunch> launches_of(const LaunchRecord& record, const std::str
 // Whether a kernel's name begins with `prefix` ("sm90::backward_kernel<").
 bool starts_with(const std::string& kernel, const std::string& prefix);
 
+// The template arguments of a kernel's name whose arguments hold no commas of their own:
+// "sm90::backward_kernel<__half, 128, false, false, false, false, true>" -> {"__half", "128",
+// "false", "false", "false", "false", "true"}.
+std::vector<std::string> template_arguments(const std::string& kernel);
+
+// Where the choice is known (launch_choices_known_here(), else a WARN), checks that `record`
+// holds one wgmma backward launch and that it ran on query blocks of 80 rows, deterministic or
+// not: sm90::backward_kernel<Element, kHeadDim, kVariants, kDeterministic, kSums, kVarlen,
+// kBlocksOf80> with kDeterministic as given, the other flags false but the last (read by
+// position: flags added after it do not matter).
+void check_backward_on_blocks_of_80(const LaunchRecord& record, bool deterministic);
+
 // The part of the head_dim 64 tall-tile forward's name that tells it from the 128-row one.
 inline constexpr const char* kTallForwardConfig = "sm90::ForwardConfig<64, 3, 128>";
 

@@ -279,44 +279,12 @@ TEST_CASE("fp16/bf16 with more query blocks than SMs: forward and backward vs fl
   }
 }
 
-// The template arguments of a kernel's name whose arguments hold no commas of their own:
-// "sm90::backward_kernel<__half, 128, false, false, false, false, true>" -> {"__half", "128",
-// "false", "false", "false", "false", "true"}.
-std::vector<std::string> template_arguments(const std::string& kernel) {
-  std::vector<std::string> arguments;
-  const size_t open = kernel.find('<');
-  if (open == std::string::npos || kernel.back() != '>') return arguments;
-  const std::string list = kernel.substr(open + 1, kernel.size() - open - 2);
-  for (size_t begin = 0; begin <= list.size();) {
-    const size_t comma = std::min(list.find(", ", begin), list.size());
-    arguments.push_back(list.substr(begin, comma - begin));
-    begin = comma + 2;
-  }
-  return arguments;
-}
-
-// check_case(), and where the choice is known, that the backward ran on the kernel on blocks of
-// 80 rows: sm90::backward_kernel<Element, kHeadDim, kVariants, kDeterministic, kSums, kVarlen,
-// kBlocksOf80> with the flags false but the last (read by position: flags added after it do
-// not matter).
+// check_case(), and where the choice is known, that the backward ran on the default kernel on
+// blocks of 80 rows.
 void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
   LaunchRecord record;
   check_case(c, seed);
-  if (!launch_choices_known_here()) {
-    WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
-    return;
-  }
-  size_t wgmma_launches = 0;
-  for (const KernelLaunch& launch : launches_of(record, "backward")) {
-    if (!starts_with(launch.kernel, "sm90::backward_kernel<")) continue;
-    ++wgmma_launches;
-    INFO(launch.kernel);
-    const std::vector<std::string> arguments = template_arguments(launch.kernel);
-    REQUIRE(arguments.size() >= 7);
-    CHECK(std::vector<std::string>(arguments.begin() + 2, arguments.begin() + 7) ==
-          std::vector<std::string>{"false", "false", "false", "false", "true"});
-  }
-  CHECK(wgmma_launches == 1);
+  check_backward_on_blocks_of_80(record, false);
 }
 
 // From 2048 query rows the default wgmma backward at head_dim 128 takes query blocks of 80 rows

@@ -82,11 +82,16 @@ bool backward_ignores_workspace_contents(const Problem& p, const CaseInputs& in)
 }
 
 // The checks of the cases beyond the plain matrix: results within the accuracy rule, the same
-// bits over kRuns runs and on a workspace of NaN bytes.
-void check_deterministic(const Problem& p, uint64_t seed) {
-  for (const TensorCheck& check : run_and_check(p, seed)) {
-    INFO(check.report);
-    CHECK(check.pass);
+// bits over kRuns runs and on a workspace of NaN bytes; with `on_blocks_of_80`, that the checked
+// run's backward took the deterministic kernel on query blocks of 80 rows.
+void check_deterministic(const Problem& p, uint64_t seed, bool on_blocks_of_80 = false) {
+  {
+    LaunchRecord record;  // of the one forward + backward checked
+    for (const TensorCheck& check : run_and_check(p, seed)) {
+      INFO(check.report);
+      CHECK(check.pass);
+    }
+    if (on_blocks_of_80) check_backward_on_blocks_of_80(record, true);
   }
   const CaseInputs in = make_inputs(p, seed);
   check_same_bits_over_runs(p, in);
@@ -225,6 +230,28 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
     ++seed;
     DYNAMIC_SECTION(describe(p) << " window " << p.window.left << "," << p.window.right) {
       check_deterministic(p, seed);
+    }
+  }
+}
+
+// From 2048 query rows the wgmma backward at head_dims 128 and 96 takes query blocks of 80 rows,
+// deterministic too (sm90/backward.cuh, blocks_of_80_pay()): a key block's turns at a query
+// block then fall one or two of its iterations after the next key block's (128 keys against 80
+// rows), with one dQ stage. 2100 rows end in a block of 20; 1023 keys in a partial key block
+// (without a mask four key groups of 256, whose first turns store); under the bottom-right mask
+// the first 1077 rows see no key, under the top-left one the last see all.
+TEST_CASE("deterministic backward on query blocks of 80: the same bits, and correct",
+          "[gpu][deterministic][blocks_of_80]") {
+  require_gpu();
+  uint64_t seed = 1800;
+  for (DType dtype : {DType::fp16, DType::bf16}) {
+    for (int head_dim : {96, 128}) {
+      for (Mask mask : kMasks) {
+        Problem p = make_problem(dtype, head_dim, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
+        p.deterministic = true;
+        ++seed;
+        DYNAMIC_SECTION(describe(p)) { check_deterministic(p, seed, true); }
+      }
     }
   }
 }

@@ -114,11 +114,11 @@ __device__ __forceinline__ BlockOrder backward_block_order(bool interleave, DqSu
 // deterministic mode each block with all heads of the group, so that a key block's turns at a
 // query block come together, in the direction that keeps the hand-overs off its path:
 // - last_key_first (wgmma), blocks upwards: under a causal mask key block n starts on its own
-//   diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows), where it has the
-//   first turn, and meets each later query block two of its iterations (one at 128 rows) after
-//   key block n + 1 did: that much slack for the hand-over (H200, head_dim 64, causal: 0.73-0.80x
-//   the default backward's speed visiting downwards, 0.96-0.99x so). The light key blocks start
-//   first.
+//   diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows; 1.6 n, rounded down,
+//   at 80), where it has the first turn, and meets each later query block two of its
+//   iterations (one at 128 rows, one or two at 80) after key block n + 1 did: that much slack for
+//   the hand-over (H200, head_dim 64, causal: 0.73-0.80x the default backward's speed visiting
+//   downwards, 0.96-0.99x so). The light key blocks start first.
 // - first_key_first (mma.sync), blocks downwards: every key block of a causal head starts on the
 //   last query block, key block n one hand-over after key block n - 1, and ends kBlockN / kBlockM
 //   iterations of work earlier than it (2 or 4 with these kernels' blocks), which absorbs the

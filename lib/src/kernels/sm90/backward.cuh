@@ -18,7 +18,7 @@
 // Query blocks are 64 rows (the warpgroups split dQ's columns) or, at head_dim 64, 128 rows
 // (they split its rows; dV then waits for dS^T, and each warpgroup stages its dQ rows in the
 // dS^T buffer's column block that only its own dQ product read: BackwardConfig), or, on the
-// default kernel at head_dims 128 and 96 from 2048 query rows, 80 rows (dV waits for dS^T; dS is
+// dense kernels at head_dims 128 and 96 from 2048 query rows, 80 rows (dV waits for dS^T; dS is
 // stored transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2
 // columns: kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
@@ -640,8 +640,8 @@ __global__ void __launch_bounds__(
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Traits = BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>;
-  static_assert(!kBlocksOf80 || !(kVariants || kDeterministic || kSums || kVarlen),
-                "query blocks of 80 on the default dense kernel only");
+  static_assert(!kBlocksOf80 || !(kVariants || kSums || kVarlen),
+                "query blocks of 80 on the default and deterministic dense kernels only");
   static_assert(!kWalk || !(kVariants || kDeterministic || kSums || kVarlen || kBlocksOf80),
                 "the walk: the default dense kernels on query blocks of 64 or 128 only");
   // kWalk: a CTA an SM walks key blocks (KeyBlockWalk; backward_walk_pays()); else one a CTA.
@@ -1045,27 +1045,31 @@ bool make_walk_output_maps(BackwardTmaParams<Element>& params, const BackwardArg
   return map(params.dk_map, args.dk) && map(params.dv_map, args.dv);
 }
 
-// The default dense kernel on query blocks of 80 (BackwardKernelTraits' kBlocksOf80) exists at
-// head_dims 128 and 96 (128-column tiles, products of 96); elsewhere BlocksOf80Traits is a
-// placeholder that is never launched.
+// The dense kernels on query blocks of 80 (BackwardKernelTraits' kBlocksOf80), default and
+// deterministic (the same tiles), exist at head_dims 128 and 96 (128-column tiles, products of
+// 96); elsewhere BlocksOf80Traits is a placeholder that is never launched.
 template <int kHeadDim>
 inline constexpr bool kHasBlocksOf80 = kHeadDim == 128 || kHeadDim == 96;
 template <int kHeadDim>
 using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocksOf80<kHeadDim>>;
 
-// Whether a default dense call takes the kernel on query blocks of 80 rows: from 2048 query rows
+// Whether a dense call takes a kernel on query blocks of 80 rows: from 2048 query rows
 // (H200, `fa` head_dim 128 backward, both masks, time against blocks of 64: 0.99 at 2k rows,
 // 0.97 at 4k, 0.96 at 8k and 16k, and 0.94-0.97 of that once dK went out with dV; with that,
 // 1-2 % more at 1k and 5-9 % more at 512, where a CTA's fixed costs weigh more and 7 blocks of
 // 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/). Head_dim 96 at 4k and
 // 16k rows: 0.991 / 0.975 of blocks of 64 (share/results/h200-2026-12-04-prologue-groups-d96/).
-// The kernel serves the default dense calls alone: no variants (nor sums, which take the
-// variant kernels), no varlen batch, no deterministic dQ.
+// The deterministic kernel on 80-row blocks has the default's one dQ stage rather than four, yet
+// the turns' slack (one or two blocks, schedule.cuh) hides its waits (H100, deterministic
+// backward against the 64-row kernel: `seed` head_dim 128 from 4k rows 0.94 of the time, `fa`
+// head_dim 128 from 2k 0.97, head_dim 96 at 4k and 16k 0.97;
+// share/results/h100-2026-12-05-det-blocks-80/). The kernels serve dense calls alone: no
+// variants (nor sums, which take the variant kernels), no varlen batch.
 inline constexpr int64_t kBlocksOf80FromRows = 2048;
 template <int kHeadDim>
 bool blocks_of_80_pay(const BackwardArgs& args) {
   return kHasBlocksOf80<kHeadDim> && !uses_variant_kernels(args) && !args.varlen.enabled() &&
-         !args.deterministic && args.shape.seq_q >= kBlocksOf80FromRows;
+         args.shape.seq_q >= kBlocksOf80FromRows;
 }
 
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
@@ -1089,7 +1093,7 @@ template <typename Element, int kHeadDim>
 bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = BackwardTraits<kHeadDim>;  // the tiles: as the deterministic kernels'
   using DeterministicTraits = BackwardTraits<kHeadDim, true>;  // more dQ stages where they fit
-  // The deterministic variant kernels and the kernel on query blocks of 80 have query tiles of
+  // The deterministic variant kernels and the kernels on query blocks of 80 have query tiles of
   // their own (BackwardKernelTraits); every other kernel launched here has Traits' (or
   // DeterministicTraits', the same tiles).
   using DeterministicVariantTraits = BackwardKernelTraits<kHeadDim, true, true>;
@@ -1151,8 +1155,12 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                       : deterministic        ? DeterministicTraits::kSmemBytes
                                              : Traits::kSmemBytes;
   if constexpr (kHasBlocksOf80<kHeadDim>) {
+    static_assert(BackwardKernelTraits<kHeadDim, true, false, true>::kSmemBytes ==
+                  Of80Traits::kSmemBytes);
     if (blocks_of_80) {
-      kernel = &backward_kernel<Element, kHeadDim, false, false, false, false, true>;
+      kernel = deterministic
+                   ? &backward_kernel<Element, kHeadDim, false, true, false, false, true>
+                   : &backward_kernel<Element, kHeadDim, false, false, false, false, true>;
       smem_bytes = Of80Traits::kSmemBytes;
     }
   }

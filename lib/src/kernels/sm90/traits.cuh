@@ -362,13 +362,13 @@ template <int kHeadDim, bool kDeterministic, bool kVariants, bool kBlocksOf80 = 
 struct BackwardKernelTraits : BackwardTraits<kHeadDim, kDeterministic> {};
 template <>
 struct BackwardKernelTraits<64, true, true> : BackwardConfig<64, 64, 64, max_dq_stages(true)> {};
-// kBlocksOf80: the default kernel at head_dims 128 and 96 on query blocks of 80 rows
-// (kDqTransposed): a fifth more work per block for the same chain of products, waits and
-// barriers, and score products of 80 columns, whose operands take fewer shared-memory bytes per
-// multiply-add. One dQ stage fits.
-template <>
-struct BackwardKernelTraits<128, false, false, true> : BackwardConfig<128, 80, 128> {};
-template <>
-struct BackwardKernelTraits<96, false, false, true> : BackwardConfig<128, 80, 96> {};
+// kBlocksOf80: the default and deterministic dense kernels at head_dims 128 and 96 on query
+// blocks of 80 rows (kDqTransposed): a fifth more work per block for the same chain of products,
+// waits and barriers, and score products of 80 columns, whose operands take fewer shared-memory
+// bytes per multiply-add. One dQ stage fits, deterministic or not.
+template <bool kDeterministic>
+struct BackwardKernelTraits<128, kDeterministic, false, true> : BackwardConfig<128, 80, 128> {};
+template <bool kDeterministic>
+struct BackwardKernelTraits<96, kDeterministic, false, true> : BackwardConfig<128, 80, 96> {};
 
 }  // namespace cuflash::detail::sm90
