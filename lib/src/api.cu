@@ -32,8 +32,6 @@ using detail::kHeadDims;
 // The kernels index within a sequence with 32-bit block-relative offsets and put the number of
 // query (key) blocks on grid.x; this bound keeps both comfortably in range.
 constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 256;
-// Tensor data and every row start at 16-byte boundaries: tiles move in 16-byte vectors.
-constexpr size_t kTensorAlignment = 16;
 // An explicit diagonal offset beyond this lies past every position of both sequences (each
 // below 2^31): the band's ends stay far from int64 overflow, and the kernels' 32-bit casts see
 // only values clamped to a block.

@@ -108,8 +108,9 @@ void require_shard(const std::string& name, int rank, const TensorRef& t, Layout
                    int64_t batch, int64_t heads, int64_t rows, int64_t head_dim) {
   const std::string what = name + " of rank " + std::to_string(rank);
   if (t.data == nullptr) refuse(Error::Kind::invalid_argument, what + " is null");
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {  // as forward() asks of every tensor
-    refuse(Error::Kind::invalid_argument, what + " must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(t.data) % kTensorAlignment != 0) {  // as forward() asks
+    refuse(Error::Kind::invalid_argument,
+           what + " must be " + std::to_string(kTensorAlignment) + "-byte aligned");
   }
   if (rows > 0 && !dense_in(t, layout, batch, heads, rows, head_dim)) {
     refuse(Error::Kind::invalid_argument,

@@ -44,6 +44,8 @@ namespace cuflash {
 // `data` 16-byte aligned; the last dimension contiguous; every stride a non-negative multiple
 // of 16 bytes (8 fp16/bf16 or 4 fp32 elements), since tiles move in 16-byte vectors; and no two
 // rows overlapping, so a stride-0 broadcast over a dimension larger than 1 is refused.
+// The alignment of `data` and of every row start, in bytes:
+inline constexpr size_t kTensorAlignment = 16;
 struct TensorRef {
   void* data = nullptr;
   int64_t batch_stride = 0;
