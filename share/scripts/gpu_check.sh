@@ -131,12 +131,20 @@ verify_sweep() {
     --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal --backward \
     --format json \
     >"$LOG_DIR/verify-head-dims.json" || return
-  # Variable-length batches: lengths 1, 113, 1023, 2048 against keys of other lengths.
-  timeout --kill-after=30 "$STAGE_TIMEOUT" \
-    "$CLI" verify --layout thd --seqlens 1,113,1023,2048 --seqlens-k 1023,113,1,2048 \
-    --heads 4 --heads-kv 2 --head-dim 40,64,128,256 --dtype fp16,bf16,fp32 \
-    --mask none,causal,causal-top-left --backward --format json \
-    >"$LOG_DIR/verify-varlen.json"
+  # Variable-length batches: lengths 1, 113, 1023, 2048 against keys of other lengths. fp32
+  # pairs the one-key sequence with the one-query one, as its GPU test does: 1023 queries on one
+  # key leave dK a sum of terms that cancel exactly, where the split-TF32 dP against the fp32 D
+  # exceeds the fp32 rule (tests/gpu/test_gpu_varlen.cpp, kOtherKeyLengthsFp32).
+  local dtype keys
+  for dtype in fp16,bf16 fp32; do
+    keys=1023,113,1,2048
+    [[ $dtype == fp32 ]] && keys=1,1023,113,2048
+    timeout --kill-after=30 "$STAGE_TIMEOUT" \
+      "$CLI" verify --layout thd --seqlens 1,113,1023,2048 --seqlens-k "$keys" \
+      --heads 4 --heads-kv 2 --head-dim 40,64,128,256 --dtype "$dtype" \
+      --mask none,causal,causal-top-left --backward --format json \
+      >"$LOG_DIR/verify-varlen-${dtype/,/-}.json" || return
+  done
 }
 
 # A short timed sweep with --verify: the benchmark path end to end (graph timing, formats).
