@@ -34,7 +34,7 @@ SANITIZER_TOOLS=(memcheck racecheck initcheck synccheck)
 STAGE_TIMEOUT=${STAGE_TIMEOUT:-1800}
 # Tests ctest runs at once (GPU and host tests alike), 1 by default. The GPU suite's tests take
 # minutes each (the 100-run determinism checks, the varlen sweep); 8 at once ran the suite in
-# about 4 1/2 minutes on an H100, for machines that allow no longer a run.
+# about 4 minutes on an H100.
 CTEST_JOBS=${CTEST_JOBS:-1}
 
 STAGE_NAMES=()

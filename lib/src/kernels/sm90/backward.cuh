@@ -1059,10 +1059,10 @@ using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocks
 // 1-2 % more at 1k and 5-9 % more at 512, where a CTA's fixed costs weigh more and 7 blocks of
 // 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/). Head_dim 96 at 4k and
 // 16k rows: 0.991 / 0.975 of blocks of 64 (share/results/h200-2026-12-04-prologue-groups-d96/).
-// The deterministic kernel on 80-row blocks has the default's one dQ stage rather than four, yet
-// the turns' slack (one or two blocks, schedule.cuh) hides its waits (H100, deterministic
-// backward against the 64-row kernel: `seed` head_dim 128 from 4k rows 0.94 of the time, `fa`
-// head_dim 128 from 2k 0.97, head_dim 96 at 4k and 16k 0.97;
+// The deterministic kernel on 80-row blocks has the default's one dQ stage rather than the
+// 64-row kernel's two, yet the turns' slack (one or two blocks, schedule.cuh) hides its waits
+// (H100, deterministic backward against the 64-row kernel: `seed` head_dim 128 from 4k rows 0.94
+// of the time, `fa` head_dim 128 from 2k 0.96-0.97, head_dim 96 at 4k and 16k 0.97;
 // share/results/h100-2026-12-05-det-blocks-80/). The kernels serve dense calls alone: no
 // variants (nor sums, which take the variant kernels), no varlen batch.
 inline constexpr int64_t kBlocksOf80FromRows = 2048;
