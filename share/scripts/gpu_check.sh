@@ -120,17 +120,24 @@ sanitize() {
   return "$status"
 }
 
+# Each sweep runs even when one before it failed (every failure then shows in verify.log); the
+# stage fails with the first failing sweep's status.
 verify_sweep() {
-  timeout --kill-after=30 "$STAGE_TIMEOUT" \
-    "$CLI" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 32,64,128 \
-    --dtype fp16,bf16,fp32 --mask none,causal,causal-top-left --backward --format json \
-    >"$LOG_DIR/verify.json" || return
+  local status=0
+  run_verify() {  # run_verify OUTPUT ARGS...: one `cuflash verify` into LOG_DIR/OUTPUT
+    local output=$1
+    shift
+    timeout --kill-after=30 "$STAGE_TIMEOUT" "$CLI" verify "$@" --backward --format json \
+      >"$LOG_DIR/$output"
+    local result=$?
+    ((result != 0 && status == 0)) && status=$result
+    return 0
+  }
+  run_verify verify.json --seq 1,113,1023 --seq-k 203,1024 --head-dim 32,64,128 \
+    --dtype fp16,bf16,fp32 --mask none,causal,causal-top-left
   # Head dims on the tuned kernels of 96, 192, 256 and padded ones (40 on 64's, 200 on 256's).
-  timeout --kill-after=30 "$STAGE_TIMEOUT" \
-    "$CLI" verify --heads 4 --heads-kv 2 --seq 1,113,1023 --seq-k 1024 \
-    --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal --backward \
-    --format json \
-    >"$LOG_DIR/verify-head-dims.json" || return
+  run_verify verify-head-dims.json --heads 4 --heads-kv 2 --seq 1,113,1023 --seq-k 1024 \
+    --head-dim 40,96,192,200,256 --dtype fp16,bf16,fp32 --mask none,causal
   # Variable-length batches: lengths 1, 113, 1023, 2048 against keys of other lengths. fp32
   # pairs the one-key sequence with the one-query one, as its GPU test does: 1023 queries on one
   # key leave dK a sum of terms that cancel exactly, where the split-TF32 dP against the fp32 D
@@ -139,12 +146,11 @@ verify_sweep() {
   for dtype in fp16,bf16 fp32; do
     keys=1023,113,1,2048
     [[ $dtype == fp32 ]] && keys=1,1023,113,2048
-    timeout --kill-after=30 "$STAGE_TIMEOUT" \
-      "$CLI" verify --layout thd --seqlens 1,113,1023,2048 --seqlens-k "$keys" \
-      --heads 4 --heads-kv 2 --head-dim 40,64,128,256 --dtype "$dtype" \
-      --mask none,causal,causal-top-left --backward --format json \
-      >"$LOG_DIR/verify-varlen-${dtype/,/-}.json" || return
+    run_verify "verify-varlen-${dtype/,/-}.json" --layout thd --seqlens 1,113,1023,2048 \
+      --seqlens-k "$keys" --heads 4 --heads-kv 2 --head-dim 40,64,128,256 --dtype "$dtype" \
+      --mask none,causal,causal-top-left
   done
+  return "$status"
 }
 
 # A short timed sweep with --verify: the benchmark path end to end (graph timing, formats).
