@@ -57,10 +57,11 @@ struct BackwardWorkspace {
 
 // Columns of a dQ accumulator row: the most of the kernels that may run, the mma.sync ones at
 // compiled_head_dim() and the wgmma ones at their tiles' columns (of the next of their head
-// dims), so that one size serves every device and dtype (the head_dim itself for a head_dim no
-// kernel takes, which backward() refuses).
+// dims), so that one size serves every device and dtype. A head_dim no kernel takes (backward()
+// refuses it) counts as the next multiple of kHeadDimGranule, or itself above every kernel's:
+// the size then never shrinks as the head_dim grows, as with every other dimension.
 inline int64_t dq_accum_columns(const AttentionShape& s) {
-  const int compiled = compiled_head_dim(s.head_dim);
+  const int compiled = compiled_head_dim(ceil_div(s.head_dim, kHeadDimGranule) * kHeadDimGranule);
   if (compiled == 0) return s.head_dim;
   return std::max(compiled, wgmma_tile_columns(wgmma_head_dim(kWgmmaBackwardHeadDims, compiled)));
 }

@@ -43,3 +43,20 @@ TEST_CASE("dq groups: 1100 keys sum in three groups of 384", "[unit][dq]") {
   CHECK(groups.count == 3);
   CHECK(groups.first_turn_stores);
 }
+
+// The workspace's size never shrinks as the head_dim grows, supported or not (callers size one
+// workspace for the largest of several shapes): 250, which no kernel takes, needs as much as 248.
+TEST_CASE("workspace size: never shrinks as the head_dim grows", "[unit][workspace]") {
+  for (const bool deterministic : {false, true}) {
+    for (const int64_t seq : {1, 300, 2100}) {
+      size_t previous = 0;
+      for (int64_t head_dim = 1; head_dim <= 300; ++head_dim) {
+        const size_t bytes = cuflash::detail::workspace_bytes(
+            AttentionShape{2, 4, 2, seq, seq, head_dim}, deterministic);
+        INFO("head_dim " << head_dim << " seq " << seq << " deterministic " << deterministic);
+        REQUIRE(bytes >= previous);
+        previous = bytes;
+      }
+    }
+  }
+}
