@@ -1,6 +1,6 @@
 # Helpers of the measuring scripts in share/results/*/next/, sourced from the checkout's root:
-# trees of HEAD with patches applied, their builds, the tool each built, ratios of two result
-# folders and the packing of what a run wrote. The caller sets ROOT (the checkout's root), O
+# trees of the checkout or of a revision, with patches applied, their builds, the tool each
+# built, ratios of two result folders and the packing of what a run wrote. The caller sets ROOT (the checkout's root), O
 # (the output folder, with logs/ in it) and RATIOS (a ratios.py of a results package).
 # O must be a folder of its own: pack() empties it.
 if [[ -z ${O:-} || ! -d $O || $(cd "$O" && pwd) == "$(cd "${ROOT:-.}" && pwd)" ]]; then
@@ -10,12 +10,25 @@ fi
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-# tree NAME PATCH...: HEAD's sources with the patches applied, in build/NAME-src.
+# checkout_tree NAME [REV]: in build/NAME-src, the checkout's tracked files as they are, or those
+# of revision REV. (Not `git archive HEAD` for the checkout: a GPU machine's copy of the git
+# history may stop before the newest commits, whose files it has all the same.)
+checkout_tree() {
+  local src=build/$1-src
+  rm -rf "$src" && mkdir -p "$src" || return 1
+  if [[ -n ${2:-} ]]; then
+    git archive "$2" | tar -x -C "$src"
+  else
+    git ls-files -z | tar --null -T - -c | tar -x -C "$src"
+  fi
+}
+
+# tree NAME PATCH...: the checkout's files with the patches applied, in build/NAME-src.
 tree() {
   local name=$1 src=build/$1-src
   shift
   [[ -x $src/build/gpu/app/cuflash ]] && return 0  # built by an earlier run on this machine
-  rm -rf "$src" && mkdir -p "$src" && git archive HEAD | tar -x -C "$src" || return 1
+  checkout_tree "$name" || return 1
   # (From the checkout's root: git apply run inside the folder would look for the paths at the
   # root and skip them without a word.)
   for p in "$@"; do

@@ -16,8 +16,7 @@ source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 HERE=share/results/h100-2026-12-05-bwd-head-order
 
-rm -rf build/order-src && mkdir -p build/order-src
-git ls-files -z | tar --null -T - -c | tar -x -C build/order-src
+checkout_tree order
 if ! grep -q CUFLASH_DEV_BWD_INTERLEAVE build/order-src/lib/src/kernels/sm90/backward.cuh; then
   git apply --directory=build/order-src "$HERE/switch.patch" || { say "switch.patch failed"; exit 1; }
 fi

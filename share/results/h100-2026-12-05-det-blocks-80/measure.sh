@@ -18,9 +18,8 @@ mkdir -p "$O/logs"
 source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 
-rm -rf build/before-src build/head-src && mkdir -p build/before-src build/head-src
-git archive "$REV" | tar -x -C build/before-src || { say "no revision $REV here"; exit 1; }
-git ls-files -z | tar --null -T - -c | tar -x -C build/head-src
+checkout_tree before "$REV" || { say "no revision $REV here"; exit 1; }
+checkout_tree head
 say "before: $(git rev-parse --short "$REV"); head: the working tree (git HEAD here $(git rev-parse --short HEAD))"
 build before 6 OFF cuflash_app &
 began=$SECONDS

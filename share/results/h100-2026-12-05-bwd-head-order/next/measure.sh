@@ -16,10 +16,8 @@ source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 NEXT=share/results/h100-2026-12-05-bwd-head-order/next
 
-for t in main cand; do
-  rm -rf build/$t-src && mkdir -p build/$t-src
-  git ls-files -z | tar --null -T - -c | tar -x -C build/$t-src
-done
+checkout_tree main
+checkout_tree cand
 git apply --directory=build/cand-src "$NEXT/candidate.patch" || { say "candidate.patch failed"; exit 1; }
 build main 8 OFF cuflash_app &
 build cand 8 OFF cuflash_app &

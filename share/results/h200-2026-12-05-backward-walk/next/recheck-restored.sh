@@ -20,9 +20,8 @@ T="timeout 120"
 
 # (head: the checkout's tracked files as they are, not `git archive HEAD`: a checkout whose git
 # history lacked the new commits made a first run of this script compare main with itself.)
-rm -rf build/before-src build/head-src && mkdir -p build/before-src build/head-src
-git archive "$REV" | tar -x -C build/before-src || { say "no revision $REV here"; exit 1; }
-git ls-files -z | tar --null -T - -c | tar -x -C build/head-src
+checkout_tree before "$REV" || { say "no revision $REV here"; exit 1; }
+checkout_tree head
 say "before: $(git rev-parse --short "$REV"); head: the working tree (git HEAD here $(git rev-parse --short HEAD))"
 build before 8 OFF cuflash_app &
 build head 8 OFF cuflash_app &
