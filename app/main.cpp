@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global options may also follow the subcommand
 
   GlobalOptions global;
-  app.add_option("--format", global.format, "Output on stdout: table or json (one object a line)")
-      ->check(CLI::IsMember({"table", "json"}))
+  // Before the subcommand --format takes bench's formats too; the others refuse them below.
+  app.add_option("--format", global.format,
+                 "Output on stdout: table or json (one object a line); bench also markdown or csv")
+      ->check(CLI::IsMember({"table", "json", "markdown", "csv"}))
       ->capture_default_str();
   app.add_flag("-q,--quiet", global.quiet, "Only warnings and errors on stderr");
   app.add_flag("-v,--verbose", global.verbose, "More detail on stderr");
@@ -104,7 +106,13 @@ int main(int argc, char** argv) {
   for (CLI::App* sub : app.get_subcommands({})) add_global_options(*sub, global);
   setup_help(app);
   setup_docs(app);
-  app.parse_complete_callback([&] { set_log_level(global); });
+  app.parse_complete_callback([&] {
+    set_log_level(global);
+    if (global.format != "table" && global.format != "json" && !app.got_subcommand("bench")) {
+      throw UsageError("--format " + global.format +
+                       ": only bench writes markdown and csv; give table or json");
+    }
+  });
 
   try {
     app.parse(argc, argv);

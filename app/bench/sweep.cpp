@@ -176,6 +176,17 @@ class LineParser {
     return values;
   }
 
+  // The tokens of the packed sequences `lengths` (of `key`), refused where the sum overflows.
+  int64_t packed_tokens(const std::string& key, const std::vector<int64_t>& lengths) const {
+    int64_t tokens = 0;
+    for (const int64_t length : lengths) {
+      if (__builtin_add_overflow(tokens, length, &tokens)) {
+        fail(key + ": the lengths sum past 2^63 tokens");
+      }
+    }
+    return tokens;
+  }
+
  private:
 
   std::string where_;
@@ -254,10 +265,8 @@ Problem case_of(const CaseValues& v, const LineParser& parser) {
     }
     p.layout = Layout::thd;
     p.shape.batch = 1;
-    p.shape.seq_q = 0;
-    p.shape.seq_k = 0;
-    for (const int64_t length : p.seqlens_q) p.shape.seq_q += length;
-    for (const int64_t length : p.seqlens_k) p.shape.seq_k += length;
+    p.shape.seq_q = parser.packed_tokens("seqlens", p.seqlens_q);
+    p.shape.seq_k = parser.packed_tokens("seqlens_k", p.seqlens_k);
   } else if (!p.seqlens_k.empty()) {
     parser.fail("seqlens_k needs seqlens");
   } else if (p.layout == Layout::thd) {

@@ -199,6 +199,16 @@ int64_t sum_of(const std::vector<int64_t>& lengths) {
   return sum;
 }
 
+// The tokens of the packed sequences `lengths` (the lengths given as `option`), refused where
+// the sum overflows 64 bits.
+int64_t packed_tokens(const char* option, const std::vector<int64_t>& lengths) {
+  const int64_t tokens = sum_of(lengths);
+  if (tokens < 0) {
+    throw UsageError(std::string(option) + " " + join(lengths) + " sums past 2^63 tokens");
+  }
+  return tokens;
+}
+
 }  // namespace
 
 void apply_varlen_options(const ProblemOptions& o, Problem& p) {
@@ -295,7 +305,8 @@ CLI::Validator non_empty_path(const std::string& kind) {
       kind);
 }
 
-void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists) {
+void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists,
+                         bool reads_input_files) {
   const std::string list = allow_lists ? " (comma list allowed)" : "";
   const CLI::Validator& positive = kPositiveInteger;
   std::vector<std::string>* shape = &o.shape_options_given;  // refused with input files
@@ -398,12 +409,28 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists)
                      "to it); fp16 and bf16")
       ->delimiter(',')
       ->check(positive);
-  command.add_option("--q", o.q_file, "Q from a .npy file (shape and dtype then come from files)")
-      ->check(CLI::ExistingFile);
-  command.add_option("--k", o.k_file, "K from a .npy file")->check(CLI::ExistingFile);
-  command.add_option("--v", o.v_file, "V from a .npy file")->check(CLI::ExistingFile);
-  command.add_option("--dout", o.dout_file, "dO from a .npy file (backward; default: generated)")
-      ->check(CLI::ExistingFile);
+  CLI::Option* files[] = {
+      command.add_option("--q", o.q_file,
+                         "Q from a .npy file (shape and dtype then come from files)"),
+      command.add_option("--k", o.k_file, "K from a .npy file"),
+      command.add_option("--v", o.v_file, "V from a .npy file"),
+      command.add_option("--dout", o.dout_file,
+                         "dO from a .npy file (backward; default: generated)")};
+  for (CLI::Option* file : files) {
+    if (reads_input_files) {
+      file->check(CLI::ExistingFile);
+    } else {
+      // Out of the help, and unchecked: refuse_input_files() names them. (CLI11 gives a hidden
+      // option no name in its own errors.)
+      file->group("");
+    }
+  }
+}
+
+void refuse_input_files(const ProblemOptions& o, const std::string& command) {
+  if (o.has_any_input_file()) {
+    throw UsageError(command + " generates its inputs; --q/--k/--v/--dout belong to `cuflash run`");
+  }
 }
 
 namespace {
@@ -596,8 +623,10 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
                     p.shape = AttentionShape{batch, heads, heads_kv, seq_q, seq_k, head_dim};
                     if (!o.seqlens.empty()) {  // the packed tensors of a varlen batch
                       p.shape.batch = 1;
-                      p.shape.seq_q = sum_of(o.seqlens);
-                      p.shape.seq_k = sum_of(o.seqlens_k.empty() ? o.seqlens : o.seqlens_k);
+                      p.shape.seq_q = packed_tokens("--seqlens", o.seqlens);
+                      p.shape.seq_k = o.seqlens_k.empty()
+                                          ? p.shape.seq_q
+                                          : packed_tokens("--seqlens-k", o.seqlens_k);
                     }
                     p.dtype = parse_dtype(dtype);
                     p.mask = parse_mask(mask);

@@ -51,6 +51,7 @@ struct ProblemOptions {
   std::vector<std::string> shape_options_given;
 
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
+  bool has_any_input_file() const { return has_input_files() || !dout_file.empty(); }
 };
 
 // The most --ranks (and sweep key ranks) taken: the library's (context_parallel::kMaxRanks).
@@ -71,7 +72,14 @@ inline constexpr int64_t kMaxRanks = context_parallel::kMaxRanks;
 std::string case_label(const Problem& p);
 
 // Adds the options. With `allow_lists`, each shape option accepts comma-separated values.
-void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_lists);
+// `--q/--k/--v/--dout` are listed in the help of a command that reads them (`run`) and hidden
+// elsewhere, where they are accepted only to be refused with a message that says where they
+// belong (refuse_input_files()).
+void add_problem_options(CLI::App& command, ProblemOptions& options, bool allow_lists,
+                         bool reads_input_files);
+
+// Throws UsageError when `command`, which generates its inputs, was given input files.
+void refuse_input_files(const ProblemOptions& options, const std::string& command);
 
 // The product of all lists, in a stable order. Throws UsageError for invalid combinations
 // (e.g. heads not a multiple of heads_kv), naming the option.

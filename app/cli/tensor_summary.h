@@ -13,8 +13,13 @@ struct TensorSummary {
   int64_t nonfinite = 0;                  // NaN and infinities, but see summarize_tensor()
 };
 
-// `is_lse`: +inf is LSE's value for a row that sees no key, not a defect, so it is not counted
-// as non-finite (and, like every non-finite value, not averaged either).
-TensorSummary summarize_tensor(const io::NpyArray& array, bool is_lse);
+// Not for LSE (summarize_lse()).
+TensorSummary summarize_tensor(const io::NpyArray& array);
+
+// LSE's summary: +inf is the LSE of a row that sees no key, whose O row is all zeros (problem.h),
+// so +inf values up to the count of O's all-zero rows (`out`, rows of `head_dim` elements) are
+// not counted as non-finite; those beyond it are (scores that overflowed fp32, say). Non-finite
+// values are never averaged.
+TensorSummary summarize_lse(const io::NpyArray& lse, const io::NpyArray& out, int64_t head_dim);
 
 }  // namespace cuflash::cli

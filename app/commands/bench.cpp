@@ -59,7 +59,7 @@ struct Selection {
 };
 
 Selection select_cases(const BenchOptions& o) {
-  if (o.problem.has_input_files()) throw UsageError("bench generates its inputs; drop --q/--k/--v");
+  refuse_input_files(o.problem, "bench");
   Selection s;
   if (o.sweep.empty()) {
     s.cases = expand_cases(o.problem);
@@ -258,9 +258,12 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
-  add_problem_options(cmd, o.problem, /*allow_lists=*/true);
-  CLI::Option* sweep = cmd.add_option(
-      "--sweep", o.sweep, "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, headdims, varlen, variants) or a path");
+  add_problem_options(cmd, o.problem, /*allow_lists=*/true, /*reads_input_files=*/false);
+  CLI::Option* sweep =
+      cmd.add_option("--sweep", o.sweep,
+                     "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, "
+                     "headdims, varlen, variants) or a path")
+          ->check(non_empty_path("SWEEP"));
   for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
                             "--dtype", "--mask", "--causal", "--layout"}) {
     sweep->excludes(cmd.get_option(shape));

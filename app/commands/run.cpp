@@ -57,9 +57,11 @@ std::vector<NamedTensor> inputs_of(const CaseInputs& in) {
   return ts;
 }
 
+// `out`: the run's O, which tells LSE's rows without keys from overflows (summarize_lse()).
 Record tensor_record(const Problem& p, Backend backend, const NamedTensor& t,
-                     const std::string& out_dir) {
-  const TensorSummary s = summarize_tensor(*t.array, t.is_lse);
+                     const io::NpyArray& out, const std::string& out_dir) {
+  const TensorSummary s =
+      t.is_lse ? summarize_lse(*t.array, out, p.shape.head_dim) : summarize_tensor(*t.array);
   Record r;
   r.add("tensor", t.name)
       .add("shape", t.array->shape)
@@ -81,9 +83,10 @@ namespace fs = std::filesystem;
 // folders"):
 //   - o, lse (and dq, dk, dv with --backward), and with --save-inputs q, k, v (and dout): written,
 //     replacing an earlier file of that name, all or nothing (OutputFolder);
-//   - a name whose file is one of this run's input files (--q/--k/--v/--dout, the same file
-//     through any path or link) is never written: with --save-inputs its own input (q.npy given
-//     as --q) is left as it is, since it already holds those values; any other use is refused;
+//   - a name whose file is one of this run's input files (--q/--k/--v/--dout/--alibi-slopes, the
+//     same file through any path or link) is never written: with --save-inputs its own input (q.npy
+//     given as --q) is left as it is, since it already holds those values; any other use is
+//     refused;
 //   - q, k, v (and dout with --backward) in the folder that are not this run's inputs and would
 //     not be replaced (no --save-inputs): refused, since they would sit beside outputs they did
 //     not produce;
@@ -94,12 +97,15 @@ struct FolderPlan {
   std::vector<std::string> stale;        // files of a backward run, warned about on success
 };
 
-// This run's input files by role ("q", "k", "v", "dout").
+// This run's input files by role, the option's name ("q", "k", "v", "dout", "alibi-slopes").
 std::vector<std::pair<std::string, std::string>> input_files(const RunOptions& o) {
   std::vector<std::pair<std::string, std::string>> files;
   const ProblemOptions& p = o.problem;
   for (const auto& [role, path] : {std::pair<const char*, const std::string&>{"q", p.q_file},
-                                   {"k", p.k_file}, {"v", p.v_file}, {"dout", p.dout_file}}) {
+                                   {"k", p.k_file},
+                                   {"v", p.v_file},
+                                   {"dout", p.dout_file},
+                                   {"alibi-slopes", p.alibi_slopes_file}}) {
     if (!path.empty()) files.emplace_back(role, path);
   }
   return files;
@@ -280,7 +286,9 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
     }
   }
   std::vector<Record> records;
-  for (const NamedTensor& t : tensors) records.push_back(tensor_record(p, backend, t, o.out_dir));
+  for (const NamedTensor& t : tensors) {
+    records.push_back(tensor_record(p, backend, t, result.out, o.out_dir));
+  }
   print_records(records, global.output_format());
   const double peak = peak_host_bytes(), estimate = run_memory_need(p, o.backward, backend).host_bytes;
   spdlog::debug("peak host memory {} ({:.0f} bytes), estimated {} ({:.0f} bytes)",
@@ -319,7 +327,8 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
       "run", "Compute attention for one case (generated or from .npy files) and summarise it");
   cmd->footer(std::string("Example: cuflash run -b 2 --heads 4 -s 257 -d 64 --dtype bf16 --causal "
                           "--backward --out-dir out\n") + kRunExitCodeHelp);
-  add_problem_options(*cmd, options->problem, /*allow_lists=*/false);
+  add_problem_options(*cmd, options->problem, /*allow_lists=*/false,
+                      /*reads_input_files=*/true);
   cmd->add_option("--backend", options->backend,
                   "auto (GPU when present, else CPU), cuda, or cpu (float64 reference)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))

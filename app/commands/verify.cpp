@@ -74,9 +74,7 @@ Record error_record(const Problem& p, const std::string& reason) {
 }
 
 int verify_command(const VerifyOptions& o, const GlobalOptions& global) {
-  if (o.problem.has_input_files()) {
-    throw UsageError("verify generates its inputs; --q/--k/--v belong to `cuflash run`");
-  }
+  refuse_input_files(o.problem, "verify");
   const std::vector<Problem> cases = expand_cases(o.problem);
   if (o.backward) {
     for (const Problem& p : cases) require_forward_only(p, "--backward");
@@ -141,7 +139,8 @@ void setup_verify(CLI::App& app, const GlobalOptions& global, CommandResult& res
       "precision.\nExample: cuflash verify --seq 113,1024 --head-dim 32,64,128 --dtype "
       "fp16,bf16 --backward\n" +
       std::string(kVerifyExitCodeHelp));
-  add_problem_options(*cmd, options->problem, /*allow_lists=*/true);
+  add_problem_options(*cmd, options->problem, /*allow_lists=*/true,
+                      /*reads_input_files=*/false);
   cmd->add_flag("--backward", options->backward, "Also check dQ, dK, dV");
   cmd->add_flag("--no-size-limit", options->no_size_limit,
                 "Also check cases above 2^33 multiply-adds per product (the CPU reference may "

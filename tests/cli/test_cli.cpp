@@ -135,6 +135,38 @@ TEST_CASE("help, version and usage errors", "[cli]") {
     const Outcome o = cuflash("run --backend cpu -s 16,32", tmp);
     CHECK(o.exit_code == 2);
   }
+  SECTION("--format before the subcommand: bench's formats for bench, refused elsewhere") {
+    const Outcome csv = cuflash("--format csv bench --list -s 8", tmp);
+    INFO(csv.err);
+    CHECK(csv.exit_code == 0);
+    const Outcome run = cuflash("--format csv run --backend cpu -s 8 -d 8", tmp);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("--format csv") != std::string::npos);
+    CHECK(run.out.empty());
+    CHECK(cuflash("run --backend cpu -s 8 -d 8 --format csv", tmp).exit_code == 2);
+  }
+  SECTION("input files belong to run: verify and bench refuse them, and their help omits them") {
+    std::ofstream(tmp.path / "x.npy") << "x";
+    for (const char* sub : {"verify -s 8", "bench --list -s 8"}) {
+      for (const char* option : {"--q", "--dout"}) {
+        const Outcome o =
+            cuflash(std::string(sub) + " " + option + " " + (tmp.path / "x.npy").string(), tmp);
+        INFO(sub << " " << option << ": " << o.err);
+        CHECK(o.exit_code == 2);
+        CHECK(o.err.find("belong to `cuflash run`") != std::string::npos);
+      }
+      const std::string name = std::string(sub).substr(0, std::string(sub).find(' '));
+      const Outcome help = cuflash(name + " --help", tmp);
+      CHECK(help.out.find("--dout") == std::string::npos);
+      CHECK(help.out.find("Q from a .npy file") == std::string::npos);
+    }
+    CHECK(cuflash("run --help", tmp).out.find("--dout") != std::string::npos);
+  }
+  SECTION("an empty --sweep is refused, not read as no sweep") {
+    const Outcome o = cuflash("bench --list --sweep ''", tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("--sweep") != std::string::npos);
+  }
   SECTION("--save-inputs needs --out-dir") {
     const Outcome o = cuflash("run --backend cpu -s 8 -d 8 --save-inputs", tmp);
     CHECK(o.exit_code == 2);
@@ -249,6 +281,33 @@ print("ok")
   INFO(check.err);
   CHECK(check.exit_code == 0);
   CHECK(check.out == "ok\n");
+}
+
+TEST_CASE("run: LSE's +inf is non-finite unless its row sees no key", "[cli]") {
+  TempDir tmp;
+  const auto lse_nonfinite = [](const Outcome& o) {
+    const auto at = o.out.find("\"tensor\": \"lse\"");
+    REQUIRE(at != std::string::npos);
+    const auto field = o.out.find("\"nonfinite\": ", at);
+    REQUIRE(field != std::string::npos);
+    return std::atoll(o.out.c_str() + field + 13);
+  };
+  // Bottom-right causal, 8 queries on 4 keys: rows 0-3 of each of the 2 heads see no key.
+  const Outcome keyless =
+      cuflash("run --backend cpu --heads 2 -s 8 --seq-k 4 -d 8 --causal --format json", tmp);
+  INFO(keyless.err);
+  REQUIRE(keyless.exit_code == 0);
+  CHECK(lse_nonfinite(keyless) == 0);
+  // Scores of 8e40 overflow fp32: every LSE is +inf while every row sees keys (O is 1).
+  numpy_save(tmp, tmp.path / "q.npy", "np.full((1, 1, 4, 8), 1e20, np.float32)");
+  numpy_save(tmp, tmp.path / "v.npy", "np.ones((1, 1, 4, 8), np.float32)");
+  const std::string q = quoted(tmp.path / "q.npy");
+  const Outcome overflow = cuflash("run --backend cpu --format json --q " + q + " --k " + q +
+                                       " --v " + quoted(tmp.path / "v.npy"),
+                                   tmp);
+  INFO(overflow.err);
+  REQUIRE(overflow.exit_code == 0);
+  CHECK(lse_nonfinite(overflow) == 4);
 }
 
 TEST_CASE("run reads inputs from .npy files", "[cli]") {
@@ -568,6 +627,32 @@ TEST_CASE("run --out-dir: files of an earlier run never sit silently beside new 
     CHECK(o.err.find("o.npy") != std::string::npos);
     CHECK(o.err.find("--q") != std::string::npos);
     CHECK(snapshot(dir) == before);
+  }
+  SECTION("an --alibi-slopes file in the folder is an input too: never written") {
+    fs::create_directory(dir);
+    numpy_save(tmp, dir / "lse.npy", "np.full(2, 0.5, np.float32)");
+    const std::string slopes = "--heads 2 --alibi-slopes ";
+    const auto before = snapshot(dir);
+    const Outcome o =
+        cuflash(shape + slopes + quoted(dir / "lse.npy") + " --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 2);
+    CHECK(o.err.find("lse.npy") != std::string::npos);
+    CHECK(o.err.find("--alibi-slopes") != std::string::npos);
+    CHECK(snapshot(dir) == before);
+    fs::rename(dir / "lse.npy", dir / "q.npy");
+    const auto renamed = snapshot(dir);
+    const Outcome saved = cuflash(
+        shape + "--save-inputs " + slopes + quoted(dir / "q.npy") + " --out-dir " + quoted(dir),
+        tmp);
+    CHECK(saved.exit_code == 2);
+    CHECK(saved.err.find("--alibi-slopes") != std::string::npos);
+    CHECK(snapshot(dir) == renamed);
+    // Without --save-inputs nothing is written onto it: the run goes ahead beside it.
+    const Outcome beside =
+        cuflash(shape + "-q " + slopes + quoted(dir / "q.npy") + " --out-dir " + quoted(dir), tmp);
+    INFO(beside.err);
+    CHECK(beside.exit_code == 0);
+    CHECK(snapshot(dir).at("q.npy") == renamed.at("q.npy"));
   }
   SECTION("a forward-only run warns about dq, dk, dv and dout.npy of an earlier backward run") {
     REQUIRE(cuflash(shape + "--backward --save-inputs -q --out-dir " + quoted(dir), tmp)

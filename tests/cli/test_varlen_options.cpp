@@ -145,15 +145,24 @@ TEST_CASE("varlen: bad lengths and combinations are one-line usage errors", "[cl
   require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --cache-seqlens 3,5", "--seqlens");
   require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --page-size 16", "--seqlens");
   require_usage_error_writing_nothing("bench --sweep fa --seqlens 3,5", "--seqlens");
+  // Lengths whose sum overflows 64 bits name their option (they once made a case of -1 tokens).
+  require_usage_error_writing_nothing(run + "--layout thd --seqlens 9223372036854775807,1",
+                                      "--seqlens 9223372036854775807,1 sums past");
+  require_usage_error_writing_nothing(
+      run + "--layout thd --seqlens 1,2 --seqlens-k 9223372036854775807,1", "--seqlens-k");
+  require_usage_error_writing_nothing("bench --list --layout thd --seqlens 9223372036854775807,1",
+                                      "--seqlens");
 
   TempDir tmp;
   std::ofstream(tmp.path / "b.txt") << "b=2 h=2 seqlens=5+9\n";
   std::ofstream(tmp.path / "l.txt") << "h=2 seqlens=5+9 layout=bhsd\n";
   std::ofstream(tmp.path / "t.txt") << "h=2 layout=thd\n";
   std::ofstream(tmp.path / "z.txt") << "h=2 seqlens=5+0\n";
-  for (const auto& [file, word] : {std::pair{"b.txt", "drop b"}, std::pair{"l.txt", "layout"},
-                                   std::pair{"t.txt", "needs seqlens"},
-                                   std::pair{"z.txt", "positive integer"}}) {
+  std::ofstream(tmp.path / "o.txt") << "h=2 seqlens=9223372036854775807+1\n";
+  for (const auto& [file, word] :
+       {std::pair{"b.txt", "drop b"}, std::pair{"l.txt", "layout"},
+        std::pair{"t.txt", "needs seqlens"}, std::pair{"z.txt", "positive integer"},
+        std::pair{"o.txt", "o.txt:1: seqlens: the lengths sum past"}}) {
     const Outcome o = cuflash("bench --list --sweep " + (tmp.path / file).string(), tmp);
     INFO(file << ": " << o.err);
     CHECK(o.exit_code == 2);
