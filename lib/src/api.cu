@@ -215,12 +215,19 @@ void validate_tensor(const std::string& context, const std::string& name, const 
   std::stable_sort(std::begin(dims), std::end(dims),
                    [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
   int64_t span = head_dim;  // elements covered by the dimensions handled so far
+  const Dim* inner = nullptr;  // the last of them that steps
   for (const Dim& dim : dims) {
     if (dim.size == 1) continue;
     if (dim.stride < span) {
+      // Name both strides: either may be the wrong one (a bshd seq_stride of head_dim, say).
+      const std::string with = inner == nullptr ? std::string()
+                                                : " with " + name + "." + inner->stride_name +
+                                                      " (" + std::to_string(inner->stride) + ")";
       invalid(context, name + "." + dim.stride_name + " (" + std::to_string(dim.stride) +
-                           ") makes rows overlap: it must be at least " + std::to_string(span));
+                           ") makes rows overlap" + with + ": it must be at least " +
+                           std::to_string(span));
     }
+    inner = &dim;
     span = checked_add(checked_mul(dim.stride, dim.size - 1), span);
     if (span < 0 || checked_mul(span, dtype_size(dtype)) < 0) {
       invalid(context, name + " strides span more than 64-bit offsets can address");
@@ -273,8 +280,8 @@ void validate_paged(const std::string& context, const AttentionShape& s, DType d
                     const PagedKV& paged) {
   const int64_t page_size = paged.page_size;
   if (page_size < 16 || (page_size & (page_size - 1)) != 0 || page_size > kMaxSeqLen) {
-    invalid(context, "paged.page_size must be a power of two of at least 16, got " +
-                         std::to_string(page_size));
+    invalid(context, "paged.page_size must be a power of two from 16 to " +
+                         std::to_string(kMaxSeqLen) + ", got " + std::to_string(page_size));
   }
   if (paged.num_pages <= 0) {
     invalid(context, "paged.num_pages must be positive, got " + std::to_string(paged.num_pages));
@@ -425,9 +432,13 @@ class CallOperands {
   int64_t keys_;
 };
 
-// The workspace bytes a call may write when it names none narrower: those given, as int64.
+// The workspace bytes a call may write when it names none narrower: those given, at most 2^48
+// (256 TiB, beyond any device's memory). The cap keeps the overlap search's arithmetic (a
+// distance between addresses plus an operand's bytes) within int64 for a workspace given with
+// no stated end (SIZE_MAX).
 int64_t given_workspace_bytes(size_t bytes) {
-  return int64_t(std::min<size_t>(bytes, size_t(std::numeric_limits<int64_t>::max())));
+  constexpr size_t kMaxWorkspaceBytes = size_t{1} << 48;
+  return int64_t(std::min(bytes, kMaxWorkspaceBytes));
 }
 
 // forward()'s outputs (O, LSE and the workspace when given) apart from its inputs.
@@ -472,6 +483,23 @@ void validate_backward_outputs_apart(const std::string& context, const BackwardA
       call.keys("v", args.v, args.dtype),          call.queries("out", args.out, args.dtype),
       call.queries("dout", args.dout, args.dtype), call.lse(args.lse)};
   validate_outputs_apart(context, outputs, inputs);
+}
+
+// A varlen batch is on when cu_seqlens_q is set (VarlenBatch::enabled()), paged K/V when the
+// block table is: their other fields set without it would be ignored, and the call run as a
+// dense one.
+void validate_optional_parts_given_whole(const std::string& context, const VarlenBatch& varlen,
+                                         const PagedKV& paged = {}) {
+  if (varlen.any_given() && !varlen.enabled()) {
+    invalid(context,
+            "varlen.cu_seqlens_q is null but other varlen fields are set: give "
+            "cu_seqlens_q, cu_seqlens_k and both totals, or none");
+  }
+  if (paged.any_given() && !paged.enabled()) {
+    invalid(context,
+            "paged.block_table is null but other paged fields are set: give the pools, "
+            "their sizes and the block table, or none");
+  }
 }
 
 void validate_cache_seqlens(const std::string& context, const int32_t* cache_seqlens) {
@@ -544,6 +572,7 @@ void forward(const ForwardArgs& args, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   ForwardArgs resolved = args;
   resolved.scale = validate_problem_and_variants(context, args);
+  validate_optional_parts_given_whole(context, args.varlen, args.paged);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(),
                            args.paged.enabled(), args.cache_seqlens != nullptr);
   if (args.varlen.enabled()) {
@@ -732,6 +761,7 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   BackwardArgs resolved = args;
   resolved.scale = validate_problem_and_variants(context, args);
+  validate_optional_parts_given_whole(context, args.varlen);
   validate_diagonal_offset(context, args.diagonal_offset, args.varlen.enabled(), false, false);
   validate_sums_given_whole(context, args.sums);
   if (args.sums.enabled() && args.varlen.enabled()) {
@@ -758,10 +788,21 @@ void backward(const BackwardArgs& args, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), "backward: kernel launch");
 }
 
+void check_problem_args(const ForwardArgs& args, const std::string& caller) {
+  validate_problem_and_variants(caller, args);
+  validate_optional_parts_given_whole(caller, args.varlen, args.paged);
+  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
+}
+
+void check_problem_args(const BackwardArgs& args, const std::string& caller) {
+  validate_problem_and_variants(caller, args);
+  validate_optional_parts_given_whole(caller, args.varlen);
+  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
+}
+
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller) {
   const AttentionShape& s = args.shape;
-  validate_problem_and_variants(caller, args);
-  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
+  check_problem_args(args, caller);
   validate_tensor(caller, "q", args.q, s.batch, s.heads, s.seq_q, s.head_dim, args.dtype);
   validate_tensor(caller, "k", args.k, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
   validate_tensor(caller, "v", args.v, s.batch, s.heads_kv, s.seq_k, s.head_dim, args.dtype);
@@ -771,8 +812,7 @@ void check_dense_forward_args(const ForwardArgs& args, const std::string& caller
 }
 
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller) {
-  validate_problem_and_variants(caller, args);
-  validate_diagonal_offset(caller, args.diagonal_offset, false, false, false);
+  check_problem_args(args, caller);
   validate_sums_given_whole(caller, args.sums);
   validate_backward_tensors(caller, args);
   validate_lse(caller, args.lse);

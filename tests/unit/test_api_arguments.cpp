@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "cuflash/attention.h"
@@ -139,6 +140,56 @@ TEST_CASE("api: gradient sums are given whole or not at all", "[api][sums]") {
                   "caller: sums.dk or sums.dv is set");
 }
 
+TEST_CASE("api: a varlen batch or paged K/V given in part is refused, not run densely",
+          "[api][varlen][paged]") {
+  // Key offsets without query offsets once ran as a dense batch.
+  auto forward = varlen_args<cuflash::ForwardArgs>(2, 32, 32);
+  forward.varlen.cu_seqlens_q = nullptr;
+  require_invalid([&] { cuflash::forward(forward); }, "forward: varlen.cu_seqlens_q is null");
+  require_invalid([&] { cuflash::check_problem_args(forward, "caller"); },
+                  "caller: varlen.cu_seqlens_q is null");
+  auto backward = varlen_args<cuflash::BackwardArgs>(2, 32, 32);
+  backward.varlen.cu_seqlens_q = nullptr;
+  backward.varlen.cu_seqlens_k = nullptr;  // the totals alone
+  require_invalid([&] { cuflash::backward(backward); }, "backward: varlen.cu_seqlens_q is null");
+  require_invalid([&] { cuflash::check_dense_backward_args(backward, "caller"); },
+                  "caller: varlen.cu_seqlens_q is null");
+  // Pools without a block table once failed on "k.data is null", naming neither.
+  cuflash::ForwardArgs paged;
+  paged.shape = cuflash::AttentionShape{1, 4, 4, 1, 64, 64};
+  paged.paged.k_pages = g_memory;
+  paged.paged.v_pages = g_memory;
+  paged.paged.num_pages = 4;
+  paged.paged.page_size = 16;
+  require_invalid([&] { cuflash::forward(paged); }, "forward: paged.block_table is null");
+  require_invalid([&] { cuflash::check_dense_forward_args(paged, "caller"); },
+                  "caller: paged.block_table is null");
+}
+
+TEST_CASE("api: check_problem_args() refuses what forward() and backward() refuse of a problem",
+          "[api]") {
+  cuflash::ForwardArgs forward;
+  forward.shape = cuflash::AttentionShape{1, 4, 4, 16, 16, 300};  // no tensors: not read
+  try {
+    cuflash::check_problem_args(forward, "ring");
+    FAIL("head_dim 300 taken");
+  } catch (const Error& e) {
+    CHECK(e.kind() == Error::Kind::unsupported);
+    CHECK_THAT(e.what(), Contains("ring: head_dim 300 is not supported"));
+  }
+  forward.shape.head_dim = 64;
+  CHECK_NOTHROW(cuflash::check_problem_args(forward, "ring"));
+  forward.softcap = -1.f;
+  require_invalid([&] { cuflash::check_problem_args(forward, "ring"); }, "ring: softcap");
+  cuflash::BackwardArgs backward;
+  backward.shape = cuflash::AttentionShape{1, 4, 3, 16, 16, 64};
+  require_invalid([&] { cuflash::check_problem_args(backward, "ring"); },
+                  "ring: shape.heads (4) must be a multiple of shape.heads_kv (3)");
+  backward.shape.heads_kv = 4;
+  backward.scale = 1e-35f;
+  require_invalid([&] { cuflash::check_problem_args(backward, "ring"); }, "ring: scale");
+}
+
 TEST_CASE("api: the dense argument checks refuse a diagonal_offset as forward() does",
           "[api][context_parallel]") {
   cuflash::ForwardArgs forward;
@@ -255,6 +306,25 @@ TEST_CASE("api: an output sharing memory with an input or another output is refu
   forward.out = forward.k;
   require_invalid([&] { cuflash::check_dense_forward_args(forward, "caller"); },
                   "caller: out overlaps k");
+  // Rows that overlap within a tensor: the message names both strides, either may be wrong.
+  forward = apart_forward_args();
+  forward.q.seq_stride = 64;
+  forward.q.head_stride = 64;
+  require_invalid([&] { cuflash::forward(forward); },
+                  "q.head_stride (64) makes rows overlap with q.seq_stride (64): it must be at "
+                  "least 1024");
+  // A workspace of no stated end (the largest size_t) after every tensor is apart from them;
+  // one that starts inside V, the highest tensor, overlaps it (the search's bounds once
+  // overflowed and let it by).
+  forward = apart_forward_args();
+  forward.workspace = g_regions + 4096 * 9;
+  forward.workspace_bytes = std::numeric_limits<size_t>::max();
+  CHECK_NOTHROW(cuflash::check_dense_forward_args(forward, "caller"));
+  forward.v = region_tensor(12);
+  forward.workspace = static_cast<unsigned char*>(forward.v.data) + 256;
+  require_invalid([&] { cuflash::forward(forward); }, "forward: workspace overlaps v");
+  require_invalid([&] { cuflash::check_dense_forward_args(forward, "caller"); },
+                  "caller: workspace overlaps v");
 
   cuflash::BackwardArgs backward = apart_backward_args();
   backward.dq = backward.dout;

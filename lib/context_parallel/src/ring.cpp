@@ -484,6 +484,10 @@ void check_rank_tensors(const RingLayout& l, const AttentionShape& s,
       refuse(Error::Kind::invalid_argument,
              "the problem has ALiBi slopes but rank " + std::to_string(r) + " gives none");
     }
+    if (alibi && reinterpret_cast<uintptr_t>(t.alibi_slopes) % alignof(float) != 0) {
+      refuse(Error::Kind::invalid_argument,
+             "alibi_slopes of rank " + std::to_string(r) + " must be 4-byte aligned");
+    }
   }
 }
 
@@ -502,7 +506,7 @@ void check_problem(const std::string& direction, const AttentionShape& s, int ra
                                               " ranks' tensors for " + std::to_string(ranks) +
                                               " ranks");
   }
-  if (varlen.enabled()) {
+  if (varlen.any_given()) {
     refuse(Error::Kind::unsupported, direction + ": a varlen batch (dense only)");
   }
   if (diagonal_offset) {
@@ -640,7 +644,8 @@ void Ring::forward(const ForwardArgs& problem, Layout layout,
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("forward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
-  if (problem.paged.enabled() || problem.cache_seqlens != nullptr || problem.splits > 1 ||
+  check_problem_args(problem, std::string(kContext) + ": forward");  // before any transfer
+  if (problem.paged.any_given() || problem.cache_seqlens != nullptr || problem.splits > 1 ||
       problem.splits < 0) {
     refuse(Error::Kind::unsupported, "forward: paged K/V, cache_seqlens and key splits other "
                                      "than 0 or 1 are not supported (dense K/V, unsplit blocks)");
@@ -717,6 +722,7 @@ void Ring::backward(const BackwardArgs& problem, Layout layout,
   const AttentionShape& s = problem.shape;
   const int n = ring.ranks();
   check_problem("backward", s, n, problem.varlen, problem.diagonal_offset, tensors.size());
+  check_problem_args(problem, std::string(kContext) + ": backward");  // before any transfer
   if (problem.sums.any_given()) {  // a partial set is not "off" either
     refuse(Error::Kind::unsupported,
            "backward: sums (fp32 gradient sums) are not supported: the "

@@ -144,7 +144,7 @@ Plan plan_of(const std::string& context, const AttentionShape& s, Mask mask, Win
 void check_common(const std::string& context, int ranks, const VarlenBatch& varlen,
                   const std::optional<int64_t>& diagonal_offset) {
   check_ranks(context, ranks);
-  if (varlen.enabled()) {
+  if (varlen.any_given()) {
     refuse(Error::Kind::unsupported, context, "a varlen batch is not supported (dense only)");
   }
   if (diagonal_offset) {
@@ -170,7 +170,7 @@ void check_workspace(const std::string& context, const void* workspace, size_t b
 void check_forward(const ForwardArgs& args, int ranks) {
   const std::string context = "context_parallel::single_gpu_forward";
   check_common(context, ranks, args.varlen, args.diagonal_offset);
-  if (args.paged.enabled() || args.cache_seqlens != nullptr) {
+  if (args.paged.any_given() || args.cache_seqlens != nullptr) {
     refuse(Error::Kind::unsupported, context,
            "paged K/V and cache_seqlens are not supported (dense K/V only)");
   }

@@ -72,6 +72,11 @@ struct PagedKV {
   int64_t block_table_stride = 0;  // >= ceil(seq_k / page_size): the pages of seq_k keys
 
   bool enabled() const { return block_table != nullptr; }
+  // Any field set: forward() refuses a cache given in part rather than read K and V densely.
+  bool any_given() const {
+    return k_pages != nullptr || v_pages != nullptr || num_pages != 0 || page_size != 0 ||
+           block_table != nullptr || block_table_stride != 0;
+  }
 };
 
 // A variable-length packed batch (FlashAttention's varlen convention): the shape's `batch`
@@ -96,6 +101,11 @@ struct VarlenBatch {
   int64_t total_k = 0;  // cu_seqlens_k[batch]: the tokens of k, v, dk, dv
 
   bool enabled() const { return cu_seqlens_q != nullptr; }
+  // Any field set: forward() and backward() refuse a batch given in part rather than run a dense
+  // one.
+  bool any_given() const {
+    return cu_seqlens_q != nullptr || cu_seqlens_k != nullptr || total_q != 0 || total_k != 0;
+  }
 };
 
 // ALiBi slopes in device memory, fp32: the slope of (batch b, query head h) is
@@ -415,6 +425,12 @@ void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 // parallelism) and must refuse the whole problem's tensors before the first part runs.
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller);
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller);
+
+// What forward() and backward() check of a call's problem alone (shape, dtype, mask, scale,
+// variants, diagonal_offset's range), none of its tensors: for code that runs a problem whose
+// tensors are spread over devices (the ring) and must refuse it before the first transfer.
+void check_problem_args(const ForwardArgs& args, const std::string& caller);
+void check_problem_args(const BackwardArgs& args, const std::string& caller);
 
 // Number of CUDA devices usable by this process; 0 (never an exception) when there is none or
 // no driver.
