@@ -238,16 +238,18 @@ void apply_varlen_options(const ProblemOptions& o, Problem& p) {
       }
     }
   }
+  // (The totals differ only where tensors come from files: generated ones hold the sums.)
   const auto check_total = [](const char* name, const std::vector<int64_t>& lengths,
-                              int64_t tokens) {
+                              const char* tensors, int64_t tokens) {
     if (sum_of(lengths) != tokens) {
       throw UsageError(std::string(name) + " " + join(lengths) + " sums to " +
-                       std::to_string(sum_of(lengths)) + " tokens, but the tensors hold " +
+                       std::to_string(sum_of(lengths)) + " tokens, but " + tensors + " " +
                        std::to_string(tokens));
     }
   };
-  check_total("--seqlens", o.seqlens, p.shape.seq_q);
-  check_total(o.seqlens_k.empty() ? "--seqlens" : "--seqlens-k", lengths_k, p.shape.seq_k);
+  check_total("--seqlens", o.seqlens, "--q holds", p.shape.seq_q);
+  check_total(o.seqlens_k.empty() ? "--seqlens" : "--seqlens-k", lengths_k, "--k and --v hold",
+              p.shape.seq_k);
   p.seqlens_q = o.seqlens;
   p.seqlens_k = lengths_k;
 }

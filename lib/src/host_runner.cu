@@ -1,6 +1,6 @@
 // Host convenience layer (see host_runner.h): owns every device allocation through RAII so that
 // an exception at any step (bad argument, CUDA error, kernel error) leaks nothing.
-#include "cuflash/host_runner.h"
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -8,13 +8,13 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
-
-#include <cuda_runtime_api.h>
 
 #include "cuflash/cuda_error.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
+#include "cuflash/host_runner.h"
 #include "paged_cache.h"
 
 namespace cuflash {
@@ -111,16 +111,16 @@ void check_varlen(const Problem& p) {
   if (p.page_size != 0 || !p.cache_seqlens.empty()) {
     fail("a variable-length batch takes neither page_size nor cache_seqlens");
   }
-  const std::pair<const std::vector<int64_t>*, int64_t> sides[] = {{&p.seqlens_q, p.shape.seq_q},
-                                                                   {&p.seqlens_k, p.shape.seq_k}};
-  for (const auto& [lengths, total] : sides) {
+  const std::tuple<const char*, const std::vector<int64_t>*, int64_t> sides[] = {
+      {"seqlens_q", &p.seqlens_q, p.shape.seq_q}, {"seqlens_k", &p.seqlens_k, p.shape.seq_k}};
+  for (const auto& [name, lengths, total] : sides) {
     int64_t sum = 0;
     for (const int64_t length : *lengths) {
-      if (length < 1) fail("sequence lengths must be positive, got " + std::to_string(length));
-      sum += length;
+      if (length < 1) fail(std::string(name) + " must be positive, got " + std::to_string(length));
+      if (__builtin_add_overflow(sum, length, &sum)) fail(std::string(name) + " sum past 2^63");
     }
     if (sum != total || sum > std::numeric_limits<int32_t>::max()) {
-      fail("sequence lengths sum to " + std::to_string(sum) + ", expected the " +
+      fail(std::string(name) + " sum to " + std::to_string(sum) + ", expected the " +
            std::to_string(total) + " packed tokens (at most 2^31 - 1)");
     }
   }

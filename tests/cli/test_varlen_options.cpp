@@ -199,9 +199,11 @@ print(np.load(f"{d}/o.npy").shape, np.load(f"{d}/lse.npy").shape)
 )PY", dir.string());
   CHECK(shapes.out == "(10, 4, 8) (4, 10)\n");
 
-  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,5" + files, "sums to 8 tokens");
-  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,7 --seqlens-k 3,8" + files,
-                "--seqlens-k");
+  require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,5" + files,
+                                      "sums to 8 tokens, but --q holds 10");
+  require_usage_error_writing_nothing(
+      "run --backend cpu --layout thd --seqlens 3,7 --seqlens-k 3,8" + files,
+      "--seqlens-k 3,8 sums to 11 tokens, but --k and --v hold 10");
   require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,7 --q " +
                     (tmp.path / "q4.npy").string() + " --k " + (tmp.path / "k.npy").string() +
                     " --v " + (tmp.path / "v.npy").string(),

@@ -66,7 +66,9 @@ inline void check_varlen(const Problem& p) {
         throw std::invalid_argument(std::string(name) + ": " + std::to_string(length) +
                                     " is not a positive length");
       }
-      sum += length;
+      if (__builtin_add_overflow(sum, length, &sum)) {
+        throw std::invalid_argument(std::string(name) + " sum past 2^63 tokens");
+      }
     }
     if (sum != total) {
       throw std::invalid_argument(std::string(name) + " sum to " + std::to_string(sum) +
