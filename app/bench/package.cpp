@@ -32,12 +32,23 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+void require_new_package_folder(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "metadata.json", ec)) {
+    throw cli::UsageError("--out-dir " + dir +
+                          ": already holds a result package; choose a new "
+                          "folder");
+  }
+  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
+    throw cli::UsageError("--out-dir " + dir +
+                          ": the folder exists and is not empty; a result "
+                          "package goes into a new or empty folder");
+  }
+}
+
 ResultPackage::ResultPackage(std::string dir, JsonRows rows)
     : dir_(std::move(dir)), rows_(rows) {
-  if (fs::exists(fs::path(dir_) / "metadata.json")) {
-    throw cli::UsageError("--out-dir " + dir_ +
-                          ": already holds a result package; choose a new folder");
-  }
+  require_new_package_folder(dir_);
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) {

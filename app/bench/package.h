@@ -21,11 +21,15 @@
 
 namespace cuflash::bench {
 
+// Throws cli::UsageError unless `dir` is absent or an empty folder: a package's files have
+// common names (README.md, results.json, ...), and no file of the user's may be replaced.
+void require_new_package_folder(const std::string& dir);
+
 class ResultPackage {
  public:
-  // Creates `dir` (with parents). Throws cli::UsageError when it already holds a package
-  // (a metadata.json), cli::RuntimeFailure when it cannot be created. `rows`: the rows of
-  // results.json.
+  // Creates `dir` (with parents). Throws cli::UsageError when it exists and is not empty
+  // (require_new_package_folder()), cli::RuntimeFailure when it cannot be created. `rows`: the
+  // rows of results.json.
   explicit ResultPackage(std::string dir, JsonRows rows = JsonRows::medians);
 
   // Rewrites the package from the records so far; `metadata` is written as given.

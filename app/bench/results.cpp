@@ -44,7 +44,7 @@ double positive_number(const std::string& text, const std::string& whole) {
   try {
     size_t used = 0;
     const double value = std::stod(text, &used);
-    if (used == text.size() && value > 0) return value;
+    if (used == text.size() && value > 0 && value < 1e300) return value;
   } catch (const std::exception&) {
   }
   throw cli::UsageError("--peak-tflops '" + whole + "': '" + text +

@@ -65,10 +65,18 @@ void log_summary(const SweepOutcome& outcome, size_t total, int rounds,
 
 }  // namespace
 
-// A sweep can run for an hour: refuse an --output whose folder cannot take the file before it
+// A sweep can run for an hour: an --output that cannot take the file is refused before it
 // starts, not after.
 void check_output_writable(const std::string& output) {
   if (output.empty()) return;
+  // The file is written to OUTPUT.tmp and renamed over OUTPUT: a folder there would fail at the
+  // end, and a link would be replaced rather than written through.
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(output, ec);
+  if (std::filesystem::is_directory(status) || std::filesystem::is_symlink(status) ||
+      (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))) {
+    throw cli::UsageError("--output " + output + ": not a regular file; give a file's path");
+  }
   std::filesystem::path folder = std::filesystem::path(output).parent_path();
   if (folder.empty()) folder = ".";
   if (!std::filesystem::is_directory(folder) || access(folder.c_str(), W_OK) != 0) {

@@ -42,4 +42,9 @@ struct SessionPlan {
 // cli::RuntimeFailure when a file cannot be written.
 int run_session(const SessionPlan& plan, const CaseRunner& runner);
 
+// Throws unless `output` (--output; "" for stdout) can take the results once a sweep is done:
+// cli::UsageError for a folder, link or other non-regular file there (the file is replaced by a
+// rename), cli::RuntimeFailure for a folder that does not exist or cannot be written.
+void check_output_writable(const std::string& output);
+
 }  // namespace cuflash::bench

@@ -33,6 +33,10 @@ constexpr const char* kSweepExtension = ".txt";
 // shorter; a binary file's "line" may not be.
 constexpr size_t kMaxQuoted = 300;
 
+// The most cases a sweep file names: far more than a run can time (the largest shipped sweep
+// has 208), few enough to hold in memory.
+constexpr size_t kMaxSweepCases = 100000;
+
 // The keys of a sweep line, in the order the product runs (outermost first).
 const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
                                      "hkv",    "sq",      "sk",    "seqlens", "seqlens_k",
@@ -192,9 +196,10 @@ class LineParser {
   std::string where_;
 };
 
-// Forced key splits, a page size or context-parallel ranks that the case cannot take
-// (cli::check_case_size's rules), as line errors.
-void check_splits(const Problem& p, const LineParser& parser) {
+// A case the command line would refuse (cli::check_case_size's rules: sizes past 2^40
+// elements, forced key splits, a page size or context-parallel ranks it cannot take), as a line
+// error.
+void check_case(const Problem& p, const LineParser& parser) {
   try {
     cli::check_case_size(p);
   } catch (const UsageError& e) {
@@ -274,7 +279,7 @@ Problem case_of(const CaseValues& v, const LineParser& parser) {
   }
   p.deterministic = v.at("deterministic") == "1";
   p.ranks = parser.ranks(v.at("ranks"));
-  if (p.splits != 0 || p.page_size != 0 || p.varlen() || p.ranks != 0) check_splits(p, parser);
+  check_case(p, parser);
   return p;
 }
 
@@ -291,6 +296,16 @@ void expand_line(const LineValues& values, const LineParser& parser,
     if (layouts != values.end() &&
         (layouts->second.size() != 1 || layouts->second.front() != "thd")) {
       parser.fail("seqlens packs the sequences in layout thd; drop layout or give thd");
+    }
+  }
+  // The product of the lists, counted before it is made: a line of a few long lists can name
+  // more cases than memory holds, and no run could time them.
+  size_t combinations = 1;
+  for (const auto& [key, items] : values) {
+    if (__builtin_mul_overflow(combinations, items.size(), &combinations) ||
+        cases.size() + combinations > kMaxSweepCases) {
+      parser.fail("the file's lines name more than " + std::to_string(kMaxSweepCases) +
+                  " cases; split the sweep");
     }
   }
   CaseValues chosen;

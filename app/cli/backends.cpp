@@ -131,10 +131,10 @@ Backend resolve_backend(const std::string& name) {
 
 const char* to_string(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
 
-void require_gpu_support(const Problem& p) {
+void require_gpu_support(const Problem& p, const std::string& head_dim_source) {
   if (is_supported_head_dim(p.shape.head_dim)) return;
   const std::vector<int> supported = supported_head_dims();
-  throw UsageError("-d/--head-dim " + std::to_string(p.shape.head_dim) +
+  throw UsageError(head_dim_source + " " + std::to_string(p.shape.head_dim) +
                    ": the CUDA kernels take a head_dim that is a multiple of " +
                    std::to_string(supported.front()) + " from " +
                    std::to_string(supported.front()) + " to " + std::to_string(supported.back()) +

@@ -40,8 +40,9 @@ Backend resolve_backend(const std::string& name);
 const char* to_string(Backend backend);
 
 // Throws UsageError when the CUDA kernels cannot compute the problem (a head_dim without
-// kernels), saying that the CPU backend can. Needs no GPU.
-void require_gpu_support(const Problem& p);
+// kernels), saying that the CPU backend can. Needs no GPU. `head_dim_source` names where the
+// head_dim came from (the option, or a sweep file's case).
+void require_gpu_support(const Problem& p, const std::string& head_dim_source = "-d/--head-dim");
 
 // Progress of the CPU reference, per stage ("forward", "backward"), as
 // reference::ProgressCallback: thread-safe, never throwing; false stops the computation.

@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "bench/compare.h"
 #include "bench/formats.h"
 #include "bench/gpu_runner.h"
+#include "bench/package.h"
 #include "bench/profile_target.h"
 #include "bench/profiler.h"
 #include "bench/session.h"
@@ -57,6 +59,23 @@ struct Selection {
   std::string sweep = "command line";  // the --sweep value, or "command line"
   std::string sweep_file;              // the file read, if any
 };
+
+// A case named twice would be timed twice under one name: results.json would hold both rows,
+// and a comparison would pool their samples. (A mask given as causal and causal-top-left with
+// equal lengths is one mask, named causal:1.)
+void refuse_repeated_cases(const Selection& s) {
+  std::set<std::string> names;
+  for (const Problem& c : s.cases) {
+    if (!names.insert(case_label(c)).second) {
+      throw UsageError(
+          "case " + case_label(c) + " comes twice from " +
+          (s.sweep_file.empty() ? std::string("the options' lists") : "--sweep " + s.sweep_file) +
+          (c.mask != Mask::none && c.shape.seq_q == c.shape.seq_k
+               ? " (causal and causal-top-left with equal lengths are one mask)"
+               : ""));
+    }
+  }
+}
 
 Selection select_cases(const BenchOptions& o) {
   refuse_input_files(o.problem, "bench");
@@ -108,6 +127,7 @@ Selection select_cases(const BenchOptions& o) {
       require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)");
     }
   }
+  refuse_repeated_cases(s);
   if (!o.filter.empty()) {
     const size_t before = s.cases.size();
     s.cases = filter_cases(s.cases, o.filter);
@@ -202,22 +222,31 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
   plan.format = parse_format(o.format.empty() ? global.format : o.format);
   if (!o.peak_tflops.empty()) plan.settings.peak_tflops = parse_peak_tflops(o.peak_tflops);
   if (!o.peak_gbps.empty()) plan.settings.peak_gbps = parse_peak_gbps(o.peak_gbps);
+  check_output_writable(o.output);
   if (o.list) {  // names alone, or with --format json one {"case": NAME} object a line
-    if (plan.format == Format::json) {
-      std::vector<Record> records;
-      for (const Problem& c : selection.cases) {
-        records.push_back(Record().add("case", case_label(c)));
-      }
-      print_records(records, OutputFormat::json);
+    std::string text;
+    for (const Problem& c : selection.cases) {
+      text += (plan.format == Format::json ? Record().add("case", case_label(c)).to_json()
+                                           : case_label(c)) +
+              "\n";
+    }
+    if (o.output.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
     } else {
-      for (const Problem& c : selection.cases) std::printf("%s\n", case_label(c).c_str());
+      write_file_atomically(o.output, text);
     }
     return kExitOk;
   }
-  // A baseline that cannot serve is a usage error, found before the GPU is asked for.
+  // A baseline that cannot serve and a package folder that is not new are usage errors, found
+  // before the GPU is asked for.
   if (!o.compare.empty()) load_baseline(o.compare);
+  if (!o.out_dir.empty()) require_new_package_folder(o.out_dir);
   if (device_count() == 0) {
-    for (const Problem& c : selection.cases) require_gpu_support(c);  // as verify: exit 2 first
+    for (const Problem& c : selection.cases) {  // as verify: exit 2 first
+      require_gpu_support(c, selection.sweep_file.empty()
+                                 ? "-d/--head-dim"
+                                 : selection.sweep_file + ": case " + case_label(c) + ": d");
+    }
     throw RuntimeFailure("bench times the CUDA kernels and needs a CUDA GPU; none was found");
   }
   plan.cases = selection.cases;
@@ -290,10 +319,16 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "sample replays N calls captured in a CUDA graph: launch overhead does not count");
   cmd.add_flag("--cold", o.cold,
                "Flush L2 (write 2x its size) before every sample; one call per sample");
+  // An empty value would read as "not given": refused instead.
+  const CLI::Validator non_empty(
+      [](std::string& text) { return text.empty() ? "an empty value is not accepted" : ""; },
+      "NUMBER");
   cmd.add_option("--peak-gbps", o.peak_gbps,
-                 "Peak memory bandwidth in GB/s (10^9 bytes/s) to report a % of, e.g. 4800");
+                 "Peak memory bandwidth in GB/s (10^9 bytes/s) to report a % of, e.g. 4800")
+      ->check(non_empty);
   cmd.add_option("--peak-tflops", o.peak_tflops,
-                 "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'");
+                 "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'")
+      ->check(non_empty);
   cmd.add_flag("--verify", o.verify,
                "Check each case against the CPU reference first (skipped above 2^33 "
                "multiply-adds per product)");
@@ -303,9 +338,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->check(non_empty_path("FILE"));
   CLI::Option* out_dir = cmd.add_option(
       "--out-dir", o.out_dir,
-      "Write a result package here (a new folder): metadata.json, results.json (one row per "
-      "pass with its statistics), results.md, failures.json")
-      ->check(non_empty_path("DIR"));
+      "Write a result package here (a new or empty folder): metadata.json, results.json (one "
+      "row per pass with its statistics), results.md, failures.json");
+  out_dir->check(non_empty_path("DIR"));
   cmd.add_flag("--samples", o.samples,
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")
@@ -313,10 +348,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   CLI::Option* compare = cmd.add_option(
       "--compare", o.compare,
       "Compare with an earlier run: a result package (its folder or its results.json), or Google "
-      "Benchmark JSON with "
-      "repetitions. Per case: the change of the median, the noise of both runs and a verdict "
-      "(faster / slower / within noise) from a Mann-Whitney U test on the samples (Welch's t "
-      "test when the baseline holds aggregates only), p < 0.05");
+      "Benchmark JSON with repetitions. Per case: the change of the median, the noise of both "
+      "runs and a verdict (faster / slower / within noise) from a Mann-Whitney U test on the "
+      "samples (Welch's t test when the baseline holds aggregates only), p < 0.05");
+  compare->check(non_empty_path("BASELINE"));
   cmd.add_flag("--compare-across", o.compare_across,
                "With --compare: compare with a baseline of another GPU model or kernel family "
                "(refused otherwise)")

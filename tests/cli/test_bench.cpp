@@ -382,6 +382,14 @@ TEST_CASE("sweep: errors name the file, the line and the problem", "[bench]") {
         "--sweep bad.txt:1: dtype: unknown value 'fp8' (expected fp16, bf16, fp32)");
   CHECK(message("h=8 hkv=3") == "--sweep bad.txt:1: hkv 3 does not divide h 8");
   CHECK(message("# nothing\n\n") == "--sweep bad.txt: the file lists no cases");
+  // Every case gets the command line's size check, and a file names at most 100000 cases.
+  CHECK(message("b=9223372036854775807 h=9223372036854775807").find("--sweep bad.txt:1: shape ") ==
+        0);
+  std::string sq = "sq=1", b = "b=1";
+  for (int i = 2; i <= 400; ++i) sq += "," + std::to_string(i);
+  for (int i = 2; i <= 250; ++i) b += "," + std::to_string(i);
+  CHECK(message(sq + " " + b + "\nsq=1\n") ==  // 400 x 250 cases, then one more
+        "--sweep bad.txt:2: the file's lines name more than 100000 cases; split the sweep");
   // A binary file: its bytes escaped, the message one line.
   CHECK(message(std::string("\x93NUMPY\x01\x00v", 9) + "\n") ==
         "--sweep bad.txt:1: expected key=value, got '\\x93NUMPY\\x01\\x00v'");
@@ -662,6 +670,14 @@ TEST_CASE("package: every file, atomically, and never over an existing package",
   CHECK(Json::parse(slurp(dir / "metadata.json")) == metadata);
   CHECK(slurp(dir / "results.md").find("| pass | case |") != std::string::npos);
   CHECK_THROWS_AS(ResultPackage(dir.string()), cli::UsageError);
+  // A folder of the user's, not empty: refused, whatever it holds; an empty one serves.
+  const fs::path project = tmp.path / "project";
+  fs::create_directory(project);
+  std::ofstream(project / "README.md") << "mine";
+  CHECK_THROWS_AS(ResultPackage(project.string()), cli::UsageError);
+  CHECK(slurp(project / "README.md") == "mine");
+  fs::create_directory(tmp.path / "empty");
+  CHECK_NOTHROW(ResultPackage((tmp.path / "empty").string()));
   std::ofstream(tmp.path / "file") << "x";
   CHECK_THROWS_AS(ResultPackage((tmp.path / "file" / "sub").string()), cli::RuntimeFailure);
 }
@@ -1309,6 +1325,53 @@ TEST_CASE("cli: without a GPU, bench fails fast and writes nothing", "[bench]") 
   CHECK(o.err.find("GPU") != std::string::npos);
   CHECK(o.out.empty());
   CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("cli: output places, baselines, peaks and repeated cases are checked before the GPU",
+          "[bench]") {
+  TempDir tmp;
+  const auto bench = [&](const std::string& args) {
+    return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " bench " + args, tmp);
+  };
+  const auto require_usage_error = [&](const std::string& args, const std::string& words) {
+    const Outcome o = bench(args);
+    INFO(args << ": " << o.err);
+    CHECK(o.exit_code == 2);
+    CHECK(count_lines(o.err) == 1);
+    CHECK(o.err.find(words) != std::string::npos);
+  };
+  // A folder of the user's as --out-dir: refused, its files untouched.
+  const fs::path project = tmp.path / "project";
+  fs::create_directory(project);
+  std::ofstream(project / "README.md") << "mine";
+  require_usage_error("-s 64 --out-dir " + project.string(), "not empty");
+  CHECK(slurp(project / "README.md") == "mine");
+  // --output: a folder or a link is refused before the sweep, not after it.
+  require_usage_error("-s 64 --output " + project.string(), "not a regular file");
+  fs::create_symlink(project / "README.md", tmp.path / "link");
+  require_usage_error("-s 64 --output " + (tmp.path / "link").string(), "not a regular file");
+  CHECK(slurp(project / "README.md") == "mine");
+  // --list writes to --output when given.
+  const Outcome list = bench("--list -s 64,128 --output " + (tmp.path / "l.txt").string());
+  CHECK(list.exit_code == 0);
+  CHECK(list.out.empty());
+  CHECK(slurp(tmp.path / "l.txt") ==
+        "fp16/b:1/h:8/sq:64/sk:64/d:64/causal:0\nfp16/b:1/h:8/sq:128/sk:128/d:64/causal:0\n");
+  // Empty values are refused rather than read as "not given"; an infinite peak is no peak.
+  require_usage_error("-s 64 --compare ''", "--compare");
+  require_usage_error("-s 64 --peak-tflops ''", "--peak-tflops");
+  require_usage_error("-s 64 --peak-gbps ''", "--peak-gbps");
+  require_usage_error("-s 64 --peak-tflops inf", "--peak-tflops");
+  // A case named twice, from a file or from the lists.
+  std::ofstream(tmp.path / "twice.txt") << "b=1\nb=1\n";
+  require_usage_error("--list --sweep " + (tmp.path / "twice.txt").string(), "comes twice");
+  require_usage_error("--list -s 64,64", "comes twice");
+  // A sweep's head_dim without kernels names the file and the case.
+  std::ofstream(tmp.path / "d7.txt") << "d=7\n";
+  const Outcome info = run_shell(std::string(CUFLASH_BINARY) + " info --format json", tmp);
+  if (info.out.find("\"devices\": 0") != std::string::npos) {
+    require_usage_error("--sweep " + (tmp.path / "d7.txt").string(), "d7.txt: case ");
+  }
 }
 
 TEST_CASE("cli: the PyTorch script expands sweeps to the same cases and names", "[bench]") {
