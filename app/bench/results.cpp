@@ -1,5 +1,7 @@
 #include "bench/results.h"
 
+#include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "cli/exit_codes.h"
@@ -28,35 +30,37 @@ std::optional<double> percent_of_peak_gbps(const RunSettings& settings, double g
   return 100.0 * gbps / *settings.peak_gbps;
 }
 
-double parse_peak_gbps(const std::string& text) {
-  try {
-    size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size() && value > 0 && value < 1e300) return value;
-  } catch (const std::exception&) {
-  }
-  throw cli::UsageError("--peak-gbps '" + text + "': not a positive number (e.g. 4800)");
-}
-
 namespace {
 
-double positive_number(const std::string& text, const std::string& whole) {
+// `text` as a positive, finite number (all of it), or nullopt.
+std::optional<double> positive_number(const std::string& text) {
   try {
     size_t used = 0;
     const double value = std::stod(text, &used);
-    if (used == text.size() && value > 0 && value < 1e300) return value;
+    if (used == text.size() && value > 0 && std::isfinite(value)) return value;
   } catch (const std::exception&) {
   }
+  return std::nullopt;
+}
+
+// One peak of --peak-tflops `whole`.
+double peak_tflops(const std::string& text, const std::string& whole) {
+  if (const std::optional<double> value = positive_number(text)) return *value;
   throw cli::UsageError("--peak-tflops '" + whole + "': '" + text +
                         "' is not a positive number (expected 989 or fp16=989,bf16=989,fp32=67)");
 }
 
 }  // namespace
 
+double parse_peak_gbps(const std::string& text) {
+  if (const std::optional<double> value = positive_number(text)) return *value;
+  throw cli::UsageError("--peak-gbps '" + text + "': not a positive number (e.g. 4800)");
+}
+
 std::map<std::string, double> parse_peak_tflops(const std::string& text) {
   std::map<std::string, double> peaks;
   if (text.find('=') == std::string::npos) {
-    const double all = positive_number(text, text);
+    const double all = peak_tflops(text, text);
     for (const char* dtype : {"fp16", "bf16", "fp32"}) peaks[dtype] = all;
     return peaks;
   }
@@ -69,7 +73,7 @@ std::map<std::string, double> parse_peak_tflops(const std::string& text) {
       throw cli::UsageError("--peak-tflops '" + text + "': '" + item +
                             "' is not DTYPE=TFLOPS with DTYPE one of fp16, bf16, fp32");
     }
-    peaks[dtype] = positive_number(item.substr(eq + 1), text);
+    peaks[dtype] = peak_tflops(item.substr(eq + 1), text);
   }
   return peaks;
 }

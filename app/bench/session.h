@@ -38,7 +38,8 @@ struct SessionPlan {
 // With plan.compare, the comparison with that baseline (compare.h) follows the results in the
 // same format (JSON: a "comparisons" member) and goes into the package as comparison.md and
 // comparison.json.
-// Throws cli::UsageError for an out_dir that already holds a package or an unusable baseline,
+// Throws cli::UsageError for an out_dir that is not new or empty, an --output that is no regular
+// file, or an unusable baseline,
 // cli::RuntimeFailure when a file cannot be written.
 int run_session(const SessionPlan& plan, const CaseRunner& runner);
 

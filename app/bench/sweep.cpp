@@ -182,13 +182,9 @@ class LineParser {
 
   // The tokens of the packed sequences `lengths` (of `key`), refused where the sum overflows.
   int64_t packed_tokens(const std::string& key, const std::vector<int64_t>& lengths) const {
-    int64_t tokens = 0;
-    for (const int64_t length : lengths) {
-      if (__builtin_add_overflow(tokens, length, &tokens)) {
-        fail(key + ": the lengths sum past 2^63 tokens");
-      }
-    }
-    return tokens;
+    const std::optional<int64_t> tokens = cli::token_sum(lengths);
+    if (!tokens) fail(key + ": the lengths sum past 2^63 tokens");
+    return *tokens;
   }
 
  private:

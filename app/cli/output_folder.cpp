@@ -42,6 +42,24 @@ int sync_folder(const fs::path& dir) {
   return result;
 }
 
+constexpr const char* kStagingPrefix = ".cuflash-staging-";
+
+// A staging folder that an earlier run left in `dir` when it was killed (kill -9, a crash): its
+// previous/ may hold that run's earlier files, which the user would otherwise never hear of.
+void warn_about_leftover_staging(const fs::path& dir, const std::string& label) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind(kStagingPrefix, 0) != 0) continue;
+    std::error_code empty_ec;
+    const bool holds_files = !fs::is_empty(entry.path() / "previous", empty_ec) && !empty_ec;
+    spdlog::warn(
+        "{}: {} was left by a run that was stopped while writing{}; remove it once "
+        "nothing in it is needed",
+        label, entry.path().string(),
+        holds_files ? " (its previous/ holds files that folder had before it)" : "");
+  }
+}
+
 }  // namespace
 
 OutputFolder::OutputFolder(const std::string& dir, std::vector<std::string> names, uint64_t bytes)
@@ -68,7 +86,8 @@ OutputFolder::OutputFolder(const std::string& dir, std::vector<std::string> name
                              "; remove it or choose another --out-dir");
       }
     }
-    std::string pattern = (dir_ / ".cuflash-staging-XXXXXX").string();
+    warn_about_leftover_staging(dir_, label_);
+    std::string pattern = (dir_ / (std::string(kStagingPrefix) + "XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw RuntimeFailure(label_ + ": cannot write into the folder: " + error_text(errno));
     }

@@ -117,6 +117,14 @@ CLI::Option* add_list(CLI::App& command, const std::string& name, std::vector<T>
 
 }  // namespace
 
+std::optional<int64_t> token_sum(const std::vector<int64_t>& lengths) {
+  int64_t sum = 0;
+  for (const int64_t length : lengths) {
+    if (__builtin_add_overflow(sum, length, &sum)) return std::nullopt;
+  }
+  return sum;
+}
+
 DType parse_dtype(const std::string& text) {
   if (text == "fp16") return DType::fp16;
   if (text == "bf16") return DType::bf16;
@@ -191,22 +199,14 @@ std::vector<float> alibi_slopes_of(const ProblemOptions& o, const Problem& p) {
   return o.alibi ? alibi_default_slopes(s.heads) : std::vector<float>{};
 }
 
-int64_t sum_of(const std::vector<int64_t>& lengths) {
-  int64_t sum = 0;
-  for (const int64_t length : lengths) {
-    if (__builtin_add_overflow(sum, length, &sum)) return -1;
-  }
-  return sum;
-}
-
 // The tokens of the packed sequences `lengths` (the lengths given as `option`), refused where
 // the sum overflows 64 bits.
 int64_t packed_tokens(const char* option, const std::vector<int64_t>& lengths) {
-  const int64_t tokens = sum_of(lengths);
-  if (tokens < 0) {
+  const std::optional<int64_t> tokens = token_sum(lengths);
+  if (!tokens) {
     throw UsageError(std::string(option) + " " + join(lengths) + " sums past 2^63 tokens");
   }
-  return tokens;
+  return *tokens;
 }
 
 }  // namespace
@@ -241,10 +241,10 @@ void apply_varlen_options(const ProblemOptions& o, Problem& p) {
   // (The totals differ only where tensors come from files: generated ones hold the sums.)
   const auto check_total = [](const char* name, const std::vector<int64_t>& lengths,
                               const char* tensors, int64_t tokens) {
-    if (sum_of(lengths) != tokens) {
-      throw UsageError(std::string(name) + " " + join(lengths) + " sums to " +
-                       std::to_string(sum_of(lengths)) + " tokens, but " + tensors + " " +
-                       std::to_string(tokens));
+    const int64_t sum = packed_tokens(name, lengths);
+    if (sum != tokens) {
+      throw UsageError(std::string(name) + " " + join(lengths) + " sums to " + std::to_string(sum) +
+                       " tokens, but " + tensors + " " + std::to_string(tokens));
     }
   };
   check_total("--seqlens", o.seqlens, "--q holds", p.shape.seq_q);
@@ -302,7 +302,7 @@ std::string case_label(const Problem& p) {
 CLI::Validator non_empty_path(const std::string& kind) {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        return text.empty() ? "an empty path is not accepted" : std::string();
+        return text.empty() ? "an empty value is not accepted" : std::string();
       },
       kind);
 }

@@ -101,9 +101,12 @@ void require_single_values(const ProblemOptions& options, const std::string& com
 // pass; `what` names the request (e.g. "--backward").
 void require_forward_only(const Problem& p, const std::string& what);
 
-// Non-empty text; `kind` ("DIR" or "FILE") shows in --help and tells the shell completion what
-// to offer.
+// Non-empty text; `kind` ("DIR", "FILE", or "NUMBER" for a value that is no path) shows in
+// --help and tells the shell completion what to offer.
 CLI::Validator non_empty_path(const std::string& kind);
+
+// The tokens of packed sequences of these lengths; nullopt where the sum overflows 64 bits.
+std::optional<int64_t> token_sum(const std::vector<int64_t>& lengths);
 
 // "LEFT,RIGHT" (as --window takes it) or "LEFT:RIGHT" (as the label and sweep files write it),
 // each bound an integer >= -1. Throws UsageError naming `option`.

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <set>
+#include <map>
 
 #include "bench/compare.h"
 #include "bench/formats.h"
@@ -64,16 +64,15 @@ struct Selection {
 // and a comparison would pool their samples. (A mask given as causal and causal-top-left with
 // equal lengths is one mask, named causal:1.)
 void refuse_repeated_cases(const Selection& s) {
-  std::set<std::string> names;
+  std::map<std::string, Mask> masks;  // by name, the mask of its first case
   for (const Problem& c : s.cases) {
-    if (!names.insert(case_label(c)).second) {
-      throw UsageError(
-          "case " + case_label(c) + " comes twice from " +
-          (s.sweep_file.empty() ? std::string("the options' lists") : "--sweep " + s.sweep_file) +
-          (c.mask != Mask::none && c.shape.seq_q == c.shape.seq_k
-               ? " (causal and causal-top-left with equal lengths are one mask)"
-               : ""));
-    }
+    const auto [first, added] = masks.emplace(case_label(c), c.mask);
+    if (added) continue;
+    throw UsageError(
+        "case " + case_label(c) + " comes twice from " +
+        (s.sweep_file.empty() ? std::string("the options' lists") : "--sweep " + s.sweep_file) +
+        (first->second != c.mask ? " (causal and causal-top-left with equal lengths are one mask)"
+                                 : ""));
   }
 }
 
@@ -238,14 +237,16 @@ int bench_command(const BenchOptions& o, const GlobalOptions& global) {
     return kExitOk;
   }
   // A baseline that cannot serve and a package folder that is not new are usage errors, found
-  // before the GPU is asked for.
+  // before the GPU is asked for (run_session() checks them again where they are used).
   if (!o.compare.empty()) load_baseline(o.compare);
   if (!o.out_dir.empty()) require_new_package_folder(o.out_dir);
   if (device_count() == 0) {
     for (const Problem& c : selection.cases) {  // as verify: exit 2 first
-      require_gpu_support(c, selection.sweep_file.empty()
-                                 ? "-d/--head-dim"
-                                 : selection.sweep_file + ": case " + case_label(c) + ": d");
+      if (selection.sweep_file.empty()) {
+        require_gpu_support(c);
+      } else {
+        require_gpu_support(c, selection.sweep_file + ": case " + case_label(c) + ": d");
+      }
     }
     throw RuntimeFailure("bench times the CUDA kernels and needs a CUDA GPU; none was found");
   }
@@ -319,16 +320,13 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
                "sample replays N calls captured in a CUDA graph: launch overhead does not count");
   cmd.add_flag("--cold", o.cold,
                "Flush L2 (write 2x its size) before every sample; one call per sample");
-  // An empty value would read as "not given": refused instead.
-  const CLI::Validator non_empty(
-      [](std::string& text) { return text.empty() ? "an empty value is not accepted" : ""; },
-      "NUMBER");
+  // (An empty value would read as "not given": refused instead.)
   cmd.add_option("--peak-gbps", o.peak_gbps,
                  "Peak memory bandwidth in GB/s (10^9 bytes/s) to report a % of, e.g. 4800")
-      ->check(non_empty);
+      ->check(non_empty_path("NUMBER"));
   cmd.add_option("--peak-tflops", o.peak_tflops,
                  "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'")
-      ->check(non_empty);
+      ->check(non_empty_path("NUMBER"));
   cmd.add_flag("--verify", o.verify,
                "Check each case against the CPU reference first (skipped above 2^33 "
                "multiply-adds per product)");
@@ -336,11 +334,12 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
   cmd.add_option("--output", o.output, "Write the results to this file instead of stdout")
       ->check(non_empty_path("FILE"));
-  CLI::Option* out_dir = cmd.add_option(
-      "--out-dir", o.out_dir,
-      "Write a result package here (a new or empty folder): metadata.json, results.json (one "
-      "row per pass with its statistics), results.md, failures.json");
-  out_dir->check(non_empty_path("DIR"));
+  CLI::Option* out_dir =
+      cmd.add_option("--out-dir", o.out_dir,
+                     "Write a result package here (a new or empty folder): metadata.json, "
+                     "results.json (one row per pass with its statistics), results.md, "
+                     "failures.json")
+          ->check(non_empty_path("DIR"));
   cmd.add_flag("--samples", o.samples,
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")

@@ -1,6 +1,6 @@
 // Host convenience layer (see host_runner.h): owns every device allocation through RAII so that
 // an exception at any step (bad argument, CUDA error, kernel error) leaks nothing.
-#include <cuda_runtime_api.h>
+#include "cuflash/host_runner.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -11,10 +11,11 @@
 #include <tuple>
 #include <utility>
 
+#include <cuda_runtime_api.h>
+
 #include "cuflash/cuda_error.h"
 #include "cuflash/device_buffer.h"
 #include "cuflash/error.h"
-#include "cuflash/host_runner.h"
 #include "paged_cache.h"
 
 namespace cuflash {

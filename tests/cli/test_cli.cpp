@@ -654,6 +654,16 @@ TEST_CASE("run --out-dir: files of an earlier run never sit silently beside new 
     CHECK(beside.exit_code == 0);
     CHECK(snapshot(dir).at("q.npy") == renamed.at("q.npy"));
   }
+  SECTION("a staging folder a killed run left behind is named in a warning and kept") {
+    const fs::path left = dir / ".cuflash-staging-AbC123";
+    fs::create_directories(left / "previous");
+    std::ofstream(left / "previous" / "o.npy") << "earlier";
+    const Outcome o = cuflash(shape + "--out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 0);
+    CHECK(o.err.find(".cuflash-staging-AbC123") != std::string::npos);
+    CHECK(o.err.find("previous/ holds files") != std::string::npos);
+    CHECK(slurp(left / "previous" / "o.npy") == "earlier");
+  }
   SECTION("a forward-only run warns about dq, dk, dv and dout.npy of an earlier backward run") {
     REQUIRE(cuflash(shape + "--backward --save-inputs -q --out-dir " + quoted(dir), tmp)
                 .exit_code == 0);

@@ -202,6 +202,9 @@ print(np.load(f"{d}/o.npy").shape, np.load(f"{d}/lse.npy").shape)
   require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,5" + files,
                                       "sums to 8 tokens, but --q holds 10");
   require_usage_error_writing_nothing(
+      "run --backend cpu --layout thd --seqlens 9223372036854775807,1" + files,
+      "--seqlens 9223372036854775807,1 sums past 2^63 tokens");
+  require_usage_error_writing_nothing(
       "run --backend cpu --layout thd --seqlens 3,7 --seqlens-k 3,8" + files,
       "--seqlens-k 3,8 sums to 11 tokens, but --k and --v hold 10");
   require_usage_error_writing_nothing("run --backend cpu --layout thd --seqlens 3,7 --q " +

@@ -420,15 +420,17 @@ void backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 // What forward() and backward() check of a dense call's problem (shape, dtype, mask), variants,
 // diagonal_offset's range, tensors (with LSE), gradient sums (given whole) and outputs apart from
 // inputs (the workspace, when given, over all its workspace_bytes; not its size, the key splits,
-// paged K/V or a varlen batch), without launching anything: throws cuflash::Error as they would,
-// the message starting with `caller`. For code that runs them on parts of a problem (context
-// parallelism) and must refuse the whole problem's tensors before the first part runs.
+// paged K/V or a varlen batch, beyond refusing either when given in part), without launching
+// anything: throws cuflash::Error as they would, the message starting with `caller`. For code
+// that runs them on parts of a problem (context parallelism) and must refuse the whole problem's
+// tensors before the first part runs.
 void check_dense_forward_args(const ForwardArgs& args, const std::string& caller);
 void check_dense_backward_args(const BackwardArgs& args, const std::string& caller);
 
-// What forward() and backward() check of a call's problem alone (shape, dtype, mask, scale,
-// variants, diagonal_offset's range), none of its tensors: for code that runs a problem whose
-// tensors are spread over devices (the ring) and must refuse it before the first transfer.
+// What forward() and backward() check of a dense call's problem alone (shape, dtype, mask,
+// scale, variants, diagonal_offset's range, and a varlen batch or paged K/V given in part), none
+// of its tensors: for code that runs a problem whose tensors are spread over devices (the ring)
+// and must refuse it before the first transfer.
 void check_problem_args(const ForwardArgs& args, const std::string& caller);
 void check_problem_args(const BackwardArgs& args, const std::string& caller);
 

@@ -69,7 +69,9 @@ class Ring {
   // and whether it has ALiBi slopes; its tensors, lse and workspace are not read) with each
   // rank's shards in `tensors`, all dense in `layout` (bhsd or bshd). Asynchronous; scratch is
   // allocated on each GPU at its first use for a shape and kept for the next calls. Throws
-  // cuflash::Error for what it does not serve.
+  // cuflash::Error for what it does not serve, before any transfer: the whole problem is checked
+  // as one call would be (check_problem_args(): its sequence lengths within a call's limits, an
+  // ALiBi pointer aligned), then every rank's tensors.
   void forward(const ForwardArgs& problem, Layout layout, const std::vector<RankForward>& tensors);
   // backward() likewise, from the forward's O and LSE shards.
   void backward(const BackwardArgs& problem, Layout layout,
