@@ -84,18 +84,32 @@ def load(path):
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise ReportError(f"{path}: cannot read ({e})")
-    if "benchmarks" not in doc:
-        raise ReportError(f"{path}: not a benchmark results file (no 'benchmarks')")
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise ReportError(f"{path}: not a benchmark results file (no 'benchmarks' list)")
     sweep, gpu, status = run_info(doc)
     rows = [
-        dict(r, backend=r.get("backend", "cuflash"), ms=r["real_time"] * UNIT_MS[r["time_unit"]])
-        for r in doc["benchmarks"]
-        if r.get("run_type") == "aggregate"
+        median_row(r, f"{path}: benchmarks[{i}]")
+        for i, r in enumerate(doc["benchmarks"])
+        if isinstance(r, dict)
+        and r.get("run_type") == "aggregate"
         and r.get("aggregate_name") == "median"
         and "tflops" in r
     ]
     failures = [dict(f, backend=f.get("backend", "cuflash")) for f in doc.get("failures", [])]
     return rows, failures, sweep, gpu, status
+
+
+def median_row(row, where):
+    """A median row with its backend and its time in ms; refused unless the time is a positive,
+    finite number in a known unit (a ratio or a logarithm of it comes later)."""
+    time, unit = row.get("real_time"), row.get("time_unit")
+    if not isinstance(row.get("run_name"), str):
+        raise ReportError(f"{where}: no run_name")
+    if unit not in UNIT_MS:
+        raise ReportError(f"{where}: time_unit {unit!r} is not one of {', '.join(UNIT_MS)}")
+    if isinstance(time, bool) or not isinstance(time, (int, float)) or not 0 < time < math.inf:
+        raise ReportError(f"{where}: real_time {time!r} is not a positive number")
+    return dict(row, backend=row.get("backend", "cuflash"), ms=time * UNIT_MS[unit])
 
 
 class Results:
@@ -445,6 +459,11 @@ def main(argv):
     try:
         results = Results()
         files = json_files(args.inputs)
+        seen = set()
+        for path in files:  # one file twice would count its failures twice
+            if os.path.realpath(path) in seen:
+                raise ReportError(f"{path}: given twice")
+            seen.add(os.path.realpath(path))
         for path in files:
             results.add(path)
         results.order_backends(args.baseline)

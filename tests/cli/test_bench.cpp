@@ -1008,6 +1008,24 @@ TEST_CASE("report: bench_report.py reads the compact package", "[bench]") {
   CHECK(text.find("## Sweep t") != std::string::npos);
   CHECK(text.find("### bwd, bf16") != std::string::npos);
   CHECK(text.find("| b:1/h:8/sq:128/sk:128/d:64/causal:0 | 0.04 |") != std::string::npos);
+  // A package given twice, or a row whose time is not a positive number: exit 2, one line.
+  const std::string script =
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/bench_report.py ";
+  const Outcome twice = run_shell(script + plan.out_dir + " " + plan.out_dir, tmp);
+  CHECK(twice.exit_code == 2);
+  CHECK(twice.err.find("given twice") != std::string::npos);
+  std::string results = slurp(fs::path(plan.out_dir) / "results.json");
+  const std::string time = "\"real_time\":";
+  const size_t at = results.find(time);
+  REQUIRE(at != std::string::npos);
+  const size_t value = results.find_first_not_of(' ', at + time.size());
+  results.replace(value, results.find_first_of(",}", value) - value, "0");
+  std::ofstream(tmp.path / "zero.json") << results;
+  const Outcome zero = run_shell(script + (tmp.path / "zero.json").string(), tmp);
+  INFO(zero.err);
+  CHECK(zero.exit_code == 2);
+  CHECK(count_lines(zero.err) == 1);
+  CHECK(zero.err.find("real_time 0 is not a positive number") != std::string::npos);
 }
 
 TEST_CASE("report: bench_report.py counts and lists the cases where cuflash is slower", "[bench]") {
