@@ -33,10 +33,6 @@ constexpr const char* kSweepExtension = ".txt";
 // shorter; a binary file's "line" may not be.
 constexpr size_t kMaxQuoted = 300;
 
-// The most cases a sweep file names: far more than a run can time (the largest shipped sweep
-// has 208), few enough to hold in memory.
-constexpr size_t kMaxSweepCases = 100000;
-
 // The keys of a sweep line, in the order the product runs (outermost first).
 const std::vector<std::string> kKeys{"dtype",  "d",       "mask",  "b",      "h",
                                      "hkv",    "sq",      "sk",    "seqlens", "seqlens_k",
@@ -299,8 +295,8 @@ void expand_line(const LineValues& values, const LineParser& parser,
   size_t combinations = 1;
   for (const auto& [key, items] : values) {
     if (__builtin_mul_overflow(combinations, items.size(), &combinations) ||
-        cases.size() + combinations > kMaxSweepCases) {
-      parser.fail("the file's lines name more than " + std::to_string(kMaxSweepCases) +
+        cases.size() + combinations > cli::kMaxCases) {
+      parser.fail("the file's lines name more than " + std::to_string(cli::kMaxCases) +
                   " cases; split the sweep");
     }
   }

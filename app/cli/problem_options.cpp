@@ -605,6 +605,18 @@ std::vector<Problem> expand_cases(const ProblemOptions& o) {
   for (const std::string& text : o.window) windows.push_back(parse_window(text));
   if (windows.empty()) windows.push_back(Window{});
   const std::vector<double> softcaps = o.softcap.empty() ? std::vector<double>{0.0} : o.softcap;
+  // The product counted before it is made: a few long lists can name more cases than memory
+  // holds (bench refuses sweep files past the same count).
+  size_t count = 1;
+  for (const size_t size :
+       {o.dtype.size(), o.head_dim.size(), masks.size(), o.batch.size(), o.heads.size(),
+        std::max<size_t>(o.heads_kv.size(), 1), o.seq.size(), std::max<size_t>(o.seq_k.size(), 1),
+        o.layout.size(), o.splits.size(), o.page_size.size(), windows.size(), softcaps.size()}) {
+    if (__builtin_mul_overflow(count, size, &count) || count > kMaxCases) {
+      throw UsageError("the options' lists make more than " + std::to_string(kMaxCases) +
+                       " cases; give shorter lists");
+    }
+  }
   std::vector<Problem> cases;
   for (const std::string& dtype : o.dtype)
     for (int64_t head_dim : o.head_dim)

@@ -2,6 +2,7 @@
 // list of attention cases to compute (the product of every comma-separated list).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ struct ProblemOptions {
   bool has_input_files() const { return !q_file.empty() || !k_file.empty() || !v_file.empty(); }
   bool has_any_input_file() const { return has_input_files() || !dout_file.empty(); }
 };
+
+// The most cases the options' lists or a sweep file may name: far more than a run can time (the
+// largest shipped sweep has 208), few enough to hold in memory.
+inline constexpr size_t kMaxCases = 100000;
 
 // The most --ranks (and sweep key ranks) taken: the library's (context_parallel::kMaxRanks).
 inline constexpr int64_t kMaxRanks = context_parallel::kMaxRanks;

@@ -1384,6 +1384,8 @@ TEST_CASE("cli: output places, baselines, peaks and repeated cases are checked b
   std::ofstream(tmp.path / "twice.txt") << "b=1\nb=1\n";
   require_usage_error("--list --sweep " + (tmp.path / "twice.txt").string(), "comes twice");
   require_usage_error("--list -s 64,64", "comes twice");
+  // Lists whose product passes 100000 cases, refused before they are made.
+  require_usage_error("--list -s $(seq -s, 1 400) -b $(seq -s, 1 300)", "more than 100000 cases");
   // A sweep's head_dim without kernels names the file and the case.
   std::ofstream(tmp.path / "d7.txt") << "d=7\n";
   const Outcome info = run_shell(std::string(CUFLASH_BINARY) + " info --format json", tmp);
