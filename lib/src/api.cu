@@ -379,9 +379,13 @@ Operand tensor_operand(const char* name, const TensorRef& t, int64_t batch, int6
            head_dim * bytes}};
 }
 
-// `bytes` contiguous bytes (an LSE, a workspace, a page pool) as one row.
+// `bytes` contiguous bytes (an LSE, a workspace, a page pool) as one row, at most 2^48 of them
+// (256 TiB, beyond any device's memory): the cap keeps the overlap search's arithmetic (a distance
+// between addresses plus an operand's bytes) within int64 for sizes given with no stated end (a
+// workspace of SIZE_MAX) or near 2^63 (page pools).
 Operand bytes_operand(const char* name, const void* data, int64_t bytes) {
-  return {name, {reinterpret_cast<uintptr_t>(data), {}, bytes}};
+  constexpr int64_t kMaxOperandBytes = int64_t{1} << 48;
+  return {name, {reinterpret_cast<uintptr_t>(data), {}, std::min(bytes, kMaxOperandBytes)}};
 }
 
 // No output may share a byte with an input or with another output: CTAs write their rows of an
@@ -432,13 +436,9 @@ class CallOperands {
   int64_t keys_;
 };
 
-// The workspace bytes a call may write when it names none narrower: those given, at most 2^48
-// (256 TiB, beyond any device's memory). The cap keeps the overlap search's arithmetic (a
-// distance between addresses plus an operand's bytes) within int64 for a workspace given with
-// no stated end (SIZE_MAX).
+// The workspace bytes a call may write when it names none narrower: those given, as int64.
 int64_t given_workspace_bytes(size_t bytes) {
-  constexpr size_t kMaxWorkspaceBytes = size_t{1} << 48;
-  return int64_t(std::min(bytes, kMaxWorkspaceBytes));
+  return int64_t(std::min<size_t>(bytes, size_t(std::numeric_limits<int64_t>::max())));
 }
 
 // forward()'s outputs (O, LSE and the workspace when given) apart from its inputs.
