@@ -440,6 +440,16 @@ TEST_CASE("sweep: --filter keeps the matching cases", "[bench]") {
   CHECK_THROWS_AS(filter_cases(seed, "("), cli::UsageError);
 }
 
+TEST_CASE("sweep: --filter matches a varlen case of 100,000 sequences", "[bench]") {
+  // Its name has about 200,000 characters; ".*" made the matcher overflow the main thread's stack.
+  std::string lengths = "1";
+  for (int i = 1; i < 100000; ++i) lengths += "+1";
+  const auto cases = parse_sweep("h=2 d=64 dtype=bf16 mask=causal seqlens=" + lengths, "t.txt");
+  REQUIRE(cases.size() == 1);
+  CHECK(filter_cases(cases, "^bf16/.*causal:1").size() == 1);
+  CHECK(filter_cases(cases, "^bf16/.*fp16").empty());
+}
+
 // --- Peaks and formats ---------------------------------------------------------------------------
 
 TEST_CASE("formats: --peak-tflops", "[bench]") {
