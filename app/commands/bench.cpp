@@ -58,6 +58,7 @@ struct Selection {
   std::vector<Problem> cases;
   std::string sweep = "command line";  // the --sweep value, or "command line"
   std::string sweep_file;              // the file read, if any
+  std::string overrides;               // the options that set a key of every sweep line
 };
 
 // A case named twice would be timed twice under one name: results.json would hold both rows,
@@ -71,6 +72,7 @@ void refuse_repeated_cases(const Selection& s) {
     throw UsageError(
         "case " + case_label(c) + " comes twice from " +
         (s.sweep_file.empty() ? std::string("the options' lists") : "--sweep " + s.sweep_file) +
+        (s.overrides.empty() ? "" : " with " + s.overrides) +
         (first->second != c.mask ? " (causal and causal-top-left with equal lengths are one mask)"
                                  : ""));
   }
@@ -105,6 +107,11 @@ Selection select_cases(const BenchOptions& o) {
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
+    for (const auto& [given, name] :
+         {std::pair{o.problem.deterministic, "--deterministic"},
+          std::pair{o.problem.ranks != 0, "--ranks"}, std::pair{o.problem.gpus != 0, "--gpus"}}) {
+      if (given) s.overrides += (s.overrides.empty() ? "" : ", ") + std::string(name);
+    }
     for (Problem& c : s.cases) {
       c.scale = o.problem.scale.value_or(0.0);
       c.deterministic = c.deterministic || o.problem.deterministic;

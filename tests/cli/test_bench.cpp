@@ -1394,6 +1394,11 @@ TEST_CASE("cli: output places, baselines, peaks and repeated cases are checked b
   std::ofstream(tmp.path / "twice.txt") << "b=1\nb=1\n";
   require_usage_error("--list --sweep " + (tmp.path / "twice.txt").string(), "comes twice");
   require_usage_error("--list -s 64,64", "comes twice");
+  // Lines that differ only in a key an option sets for all of them: the option is named.
+  std::ofstream(tmp.path / "det.txt") << "b=1 deterministic=0,1\n";
+  require_usage_error(
+      "--list --deterministic --sweep " + (tmp.path / "det.txt").string(),
+      "comes twice from --sweep " + (tmp.path / "det.txt").string() + " with --deterministic");
   // Lists whose product passes 100000 cases, refused before they are made.
   require_usage_error("--list -s $(seq -s, 1 400) -b $(seq -s, 1 300)", "more than 100000 cases");
   // A sweep's head_dim without kernels names the file and the case.
