@@ -121,9 +121,9 @@ inline bool dq_meets_every_key_block(const BackwardArgs& args) {
 }
 
 // In deterministic mode where every key block meets every query block, the first turn of each
-// group (turn 0 of dq_turn_from_last() or dq_turn_from_first(), schedule.cuh: the group's last or
-// first key block) covers every row of every query block, so it stores its part instead of
-// adding it and no accumulator needs zeroing first.
+// group (turn 0 of dq_turn_from_first(), schedule.cuh: the group's first key block) covers every
+// row of every query block, so it stores its part instead of adding it and no accumulator needs
+// zeroing first.
 inline bool dq_first_turn_stores(const BackwardArgs& args) {
   return args.deterministic && dq_meets_every_key_block(args);
 }

@@ -20,8 +20,9 @@ namespace {
 constexpr int kRuns = 100;
 constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
-// ends every query block's turns at its own last key block (the wgmma kernels' turns go from the
-// last key block that meets a query block down, the mma.sync kernels' from the first up).
+// ends every query block's turns at its own last key block (turns go from the first key block
+// that meets a query block up). The causal cases' grids are small enough for the wgmma kernels
+// to interleave heads (sm90/backward.cuh, heads_interleave_pays()), as the mma.sync ones do.
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -136,8 +137,7 @@ TEST_CASE("deterministic backward: forward and backward vs float64 reference",
 }
 
 // With a window bounded on the left, a query block's first visible key is not key 0: its turns
-// end there (wgmma kernels) or start there (mma.sync kernels); softcap and ALiBi run in the same
-// (variant) kernels.
+// start there; softcap and ALiBi run in the same (variant) kernels.
 TEST_CASE("deterministic backward with windows, softcap and ALiBi: the same bits, and correct",
           "[gpu][deterministic]") {
   require_gpu();
@@ -235,11 +235,12 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
 }
 
 // From 2048 query rows the wgmma backward at head_dims 128 and 96 takes query blocks of 80 rows,
-// deterministic too (sm90/backward.cuh, blocks_of_80_pay()): a key block's turns at a query
-// block then fall one or two of its iterations after the next key block's (128 keys against 80
-// rows), with one dQ stage. 2100 rows end in a block of 20; 1023 keys in a partial key block
-// (without a mask four key groups of 256, whose first turns store); under the bottom-right mask
-// the first 1077 rows see no key, under the top-left one the last see all.
+// deterministic too (sm90/backward.cuh, blocks_of_80_pay()), with one dQ stage: under a causal
+// mask key block n ends 1.6 of its iterations earlier than key block n - 1, whose turn it
+// follows at every query block (128 keys against 80 rows). Two batch entries (the semaphores'
+// batch stride); 2100 rows end in a block of 20; 1023 keys in a partial key block (without a
+// mask four key groups of 256, whose first turns store); under the bottom-right mask the first
+// 1077 rows see no key, under the top-left one the last see all.
 TEST_CASE("deterministic backward on query blocks of 80: the same bits, and correct",
           "[gpu][deterministic][blocks_of_80]") {
   require_gpu();
@@ -247,7 +248,7 @@ TEST_CASE("deterministic backward on query blocks of 80: the same bits, and corr
   for (DType dtype : {DType::fp16, DType::bf16}) {
     for (int head_dim : {96, 128}) {
       for (Mask mask : kMasks) {
-        Problem p = make_problem(dtype, head_dim, mask, 2100, 1023, 1, 4, 2, Layout::bhsd);
+        Problem p = make_problem(dtype, head_dim, mask, 2100, 1023, 2, 4, 2, Layout::bhsd);
         p.deterministic = true;
         ++seed;
         DYNAMIC_SECTION(describe(p)) { check_deterministic(p, seed, true); }

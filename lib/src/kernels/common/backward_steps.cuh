@@ -328,14 +328,11 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // fp32 addition is not associative dQ's last bits vary from run to run. In deterministic mode
 // the semaphore of each (batch, query head, query block) counts the key blocks whose part is
 // in, and a key block adds its part only once it reads its turn: the key blocks that meet a query
-// block are consecutive, F ... L, and every run adds the parts in the same order, which each
-// kernel family picks (DqSumOrder, schedule.cuh): L, L - 1, ..., F on the wgmma kernels (key block
-// n's turn is L - n, dq_turn_from_last()), F, F + 1, ..., L on the mma.sync ones (n - F,
-// dq_turn_from_first()).
+// block are consecutive, F ... L, and every run adds the parts in the same order, F, F + 1, ...,
+// L (key block n's turn is n - F, dq_turn_from_first(); DqSumOrder, schedule.cuh).
 //
 // Progress: a key block waits only for the key blocks of its (batch, kv head) that add before it,
-// whose CTAs have lower linear indices (backward_block_order() reverses the key blocks for
-// last_key_first, in both of block_order()'s orders; the plain order serves first_key_first).
+// whose CTAs have lower linear indices in both of block_order()'s orders.
 // CTAs are dispatched in order of linear index, so those were started first and are running or
 // done, and (by induction from the key block that adds first) none of them waits forever. Key
 // groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key

@@ -22,10 +22,16 @@ struct BlockOrder {
   int64_t head;
 };
 
+// Index: the type of the linear index's arithmetic. 64 bits in general: a varlen grid is as
+// wide as its longest sequence for every one of up to 65535 heads and sequences, which can pass
+// 2^32 CTAs. 32 bits (a few instructions where a 64-bit division is a routine) where the caller
+// knows the grid is small enough: the sm90 backward interleaves only dense calls
+// (heads_interleave_pays()).
+template <typename Index = int64_t>
 __device__ __forceinline__ BlockOrder block_order(bool interleave) {
   if (!interleave) return {int64_t(blockIdx.x), int64_t(blockIdx.y)};
-  const int64_t linear = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
-  return {linear / gridDim.y, linear % gridDim.y};
+  const Index linear = Index(blockIdx.y) * gridDim.x + blockIdx.x;
+  return {int64_t(linear / gridDim.y), int64_t(linear % gridDim.y)};
 }
 
 // A forward CTA's query block: rows [q0, q0 + kBlockM) of query head `head`. Blocks start
@@ -88,44 +94,26 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
   return {bh_kv / p.heads_kv, bh_kv % p.heads_kv, order.block * kBlockN};
 }
 
-// The order of deterministic mode's dQ sums at a query block (backward_steps.cuh), which each
-// kernel family picks (see query_block_schedule() for the measurements behind each):
+// The order of the dQ sums at a query block (backward_steps.cuh):
 //   unordered:        not deterministic; atomics in whatever order the CTAs arrive.
-//   last_key_first:   the wgmma kernels. The query block's last key block adds first; CTAs
-//                     start from the last key block of a kv head down; key blocks visit their
-//                     query blocks upwards.
-//   first_key_first:  the mma.sync kernels. Its first key block adds first; CTAs start in the
-//                     default order (under a causal mask the heaviest, first key blocks first);
-//                     key blocks visit their query blocks downwards.
-// Either way a key block only ever waits for key blocks whose CTAs started before it.
-enum class DqSumOrder { unordered, last_key_first, first_key_first };
-
-// The backward's CTA order: block_order(), with the key blocks of a kv head from the last one
-// down for DqSumOrder::last_key_first.
-__device__ __forceinline__ BlockOrder backward_block_order(bool interleave, DqSumOrder sum_order) {
-  BlockOrder order = block_order(interleave);
-  if (sum_order == DqSumOrder::last_key_first) order.block = int64_t(gridDim.x) - 1 - order.block;
-  return order;
-}
+//   first_key_first:  deterministic mode. The query block's first key block adds first; CTAs
+//                     start in block_order() (under a causal mask the heaviest, first key blocks
+//                     first); key blocks visit their query blocks downwards. A key block only
+//                     ever waits for key blocks whose CTAs started before it.
+enum class DqSumOrder { unordered, first_key_first };
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
 // row seeing one of its keys. Unordered: head after head, blocks in increasing order. In
 // deterministic mode each block with all heads of the group, so that a key block's turns at a
-// query block come together, in the direction that keeps the hand-overs off its path:
-// - last_key_first (wgmma), blocks upwards: under a causal mask key block n starts on its own
-//   diagonal (query block 2n at 64 rows a block, 128 keys; n at 128 rows; 1.6 n, rounded down,
-//   at 80), where it has the first turn, and meets each later query block two of its
-//   iterations (one at 128 rows, one or two at 80) after key block n + 1 did: that much slack for
-//   the hand-over (H200, head_dim 64, causal: 0.73-0.80x the default backward's speed visiting
-//   downwards, 0.96-0.99x so). The light key blocks start first.
-// - first_key_first (mma.sync), blocks downwards: every key block of a causal head starts on the
-//   last query block, key block n one hand-over after key block n - 1, and ends kBlockN / kBlockM
-//   iterations of work earlier than it (2 or 4 with these kernels' blocks), which absorbs the
-//   hand-over; the heaviest key blocks start first. Their several CTAs per SM run in waves on
-//   long sequences, where starting the light key blocks first (last_key_first) left the heavy
-//   ones to run alone at the end: H200, fp32, B = 1, H = 8, causal, S = 4k, 0.64-0.67x the
-//   default backward's speed, as a model of the waves predicts (performance log).
+// query block come together, downwards (first_key_first): every key block of a causal head
+// starts on the last query block, key block n one hand-over after key block n - 1, and ends
+// kBlockN / kBlockM iterations of work earlier than it (1 to 4 with these kernels' blocks),
+// which absorbs the hand-over; the heaviest key blocks start first, as in the default mode.
+// Starting the light key blocks first instead (the last key block adding first, blocks visited
+// upwards) left the heavy ones to run alone at the end: H200, fp32, B = 1, H = 8, causal, S =
+// 4k, 0.64-0.67x the default backward's speed, as a model of the waves predicts; and it keeps
+// the deterministic kernels from interleaving heads as the default ones do (performance log).
 // The head is worked out at each iteration rather than kept: the kernels that use this sit at
 // the register limit.
 template <int kBlockM>
@@ -150,8 +138,7 @@ struct QueryBlockSchedule {
       block = first_m_block + int64_t(it % Counter(blocks_per_head));
     } else {
       const int64_t step = int64_t(it / Counter(p.heads_per_kv));
-      block = sum_order == DqSumOrder::last_key_first ? first_m_block + step
-                                                      : first_m_block + blocks_per_head - 1 - step;
+      block = first_m_block + blocks_per_head - 1 - step;
     }
     return block * kBlockM;
   }
@@ -189,12 +176,6 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
 // (each row's band is, and the next row's starts one key later). Key groups
 // (dq_sum_groups(), workspace.h) are ranges [group_begin, group_end) of keys, multiples of
 // kBlockN; with one group, [0, seq_k or more).
-template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p, int64_t q0,
-                                                 int key_block, int64_t group_end) {
-  const int64_t key_end = min64(min64(q0 + kBlockM + p.band_last, p.seq_k), group_end);
-  return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
-}
 template <int kBlockN>
 __device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_t q0,
                                                   int key_block, int64_t group_begin) {

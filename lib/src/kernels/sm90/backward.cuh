@@ -376,7 +376,7 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // (dq_free) once the reduce has read it: with two stages (the default kernels on 64- and 128-row
 // blocks), checked after issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
-// (dq_turn_from_last(); spinning on the semaphore, ahead of the consumers, who never wait for
+// (dq_turn_from_first(); spinning on the semaphore, ahead of the consumers, who never wait for
 // it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up
 // to four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
 // turns.
@@ -392,7 +392,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
   const int group = kDeterministic ? dq_group<Traits::kBlockN>(base, key_block) : 0;
   float* const accumulator = dq_group_accumulator(base, group);
   int* const semaphores = kDeterministic ? dq_group_semaphores(base, group) : nullptr;
-  const int64_t group_end = dq_group_end(base, group);
+  const int64_t group_begin = dq_group_begin(base, group);
   for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
@@ -400,8 +400,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     bool store = false;  // a first turn that stores (DqGroups::first_turn_stores)
     if constexpr (kDeterministic) {
       semaphore = dq_semaphore<Traits::kBlockM>(semaphores, p, batch, head, q0);
-      const int turn =
-          dq_turn_from_last<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end);
+      const int turn = dq_turn_from_first<Traits::kBlockN>(p, q0, key_block, group_begin);
       store = base.dq_groups.first_turn_stores && turn == 0;
       wait_for_dq_turn(semaphore, turn);
     }
@@ -676,8 +675,10 @@ __global__ void __launch_bounds__(
   const int thread = threadIdx.x;
   const int lane = thread % 32;
   constexpr DqSumOrder kSumOrder =
-      kDeterministic ? DqSumOrder::last_key_first : DqSumOrder::unordered;
-  const BlockOrder order = backward_block_order(false, kSumOrder);
+      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
+  // (32-bit arithmetic: only dense calls interleave, heads_interleave_pays(), whose grid has fewer
+  // CTAs than K has 2 KiB blocks: below 2^32 for any K in memory)
+  const BlockOrder order = block_order<uint32_t>(base.heads_interleaved);
   // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
   // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
   // dense batch). The others read the launch's constants rather than hold a copy in registers.
@@ -1060,9 +1061,9 @@ using BlocksOf80Traits = BackwardKernelTraits<kHeadDim, false, false, kHasBlocks
 // 80 rows pad 512 to 560; share/results/h200-2026-12-04-query-blocks-80/). Head_dim 96 at 4k and
 // 16k rows: 0.991 / 0.975 of blocks of 64 (share/results/h200-2026-12-04-prologue-groups-d96/).
 // The deterministic kernel on 80-row blocks has the default's one dQ stage rather than the
-// 64-row kernel's two, yet the turns' slack (one or two blocks, schedule.cuh) hides its waits
-// (H100, deterministic backward against the 64-row kernel: `seed` head_dim 128 from 4k rows 0.94
-// of the time, `fa` head_dim 128 from 2k 0.96-0.97, head_dim 96 at 4k and 16k 0.97;
+// 64-row kernel's two, yet hides its turns' waits (H100, with the turns then from the last key
+// block down; deterministic backward against the 64-row kernel: `seed` head_dim 128 from 4k
+// rows 0.94 of the time, `fa` head_dim 128 from 2k 0.96-0.97, head_dim 96 at 4k and 16k 0.97;
 // share/results/h100-2026-12-05-det-blocks-80/). The kernels serve dense calls alone: no
 // variants (nor sums, which take the variant kernels), no varlen batch.
 inline constexpr int64_t kBlocksOf80FromRows = 2048;
@@ -1070,6 +1071,25 @@ template <int kHeadDim>
 bool blocks_of_80_pay(const BackwardArgs& args) {
   return kHasBlocksOf80<kHeadDim> && !uses_variant_kernels(args) && !args.varlen.enabled() &&
          args.shape.seq_q >= kBlocksOf80FromRows;
+}
+
+// Whether a dense call under a causal mask starts its CTAs with every head's first key block,
+// then every head's second, ... (block_order()'s interleaved order; the deterministic kernels
+// too, whose turns go from a query block's first key block up, DqSumOrder::first_key_first)
+// rather than a head's key blocks together. Key blocks differ in cost there, and on grids of a
+// few waves the plain order leaves SMs idle at its end; but spread over every head, the running
+// CTAs read every head's Q, dO and fp32 dQ at once, which pays only while those fit in L2.
+// kInterleaveHeadsUpToBytes bounds B x H x Sq x D x (2 x element + 4) bytes (H100, 50 MiB of
+// L2, causal backward, interleaved / plain time: B = 1, H = 8 at 16 MiB 0.67, 32 MiB 0.74-0.81,
+// 64 MiB 0.91-1.01, 128 MiB 1.07; 256 MiB 1.04-1.74;
+// share/results/h100-2026-12-05-bwd-head-order/).
+inline constexpr int64_t kInterleaveHeadsUpToBytes = int64_t{64} << 20;
+inline bool heads_interleave_pays(const BackwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  const int64_t bytes =
+      s.batch * s.heads * s.seq_q * s.head_dim * (2 * int64_t(dtype_size(args.dtype)) + 4);
+  return args.mask != Mask::none && !uses_variant_kernels(args) && !args.varlen.enabled() &&
+         bytes <= kInterleaveHeadsUpToBytes;
 }
 
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
@@ -1139,6 +1159,7 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                     make_walk_output_maps<Traits>(params, args);
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
+  params.base.heads_interleaved = heads_interleave_pays(args);
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
   auto* kernel = variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                                   : &backward_kernel<Element, kHeadDim, true, false>)
