@@ -32,7 +32,20 @@ using cli::UsageError;
 
 namespace {
 
+// The filter's stack (filter_cases): a base for the matcher's own frames, and per character of
+// the longest name, per character of the pattern (the recursion deepens with the pattern's
+// nesting as well as the name's length: 270 bytes a name character measured for ".*", over 7
+// KiB for thirty nested groups), at most kFilterMaxStack.
 constexpr size_t kFilterBaseStack = size_t{64} << 20;
+constexpr size_t kFilterStackPerCharPair = 256;
+constexpr size_t kFilterMaxStack = size_t{1} << 40;
+
+size_t filter_stack_bytes(size_t longest_name, size_t pattern_length) {
+  const double wanted = double(kFilterBaseStack) + double(longest_name) *
+                                                       double(kFilterStackPerCharPair) *
+                                                       double(pattern_length + 16);
+  return wanted >= double(kFilterMaxStack) ? kFilterMaxStack : size_t(wanted);
+}
 
 // A thread's task for run_filter_on_stack: the work, and what it threw.
 struct StackTask {
@@ -64,7 +77,7 @@ void run_filter_on_stack(size_t bytes, const std::function<void()>& work) {
     throw UsageError("--filter: cannot start a thread with a " + std::to_string(bytes >> 20) +
                      " MiB stack for the case names (" + std::strerror(failed) + ")");
   }
-  pthread_join(thread, nullptr);
+  pthread_join(thread, nullptr);  // cannot fail: a joinable thread of our own, joined once
   if (task.error) std::rethrow_exception(task.error);
 }
 
@@ -442,8 +455,7 @@ std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
   std::vector<Problem> kept;
   // The standard library's matcher recurses once or more per character: a varlen case of
   // 10,000 sequences (a name of about 50,000 characters) overflowed the main thread's 8 MiB.
-  // Measured at about 270 bytes a character for ".*"; the stack gives 4 KiB.
-  run_filter_on_stack(kFilterBaseStack + longest * 4096, [&] {
+  run_filter_on_stack(filter_stack_bytes(longest, pattern.size()), [&] {
     try {
       for (size_t i = 0; i < cases.size(); ++i) {
         if (std::regex_search(labels[i], re)) kept.push_back(cases[i]);

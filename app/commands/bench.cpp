@@ -58,23 +58,41 @@ struct Selection {
   std::vector<Problem> cases;
   std::string sweep = "command line";  // the --sweep value, or "command line"
   std::string sweep_file;              // the file read, if any
-  std::string overrides;               // the options that set a key of every sweep line
+  // With options that set a key of every sweep line: their names, and each case's name as the
+  // sweep wrote it (before them).
+  std::string overrides;
+  std::vector<std::string> labels_as_written;
 };
+
+// The options of `o` that set a key of every sweep line, by name: only those can make two lines'
+// cases one (--gpus has no key of its own).
+std::string sweep_overrides(const BenchOptions& o) {
+  std::string names;
+  for (const auto& [given, name] : {std::pair{o.problem.deterministic, "--deterministic"},
+                                    std::pair{o.problem.ranks != 0, "--ranks"}}) {
+    if (given) names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  return names;
+}
 
 // A case named twice would be timed twice under one name: results.json would hold both rows,
 // and a comparison would pool their samples. (A mask given as causal and causal-top-left with
 // equal lengths is one mask, named causal:1.)
 void refuse_repeated_cases(const Selection& s) {
-  std::map<std::string, Mask> masks;  // by name, the mask of its first case
-  for (const Problem& c : s.cases) {
-    const auto [first, added] = masks.emplace(case_label(c), c.mask);
+  std::map<std::string, size_t> first_case;  // by name, the index of its first case
+  for (size_t i = 0; i < s.cases.size(); ++i) {
+    const Problem& c = s.cases[i];
+    const auto [first, added] = first_case.emplace(case_label(c), i);
     if (added) continue;
+    const bool by_overrides = !s.labels_as_written.empty() &&
+                              s.labels_as_written[first->second] != s.labels_as_written[i];
     throw UsageError(
         "case " + case_label(c) + " comes twice from " +
         (s.sweep_file.empty() ? std::string("the options' lists") : "--sweep " + s.sweep_file) +
-        (s.overrides.empty() ? "" : " with " + s.overrides) +
-        (first->second != c.mask ? " (causal and causal-top-left with equal lengths are one mask)"
-                                 : ""));
+        (by_overrides ? " with " + s.overrides : "") +
+        (s.cases[first->second].mask != c.mask
+             ? " (causal and causal-top-left with equal lengths are one mask)"
+             : ""));
   }
 }
 
@@ -107,10 +125,9 @@ Selection select_cases(const BenchOptions& o) {
     s.sweep = o.sweep;
     s.sweep_file = resolve_sweep(o.sweep, sweep_search_dirs());
     s.cases = load_sweep(s.sweep_file);
-    for (const auto& [given, name] :
-         {std::pair{o.problem.deterministic, "--deterministic"},
-          std::pair{o.problem.ranks != 0, "--ranks"}, std::pair{o.problem.gpus != 0, "--gpus"}}) {
-      if (given) s.overrides += (s.overrides.empty() ? "" : ", ") + std::string(name);
+    s.overrides = sweep_overrides(o);
+    if (!s.overrides.empty()) {
+      for (const Problem& c : s.cases) s.labels_as_written.push_back(case_label(c));
     }
     for (Problem& c : s.cases) {
       c.scale = o.problem.scale.value_or(0.0);

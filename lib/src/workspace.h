@@ -112,9 +112,10 @@ inline size_t dq_group_extra_bytes(const AttentionShape& s, bool deterministic) 
 
 // Whether every key block adds to every query block's dQ: no causal mask, no window, a dense
 // batch, and keys. Only there do key groups pay: a causal head's chains are shorter on
-// average, on the wgmma kernels its heaviest key blocks start last, and the extra accumulators' zeroing and reading
-// (up to 2 x 48 MiB of traffic) cost more than the shorter chains gave (seed sweep, H200: causal
-// 0.94 of the default's speed with one group, 0.84-0.91 with up to four).
+// average, and the extra accumulators' zeroing and reading (up to 2 x 48 MiB of traffic) cost
+// more than the shorter chains gave (seed sweep, H200, with the wgmma kernels' heaviest key
+// blocks then starting last: causal 0.94 of the default's speed with one group, 0.84-0.91 with
+// up to four).
 inline bool dq_meets_every_key_block(const BackwardArgs& args) {
   return args.mask == Mask::none && !args.window.bounded() && !args.varlen.enabled() &&
          args.shape.seq_k > 0;

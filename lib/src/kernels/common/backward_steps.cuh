@@ -346,14 +346,10 @@ __device__ __forceinline__ int dq_group(const Params& params, int key_block) {
   return static_cast<int>(int64_t(key_block) * kBlockN / params.dq_groups.keys);
 }
 
-// The keys [begin, end) of key group `group` (the turns count within them).
+// The first key of key group `group` (the turns count from it).
 template <typename Params>
 __device__ __forceinline__ int64_t dq_group_begin(const Params& params, int group) {
   return int64_t(group) * params.dq_groups.keys;
-}
-template <typename Params>
-__device__ __forceinline__ int64_t dq_group_end(const Params& params, int group) {
-  return (int64_t(group) + 1) * params.dq_groups.keys;
 }
 
 // The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM) among a key

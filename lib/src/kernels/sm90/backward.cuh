@@ -1073,16 +1073,17 @@ bool blocks_of_80_pay(const BackwardArgs& args) {
          args.shape.seq_q >= kBlocksOf80FromRows;
 }
 
-// Whether a dense call under a causal mask starts its CTAs with every head's first key block,
-// then every head's second, ... (block_order()'s interleaved order; the deterministic kernels
-// too, whose turns go from a query block's first key block up, DqSumOrder::first_key_first)
-// rather than a head's key blocks together. Key blocks differ in cost there, and on grids of a
-// few waves the plain order leaves SMs idle at its end; but spread over every head, the running
-// CTAs read every head's Q, dO and fp32 dQ at once, which pays only while those fit in L2.
-// kInterleaveHeadsUpToBytes bounds B x H x Sq x D x (2 x element + 4) bytes (H100, 50 MiB of
-// L2, causal backward, interleaved / plain time: B = 1, H = 8 at 16 MiB 0.67, 32 MiB 0.74-0.81,
-// 64 MiB 0.91-1.01, 128 MiB 1.07; 256 MiB 1.04-1.74;
-// share/results/h100-2026-12-05-bwd-head-order/).
+// Whether a dense call without variants under a causal mask starts its CTAs with every head's
+// first key block, then every head's second, ... (block_order()'s interleaved order; the
+// deterministic kernels too, whose turns go from a query block's first key block up,
+// DqSumOrder::first_key_first) rather than a head's key blocks together. Key blocks differ in cost
+// there, and on grids of a few waves the plain order leaves SMs idle at its end; but spread over
+// every head, the running CTAs read every head's Q, dO and fp32 dQ at once, which pays only while
+// those fit in L2. kInterleaveHeadsUpToBytes bounds B x H x Sq x D x (2 x element + 4) bytes (H100,
+// 50 MiB of L2, causal backward, interleaved / plain time: B = 1, H = 8 at 16 MiB 0.67, 32 MiB
+// 0.74-0.81, 64 MiB 0.91-1.01, 128 MiB 1.07; 256 MiB 1.04-1.74;
+// share/results/h100-2026-12-05-bwd-head-order/). The walking kernel (backward_walk_pays())
+// takes its tiles from a counter in an order of its own and ignores this.
 inline constexpr int64_t kInterleaveHeadsUpToBytes = int64_t{64} << 20;
 inline bool heads_interleave_pays(const BackwardArgs& args) {
   const AttentionShape& s = args.shape;
