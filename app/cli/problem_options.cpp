@@ -299,7 +299,7 @@ std::string case_label(const Problem& p) {
   return out.str();
 }
 
-CLI::Validator non_empty_path(const std::string& kind) {
+CLI::Validator non_empty_value(const std::string& kind) {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         return text.empty() ? "an empty value is not accepted" : std::string();

@@ -108,7 +108,7 @@ void require_forward_only(const Problem& p, const std::string& what);
 
 // Non-empty text; `kind` ("DIR", "FILE", or "NUMBER" for a value that is no path) shows in
 // --help and tells the shell completion what to offer.
-CLI::Validator non_empty_path(const std::string& kind);
+CLI::Validator non_empty_value(const std::string& kind);
 
 // The tokens of packed sequences of these lengths; nullopt where the sum overflows 64 bits.
 std::optional<int64_t> token_sum(const std::vector<int64_t>& lengths);

@@ -317,7 +317,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       cmd.add_option("--sweep", o.sweep,
                      "Cases from a sweep file: a name in share/sweeps (seed, fa, decode, "
                      "headdims, varlen, variants) or a path")
-          ->check(non_empty_path("SWEEP"));
+          ->check(non_empty_value("SWEEP"));
   for (const char* shape : {"--batch", "--heads", "--heads-kv", "--seq", "--seq-k", "--head-dim",
                             "--dtype", "--mask", "--causal", "--layout"}) {
     sweep->excludes(cmd.get_option(shape));
@@ -347,23 +347,23 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   // (An empty value would read as "not given": refused instead.)
   cmd.add_option("--peak-gbps", o.peak_gbps,
                  "Peak memory bandwidth in GB/s (10^9 bytes/s) to report a % of, e.g. 4800")
-      ->check(non_empty_path("NUMBER"));
+      ->check(non_empty_value("NUMBER"));
   cmd.add_option("--peak-tflops", o.peak_tflops,
                  "Peak to report a % of: one number, or per dtype 'fp16=989,bf16=989,fp32=67'")
-      ->check(non_empty_path("NUMBER"));
+      ->check(non_empty_value("NUMBER"));
   cmd.add_flag("--verify", o.verify,
                "Check each case against the CPU reference first (skipped above 2^33 "
                "multiply-adds per product)");
   cmd.add_option("--format", o.format, "table (default), markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
   cmd.add_option("--output", o.output, "Write the results to this file instead of stdout")
-      ->check(non_empty_path("FILE"));
+      ->check(non_empty_value("FILE"));
   CLI::Option* out_dir =
       cmd.add_option("--out-dir", o.out_dir,
                      "Write a result package here (a new or empty folder): metadata.json, "
                      "results.json (one row per pass with its statistics), results.md, "
                      "failures.json")
-          ->check(non_empty_path("DIR"));
+          ->check(non_empty_value("DIR"));
   cmd.add_flag("--samples", o.samples,
                "With --out-dir: results.json also holds every sample (one row per sample and six "
                "aggregate rows per pass, as --format json writes them)")
@@ -374,7 +374,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
       "Benchmark JSON with repetitions. Per case: the change of the median, the noise of both "
       "runs and a verdict (faster / slower / within noise) from a Mann-Whitney U test on the "
       "samples (Welch's t test when the baseline holds aggregates only), p < 0.05");
-  compare->check(non_empty_path("BASELINE"));
+  compare->check(non_empty_value("BASELINE"));
   cmd.add_flag("--compare-across", o.compare_across,
                "With --compare: compare with a baseline of another GPU model or kernel family "
                "(refused otherwise)")

@@ -336,7 +336,7 @@ void setup_run(CLI::App& app, const GlobalOptions& global, CommandResult& result
   cmd->add_flag("--backward", options->backward, "Also compute dQ, dK, dV");
   cmd->add_option("--out-dir", options->out_dir,
                   "Write o.npy, lse.npy (and dq/dk/dv.npy) into this folder")
-      ->check(non_empty_path("DIR"));
+      ->check(non_empty_value("DIR"));
   cmd->add_flag("--save-inputs", options->save_inputs,
                 "With --out-dir: also write q.npy, k.npy, v.npy (and dout.npy)");
   cmd->callback([options, &global, &result] { result.exit_code = run_command(*options, global); });
