@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Second round for the landed order (75192dd): the checkout against the same files with
-# `candidate.patch` reversed (the order before), both built (app only), then in two interleaved
+# `order-before.patch` applied (lib/ as it was at 1772384, the order before; `candidate.patch`
+# no longer reverses cleanly after the review mends of 6308c90), both built (app only), then in two interleaved
 # rounds the deterministic `seed` backward (fp16/bf16, every mask: one round read head_dim 128
 # causal 16k, where the order stays plain, at 1.035-1.045 of the time; no mask was not timed) and
 # the default `seed` causal backward at 8k and 16k; then the deterministic `fa` backward (every
@@ -16,8 +17,7 @@ source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
 T="timeout 120"
 NEXT=share/results/h100-2026-12-05-bwd-head-order/next
 
-checkout_tree before
-git apply -R --directory=build/before-src "$NEXT/candidate.patch" || { say "reverse patch failed"; exit 1; }
+tree before "$NEXT/order-before.patch" || exit 1
 checkout_tree after
 build before 8 OFF cuflash_app &
 build after 8 OFF cuflash_app &
