@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
     }
   });
 
+  const std::string empty_item = empty_list_item_error(app, {argv + 1, argv + argc});
+  if (!empty_item.empty()) return report_error(empty_item, kExitBadInput);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -111,7 +111,47 @@ std::string repeated_option_message(const CLI::ParseError& error) {
   return what.substr(0, at) + " given " + count + " times; it takes one value";
 }
 
+bool has_empty_item(const std::string& list) {
+  return list.empty() || list.front() == ',' || list.back() == ',' ||
+         list.find(",,") != std::string::npos;
+}
+
 }  // namespace
+
+std::string empty_list_item_error(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* command = &app;
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    const std::string& word = args[i];
+    if (!looks_like_option(word)) {
+      if (command == &app) {
+        for (const CLI::App* sub : app.get_subcommands({})) {
+          if (sub->get_name() == word) command = sub;
+        }
+      }
+      continue;
+    }
+    const std::string name = option_part(word);
+    const CLI::Option* option = command->get_option_no_throw(name);
+    if (option == nullptr && command != &app) option = app.get_option_no_throw(name);
+    if (option == nullptr || option->get_delimiter() != ',') continue;
+    // The value in the word ("--seqlens=3,4", "-s64"), else the words up to the next option.
+    std::vector<std::string> values;
+    if (word.size() > name.size()) {
+      values.push_back(word.substr(name.size() + (word[name.size()] == '=' ? 1 : 0)));
+    } else {
+      for (size_t j = i + 1; j < args.size() && !looks_like_option(args[j]); ++j) {
+        values.push_back(args[j]);
+      }
+    }
+    for (const std::string& value : values) {
+      if (has_empty_item(value)) {
+        return (command != &app ? command->get_name() + ": " : std::string()) + name + " '" +
+               value + "': an empty item in the list (a comma too many?)";
+      }
+    }
+  }
+  return {};
+}
 
 std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
   return app.get_subcommands(

@@ -15,6 +15,12 @@ namespace cuflash::cli {
 std::string explain_parse_error(const CLI::App& app, const std::vector<std::string>& args,
                                 const CLI::ParseError& error);
 
+// The error for a comma list with an empty item in `args` (argv without the program name):
+// "--seqlens 512,,77" or "--page-size 16," name the option and the value. CLI11 drops empty items
+// without a word, so a doubled or trailing comma would quietly change the case. Empty when every
+// list is whole.
+std::string empty_list_item_error(const CLI::App& app, const std::vector<std::string>& args);
+
 // The candidate nearest to `word` when it is close enough to be a typo (one or two edits, a swap
 // of neighbours counting as one); empty otherwise.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);

@@ -145,6 +145,14 @@ TEST_CASE("varlen: bad lengths and combinations are one-line usage errors", "[cl
   require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --cache-seqlens 3,5", "--seqlens");
   require_usage_error_writing_nothing(run + "--layout thd --seqlens 3,5 --page-size 16", "--seqlens");
   require_usage_error_writing_nothing("bench --sweep fa --seqlens 3,5", "--seqlens");
+  // An empty item would be dropped without a word, changing the batch: a comma too many.
+  for (const std::string lists :
+       {"--seqlens 3,,5", "--seqlens=3,5,", "--seqlens 3,5 --seqlens-k ,4,6"}) {
+    require_usage_error_writing_nothing(run + "--layout thd " + lists, "an empty item");
+  }
+  require_usage_error_writing_nothing("bench --list --sweep seed --page-size 16,",
+                                      "--page-size '16,'");
+  require_usage_error_writing_nothing("bench --list -b 1,,2", "-b '1,,2'");
   // Lengths whose sum overflows 64 bits name their option (they once made a case of -1 tokens).
   require_usage_error_writing_nothing(run + "--layout thd --seqlens 9223372036854775807,1",
                                       "--seqlens 9223372036854775807,1 sums past");
