@@ -1,11 +1,12 @@
 #include "cli/problem_options.h"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
-
-#include <cuda_runtime_api.h>
 
 #include "cli/exit_codes.h"
 #include "cuflash/attention.h"
@@ -67,21 +68,25 @@ CLI::Validator counted_up_to_max_ranks(const std::string& what) {
 const CLI::Validator kRanks = counted_up_to_max_ranks("ranks");
 const CLI::Validator kGpus = counted_up_to_max_ranks("GPUs");
 
-// A whole number >= 0 that fits in 64 bits: CLI11 reads "-1" into a uint64_t as 2^64 - 1.
-const CLI::Validator kNonNegativeInteger(
-    [](std::string& text) -> std::string {
-      const bool digits =
-          !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-      try {
-        if (digits) {
-          (void)std::stoull(text);
-          return {};
+// A whole number >= 0 that fits in T (its upper bound `bound` in words): CLI11 reads "-1" into a
+// uint64_t as 2^64 - 1, and a number past an int64_t's range as its largest value.
+template <typename T>
+CLI::Validator non_negative_integer(const std::string& bound) {
+  return CLI::Validator(
+      [bound](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        try {
+          if (digits && std::stoull(text) <= uint64_t(std::numeric_limits<T>::max())) return {};
+        } catch (const std::exception&) {
         }
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a non-negative integer below 2^64";
-    },
-    "");  // no name of its own: --help shows the type, UINT
+        return "'" + text + "' is not a non-negative integer below " + bound;
+      },
+      "");  // no name of its own: --help shows the type, UINT or INT
+}
+
+const CLI::Validator kNonNegativeInteger = non_negative_integer<uint64_t>("2^64");
+const CLI::Validator kNonNegativeInt64 = non_negative_integer<int64_t>("2^63");
 
 template <typename T>
 std::string join(const std::vector<T>& values) {
@@ -379,8 +384,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists,
       ->needs(seqlens);
   add_list(command, "--splits", o.splits,
            "Key splits of the GPU forward (flash-decoding): 0 = automatic, 1 = none, N = "
-           "exactly N, at most one per 64 keys; fp16 and bf16" + list, allow_lists)
-      ->check(kNonNegativeInteger);
+           "exactly N, at most one per 64 keys; fp16 and bf16" +
+               list,
+           allow_lists)
+      ->check(kNonNegativeInt64);
   command.add_flag("--deterministic", o.deterministic,
                    "GPU backward with dQ summed in a fixed order: dQ, dK, dV the same bits on "
                    "every run, at some speed (default: the faster arrival order)");
@@ -403,8 +410,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists,
            "Forward only: K and V in a paged cache of this many keys per page (a power of two "
            ">= 16: 16, 32, 64, 128, 256, ...), the pages in a shuffled order; the results equal "
            "the contiguous run's bit for bit where that run takes the split kernel too (decoding "
-           "shapes, or --splits >= 2). 0 = contiguous; fp16 and bf16" + list, allow_lists)
-      ->check(kNonNegativeInteger);
+           "shapes, or --splits >= 2). 0 = contiguous; fp16 and bf16" +
+               list,
+           allow_lists)
+      ->check(kNonNegativeInt64);
   command.add_option("--cache-seqlens", o.cache_seqlens,
                      "Forward only: the keys of each batch entry, one per entry, each 1..seq_k "
                      "(keys past an entry's length do not exist for it; the causal mask aligns "

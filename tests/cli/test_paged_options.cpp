@@ -39,6 +39,9 @@ TEST_CASE("paged options: bad page sizes and cache lengths are one-line usage er
   require_usage_error("run " + small + "--cache-seqlens 5,7 --softcap 5", "--cache-seqlens");
   require_usage_error("run --backend cpu -s 128 --window 4,4 --splits 2", "--splits");
   require_usage_error("bench -s 128 --alibi --splits 2 --pass fwd --list", "--alibi");
+  // Past int64's range CLI11 read the largest int64, which the errors then quoted.
+  require_usage_error("run " + small + "--splits 9223372036854775808", "below 2^63");
+  require_usage_error("run " + small + "--page-size 9223372036854775808", "below 2^63");
   // The profiled child rebuilds a case from its sweep line, which has no cache lengths.
   require_usage_error("bench -b 2 -s 1 --seq-k 100 --cache-seqlens 5,7 --pass fwd --profile "
                       "--out-dir never",
