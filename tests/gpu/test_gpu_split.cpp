@@ -70,6 +70,24 @@ void check_keys_split(const Problem& c, uint64_t seed) {
   CHECK(starts_with(record.launches().back().kernel, "split::merge_partials_kernel<"));
 }
 
+// Runs the forward of `c` once and, where the plan's choices are known
+// (launch_choices_known_here()), checks that the split kernel ran on `config`
+// ("split::SplitConfig<64, 1, 4>").
+void check_split_config(const Problem& c, uint64_t seed, const std::string& config) {
+  if (!launch_choices_known_here()) {
+    WARN("the split kernel's configuration is not checked: it is known on 132 SMs");
+    return;
+  }
+  const CaseInputs in = make_inputs(c, seed);
+  LaunchRecord record;
+  run_forward(c, in.q_bytes, in.k_bytes, in.v_bytes);
+  REQUIRE(!record.launches().empty());
+  const std::string& kernel = record.launches().front().kernel;
+  INFO("the first launch: " << kernel);
+  CHECK(starts_with(kernel, "split::split_forward_kernel<"));
+  CHECK(kernel.find(", " + config + ", ") != std::string::npos);
+}
+
 Problem decode_case(DType dtype, int64_t head_dim, Mask mask, int64_t seq_q, int64_t seq_k,
                     int64_t batch, int64_t heads, int64_t heads_kv, Layout layout,
                     int64_t splits) {
@@ -176,6 +194,7 @@ TEST_CASE("split-KV: head_dim 64's deep pipeline on grids of several waves vs th
                         150, h.heads, h.heads_kv, index % 2 ? Layout::bhsd : Layout::bshd, splits);
         DYNAMIC_SECTION(describe(c) << " splits=" << c.splits) {
           check_forward(c, seed);
+          check_split_config(c, seed, "split::SplitConfig<64, 1, 4>");  // NarrowDeep
           if (splits == 3) check_same_as_unsplit(c, seed);
         }
         ++index;
