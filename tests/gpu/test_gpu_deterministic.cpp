@@ -2,12 +2,14 @@
 // bits over 100 runs and on a workspace of any contents, results within the accuracy rule of
 // the other GPU tests, and the workspace the mode needs. Registered twice (tests/CMakeLists.txt): as is, and with
 // CUFLASH_DISABLE_WGMMA=1, so that on an H100/H200 both kernel families are covered.
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
-#include <cuda_runtime.h>
 
 #include "cuflash/attention.h"
 #include "cuflash/error.h"
@@ -22,7 +24,7 @@ constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
 // ends every query block's turns at its own last key block (turns go from the first key block
 // that meets a query block up). The causal cases' grids are small enough for the wgmma kernels
-// to interleave heads (sm90/backward.cuh, heads_interleave_pays()), as the mma.sync ones do.
+// to interleave heads (sm90/backward.cuh, interleaved_heads()), as the mma.sync ones do.
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -252,6 +254,115 @@ TEST_CASE("deterministic backward on query blocks of 80: the same bits, and corr
         p.deterministic = true;
         ++seed;
         DYNAMIC_SECTION(describe(p)) { check_deterministic(p, seed, true); }
+      }
+    }
+  }
+}
+
+HostBytes byte_slice(const HostBytes& bytes, int64_t begin, int64_t count) {
+  return HostBytes(bytes.begin() + begin, bytes.begin() + begin + count);
+}
+
+// The backward of grid row `row` (batch * heads_kv + kv head: one kv head with its query heads)
+// of the dense bhsd problem `p` on its own, from the full problem's inputs `in` and forward
+// results `fwd`: a problem of one kv head, whose grid is never interleaved.
+HostBackwardResult backward_of_row_alone(const Problem& p, const CaseInputs& in,
+                                         const HostForwardResult& fwd, int64_t row) {
+  const AttentionShape& s = p.shape;
+  const int64_t group = s.heads / s.heads_kv;
+  Problem alone = p;
+  alone.shape.batch = 1;
+  alone.shape.heads = group;
+  alone.shape.heads_kv = 1;
+  const int64_t element = dtype_size(p.dtype);
+  const int64_t q_bytes = group * s.seq_q * s.head_dim * element;
+  const int64_t kv_bytes = s.seq_k * s.head_dim * element;
+  CaseInputs part;
+  part.q_bytes = byte_slice(in.q_bytes, row * q_bytes, q_bytes);
+  part.dout_bytes = byte_slice(in.dout_bytes, row * q_bytes, q_bytes);
+  part.k_bytes = byte_slice(in.k_bytes, row * kv_bytes, kv_bytes);
+  part.v_bytes = byte_slice(in.v_bytes, row * kv_bytes, kv_bytes);
+  DeviceProblem device(alone);
+  device.upload(part);
+  const BackwardArgs args = device.backward_args();
+  REQUIRE(cudaMemcpy(args.out.data, fwd.out.data() + row * q_bytes, size_t(q_bytes),
+                     cudaMemcpyHostToDevice) == cudaSuccess);
+  const int64_t lse_rows = group * s.seq_q;
+  REQUIRE(cudaMemcpy(const_cast<float*>(args.lse), fwd.lse.data() + row * lse_rows,
+                     size_t(lse_rows) * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  backward(args);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  return device.backward_result();
+}
+
+// The gradients of grid rows `rows` of `p` (bhsd, causal) in the full call against each row's
+// computed alone, in plain order: dK and dV the same bits (no atomics), dQ too in deterministic
+// mode (its sums go in the order of the turns, not of the CTAs), else within two units in the
+// last place of the largest |dQ|.
+void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int64_t>& rows) {
+  const CaseInputs in = make_inputs(p, seed);
+  DeviceProblem device(p);
+  device.upload(in);
+  forward(device.forward_args());
+  backward(device.backward_args());
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const HostForwardResult fwd = device.forward_result();
+  const HostBackwardResult full = device.backward_result();
+  const AttentionShape& s = p.shape;
+  const int64_t element = dtype_size(p.dtype);
+  const int64_t q_bytes = s.heads / s.heads_kv * s.seq_q * s.head_dim * element;
+  const int64_t kv_bytes = s.seq_k * s.head_dim * element;
+  for (const int64_t row : rows) {
+    INFO("grid row " << row);
+    const HostBackwardResult alone = backward_of_row_alone(p, in, fwd, row);
+    CHECK(alone.dk == byte_slice(full.dk, row * kv_bytes, kv_bytes));
+    CHECK(alone.dv == byte_slice(full.dv, row * kv_bytes, kv_bytes));
+    const HostBytes full_dq = byte_slice(full.dq, row * q_bytes, q_bytes);
+    if (p.deterministic) {
+      CHECK(alone.dq == full_dq);
+      continue;
+    }
+    Problem row_problem = p;
+    row_problem.shape.batch = 1;
+    row_problem.shape.heads = s.heads / s.heads_kv;
+    row_problem.shape.heads_kv = 1;
+    const std::vector<double> a = q_side_values(row_problem, alone.dq);
+    const std::vector<double> b = q_side_values(row_problem, full_dq);
+    double largest = 0;
+    for (const double x : b) largest = std::max(largest, std::abs(x));
+    const double ulp = p.dtype == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+    CHECK(max_abs_difference(a, b) <= 2 * ulp * std::max(1.0, largest));
+  }
+}
+
+// Causal calls whose Q, dO and fp32 dQ pass the wgmma backward's bound for interleaving every
+// head (sm90/backward.cuh, interleaved_heads()), which in deterministic mode interleaves groups
+// of heads instead: 4 MiB a grid row, 16 rows at a time, so 40 rows run in groups of 16, 16 and
+// 8 (head_dim 128, one batch entry), 80 rows of 2 MiB in groups of 32, 32 and 16 (head_dim 64,
+// two), and 24 GQA rows of two query heads in groups of 16 and 8 (unit test_block_order.cu
+// checks these counts); the default mode runs them in plain order. The rows checked: the first
+// and last of each group. (Elsewhere, the mma.sync kernels, which interleave all heads under a
+// causal mask, run the same comparison.)
+TEST_CASE("backward on heads interleaved in groups: each kv head's gradients as computed alone",
+          "[gpu][deterministic]") {
+  require_gpu();
+  struct Grid {
+    DType dtype;
+    int64_t head_dim, seq, batch, heads, heads_kv;
+    std::vector<int64_t> rows;
+  };
+  const Grid grids[] = {{DType::bf16, 128, 4096, 1, 40, 40, {0, 15, 16, 31, 32, 39}},
+                        {DType::fp16, 64, 4096, 2, 40, 40, {0, 31, 32, 63, 64, 79}},
+                        {DType::fp16, 128, 2048, 1, 48, 24, {0, 15, 16, 23}}};
+  uint64_t seed = 1700;
+  for (const Grid& g : grids) {
+    for (const bool deterministic : {true, false}) {
+      Problem p = make_problem(g.dtype, g.head_dim, Mask::causal_bottom_right, g.seq, g.seq,
+                               g.batch, g.heads, g.heads_kv, Layout::bhsd);
+      p.deterministic = deterministic;
+      ++seed;
+      DYNAMIC_SECTION(describe(p) << (deterministic ? " deterministic" : " default")) {
+        check_rows_as_alone(p, seed, g.rows);
       }
     }
   }

@@ -332,7 +332,8 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // L (key block n's turn is n - F, dq_turn_from_first(); DqSumOrder, schedule.cuh).
 //
 // Progress: a key block waits only for the key blocks of its (batch, kv head) that add before it,
-// whose CTAs have lower linear indices in both of block_order()'s orders.
+// whose CTAs have lower linear indices in every order of block_order() (plain, interleaved, in
+// groups of heads: a head's blocks come in increasing order in each).
 // CTAs are dispatched in order of linear index, so those were started first and are running or
 // done, and (by induction from the key block that adds first) none of them waits forever. Key
 // groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key

@@ -204,8 +204,8 @@ struct BackwardParams {
   int64_t num_n_blocks;   // key blocks per kv head
   int64_t bh_offset;      // (batch * heads_kv + kv head) of blockIdx.y == 0
   int* tile_counter;      // the walking kernels' tiles taken (workspace.h), zeroed by the row sums
-  // sm90: block_order()'s interleaved order (heads_interleave_pays())
-  bool heads_interleaved = false;
+  // sm90: block_order()'s heads_together (interleaved_heads()); 1: plain order
+  uint32_t heads_together = 1;
 };
 
 }  // namespace cuflash::detail

@@ -13,25 +13,43 @@
 namespace cuflash::detail {
 
 // Which (block, head) of a grid (blocks, heads) this CTA computes. CTAs start roughly in the
-// order of their linear index (x fastest). Plain order keeps the CTAs running together on few
-// heads (their K/V stay in L2); under a causal mask, where blocks differ in cost, `interleave`
-// walks all heads' first block, then all heads' second, ..., so that the heaviest blocks of
-// every head start first (H200, fp32, D=128, B=1, H=8, 4k causal: see the performance log).
+// order of their linear index (x fastest). Plain order (heads_together 1) keeps the CTAs running
+// together on few heads (their K/V stay in L2); under a causal mask, where blocks differ in cost,
+// an interleaved order walks the first block of `heads_together` heads, then their second
+// block, ..., then the next heads_together heads the same way, so that the heaviest blocks of
+// those heads start first (H200, fp32, D=128, B=1, H=8, 4k causal: see the performance log)
+// while the running CTAs share the data of no more heads than that. heads_together >= gridDim.y
+// interleaves all heads of the grid.
 struct BlockOrder {
   int64_t block;
   int64_t head;
 };
 
-// Index: the type of the linear index's arithmetic. 64 bits in general: a varlen grid is as
-// wide as its longest sequence for every one of up to 65535 heads and sequences, which can pass
-// 2^32 CTAs. 32 bits (a few instructions where a 64-bit division is a routine) where the caller
-// knows the grid is small enough: the sm90 backward interleaves only dense calls
-// (heads_interleave_pays()).
+// The place of the CTA of linear index `linear` in a grid of (blocks, heads). Index: the type of
+// the linear index's arithmetic. 64 bits in general: a varlen grid is as wide as its longest
+// sequence for every one of up to 65535 heads and sequences, which can pass 2^32 CTAs. 32 bits (a
+// few instructions where a 64-bit division is a routine) where the caller knows the grid is small
+// enough: the sm90 backward interleaves only dense calls (interleaved_heads()).
 template <typename Index = int64_t>
-__device__ __forceinline__ BlockOrder block_order(bool interleave) {
-  if (!interleave) return {int64_t(blockIdx.x), int64_t(blockIdx.y)};
-  const Index linear = Index(blockIdx.y) * gridDim.x + blockIdx.x;
-  return {int64_t(linear / gridDim.y), int64_t(linear % gridDim.y)};
+__host__ __device__ __forceinline__ BlockOrder block_order_of(Index linear, Index blocks,
+                                                              Index heads, Index heads_together) {
+  if (heads_together <= 1) return {int64_t(linear % blocks), int64_t(linear / blocks)};
+  const Index group_ctas = heads_together * blocks;
+  const Index group = linear / group_ctas;
+  const Index first_head = group * heads_together;
+  // (the last group may have fewer heads)
+  const Index group_heads =
+      heads - first_head < heads_together ? heads - first_head : heads_together;
+  const Index in_group = linear - group * group_ctas;
+  return {int64_t(in_group / group_heads), int64_t(first_head + in_group % group_heads)};
+}
+
+// This CTA's place in a grid of (blocks, heads) = (gridDim.x, gridDim.y).
+template <typename Index = int64_t>
+__device__ __forceinline__ BlockOrder block_order(Index heads_together) {
+  if (heads_together <= 1) return {int64_t(blockIdx.x), int64_t(blockIdx.y)};
+  return block_order_of<Index>(Index(blockIdx.y) * gridDim.x + blockIdx.x, Index(gridDim.x),
+                               Index(gridDim.y), heads_together);
 }
 
 // A forward CTA's query block: rows [q0, q0 + kBlockM) of query head `head`. Blocks start

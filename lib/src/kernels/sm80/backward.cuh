@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   constexpr DqSumOrder kSumOrder =
       kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
-  BlockOrder order = block_order(grid_params.problem.causal);
+  BlockOrder order = block_order(grid_params.problem.causal ? int64_t(gridDim.y) : 1);
   const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int thread = threadIdx.x;

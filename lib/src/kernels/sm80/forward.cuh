@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kOutTiles = kHeadDim / 8;    // n8 tiles of O per m tile
   using Tile = SmemTile<Element, kStride>;
 
-  const BlockOrder order = block_order(grid_params.problem.causal);
+  const BlockOrder order = block_order(grid_params.problem.causal ? int64_t(gridDim.y) : 1);
   const ForwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
   const int64_t num_m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // of the CTA's sequence

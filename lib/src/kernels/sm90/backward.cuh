@@ -32,6 +32,7 @@
 // dQ stages, which that thread stores by TMA while the next block's first products run.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -676,9 +677,9 @@ __global__ void __launch_bounds__(
   const int lane = thread % 32;
   constexpr DqSumOrder kSumOrder =
       kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
-  // (32-bit arithmetic: only dense calls interleave, heads_interleave_pays(), whose grid has fewer
+  // (32-bit arithmetic: only dense calls interleave, interleaved_heads(), whose grid has fewer
   // CTAs than K has 2 KiB blocks: below 2^32 for any K in memory)
-  const BlockOrder order = block_order<uint32_t>(base.heads_interleaved);
+  const BlockOrder order = block_order<uint32_t>(base.heads_together);
   // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
   // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
   // dense batch). The others read the launch's constants rather than hold a copy in registers.
@@ -1073,24 +1074,36 @@ bool blocks_of_80_pay(const BackwardArgs& args) {
          args.shape.seq_q >= kBlocksOf80FromRows;
 }
 
-// Whether a dense call without variants under a causal mask starts its CTAs with every head's
-// first key block, then every head's second, ... (block_order()'s interleaved order; the
+// How many kv heads (grid rows) a dense call without variants under a causal mask interleaves
+// (block_order()): every head's first key block, then every head's second, ... (the
 // deterministic kernels too, whose turns go from a query block's first key block up,
-// DqSumOrder::first_key_first) rather than a head's key blocks together. Key blocks differ in cost
-// there, and on grids of a few waves the plain order leaves SMs idle at its end; but spread over
-// every head, the running CTAs read every head's Q, dO and fp32 dQ at once, which pays only while
-// those fit in L2. kInterleaveHeadsUpToBytes bounds B x H x Sq x D x (2 x element + 4) bytes (H100,
-// 50 MiB of L2, causal backward, interleaved / plain time: B = 1, H = 8 at 16 MiB 0.67, 32 MiB
-// 0.74-0.81, 64 MiB 0.91-1.01, 128 MiB 1.07; 256 MiB 1.04-1.74;
-// share/results/h100-2026-12-05-bwd-head-order/). The walking kernel (backward_walk_pays())
-// takes its tiles from a counter in an order of its own and ignores this.
-inline constexpr int64_t kInterleaveHeadsUpToBytes = int64_t{64} << 20;
-inline bool heads_interleave_pays(const BackwardArgs& args) {
+// DqSumOrder::first_key_first) rather than a head's key blocks together. Key blocks differ in
+// cost there, and on grids of a few waves the plain order leaves SMs idle at its end; but spread
+// over the interleaved heads, the running CTAs read all their Q, dO and fp32 dQ at once, which
+// pays only while those fit in L2. Every head is interleaved where the whole call's
+// B x H x Sq x D x (2 x element + 4) bytes stay within kInterleavedHeadsUpToBytes (H100, 50 MiB
+// of L2, causal backward, all heads interleaved / plain time: B = 1, H = 8 at 16 MiB 0.67,
+// 32 MiB 0.74-0.81, 64 MiB 0.91-1.01, 128 MiB 1.07; 256 MiB 1.04-1.74;
+// share/results/h100-2026-12-05-bwd-head-order/). Past that, deterministic calls of at least
+// kGroupedHeadsFromRows query rows interleave groups of as many kv heads as stay within it, one
+// group after another: there a key block's turns wait for the key blocks before it, and a head's
+// key blocks started together wait in a chain that interleaving shortens (H100, grouped / plain
+// time: `fa` causal bf16, 256 MiB, 2k-16k rows 0.80-0.89, head_dim 128 at 16k 0.99; `seed`
+// head_dim 128 at 16k, groups of 4 of 8 heads, 0.92-0.98), but 512 and 1k rows lost 1.05-1.18
+// and the default mode up to 1.11 (`fa` 0.99-1.11; head_dim 128 at 2k, 4k and 16k 1.05-1.11;
+// share/results/h100-2026-12-06-bwd-head-groups/): they keep the plain order. The walking kernel
+// (backward_walk_pays()) takes its tiles from a counter in an order of its own and ignores this.
+inline constexpr int64_t kInterleavedHeadsUpToBytes = int64_t{64} << 20;
+inline constexpr int64_t kGroupedHeadsFromRows = 2048;
+inline int64_t interleaved_heads(const BackwardArgs& args) {
   const AttentionShape& s = args.shape;
-  const int64_t bytes =
-      s.batch * s.heads * s.seq_q * s.head_dim * (2 * int64_t(dtype_size(args.dtype)) + 4);
-  return args.mask != Mask::none && !uses_variant_kernels(args) && !args.varlen.enabled() &&
-         bytes <= kInterleaveHeadsUpToBytes;
+  if (args.mask == Mask::none || uses_variant_kernels(args) || args.varlen.enabled()) return 1;
+  const int64_t rows = s.batch * s.heads_kv;
+  const int64_t bytes_per_row =
+      s.heads / s.heads_kv * s.seq_q * s.head_dim * (2 * int64_t(dtype_size(args.dtype)) + 4);
+  const int64_t fitting = std::clamp<int64_t>(kInterleavedHeadsUpToBytes / bytes_per_row, 1, rows);
+  if (fitting == rows) return rows;
+  return args.deterministic && s.seq_q >= kGroupedHeadsFromRows ? fitting : 1;
 }
 
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
@@ -1160,7 +1173,7 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
                     make_walk_output_maps<Traits>(params, args);
   params.base = backward_params<Element>(args);
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
-  params.base.heads_interleaved = heads_interleave_pays(args);
+  params.base.heads_together = uint32_t(interleaved_heads(args));
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
   auto* kernel = variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                                   : &backward_kernel<Element, kHeadDim, true, false>)

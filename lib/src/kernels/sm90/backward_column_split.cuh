@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   const ProblemParams& p = base.problem;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, block_order(false));
+  const BackwardBlock block = backward_block<kBlockN>(p, base.bh_offset, block_order(int64_t{1}));
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;

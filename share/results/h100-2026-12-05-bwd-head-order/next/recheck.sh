@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Second round for the landed order (75192dd): the checkout against the same files with
-# `order-before.patch` applied (lib/ as it was at 1772384, the order before; `candidate.patch`
-# no longer reverses cleanly after the review mends of 6308c90), both built (app only), then in two interleaved
-# rounds the deterministic `seed` backward (fp16/bf16, every mask: one round read head_dim 128
-# causal 16k, where the order stays plain, at 1.035-1.045 of the time; no mask was not timed) and
-# the default `seed` causal backward at 8k and 16k; then the deterministic `fa` backward (every
-# case in the plain order; not timed before) in one round. About 6 minutes.
+# `order-before.patch` applied (lib/ as it was at 1772384, the order before). `candidate.patch`
+# no longer reverses after the review mends of 6308c90; `order-before.patch` was made again
+# against the tree of the commit after 63dddcd, which groups heads (after later changes to lib/,
+# make it again with `git diff -R 1772384 -- lib/`). Both are built (app only); then, in two
+# interleaved rounds, the deterministic `seed` backward (fp16/bf16, every mask: one round read
+# head_dim 128 causal 16k, plain then, in groups of heads since, at 1.035-1.045 of the time; no
+# mask was not timed) and the default `seed` causal backward at 8k and 16k; then the
+# deterministic `fa` backward (not timed against the order before) in one round. About 6
+# minutes.
 #
 #   share/results/h100-2026-12-05-bwd-head-order/next/recheck.sh [OUT_DIR]
 set -uo pipefail
