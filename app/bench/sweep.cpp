@@ -437,6 +437,8 @@ std::vector<Problem> load_sweep(const std::string& path) {
   return parse_sweep(text.str(), path);
 }
 
+namespace {
+
 // `pattern` without a leading ".*" (or lazy ".*?"), which cannot change whether a search finds
 // a match (it may match nothing, and a name holds no newline), but which the standard library's
 // matcher retries from every start: ".*zzz" on a varlen case of 20,000 sequences took 70 s.
@@ -451,6 +453,8 @@ std::string search_pattern(std::string pattern) {
   }
   return pattern;
 }
+
+}  // namespace
 
 std::vector<Problem> filter_cases(const std::vector<Problem>& cases,
                                   const std::string& pattern) {
