@@ -263,6 +263,25 @@ HostBytes byte_slice(const HostBytes& bytes, int64_t begin, int64_t count) {
   return HostBytes(bytes.begin() + begin, bytes.begin() + begin + count);
 }
 
+// One grid row of `p` as a problem of its own: one kv head with its query heads, batch 1.
+Problem one_kv_head(const Problem& p) {
+  Problem alone = p;
+  alone.shape.batch = 1;
+  alone.shape.heads = p.shape.heads / p.shape.heads_kv;
+  alone.shape.heads_kv = 1;
+  return alone;
+}
+
+// Bytes of one grid row of `p` (bhsd) in Q, O, dO and dQ, and in K, V, dK and dV.
+struct RowBytes {
+  int64_t q, kv;
+};
+RowBytes row_bytes(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  const int64_t element = dtype_size(p.dtype);
+  return {s.heads / s.heads_kv * s.seq_q * s.head_dim * element, s.seq_k * s.head_dim * element};
+}
+
 // The backward of grid row `row` (batch * heads_kv + kv head: one kv head with its query heads)
 // of the dense bhsd problem `p` on its own, from the full problem's inputs `in` and forward
 // results `fwd`: a problem of one kv head, whose grid is never interleaved.
@@ -270,13 +289,8 @@ HostBackwardResult backward_of_row_alone(const Problem& p, const CaseInputs& in,
                                          const HostForwardResult& fwd, int64_t row) {
   const AttentionShape& s = p.shape;
   const int64_t group = s.heads / s.heads_kv;
-  Problem alone = p;
-  alone.shape.batch = 1;
-  alone.shape.heads = group;
-  alone.shape.heads_kv = 1;
-  const int64_t element = dtype_size(p.dtype);
-  const int64_t q_bytes = group * s.seq_q * s.head_dim * element;
-  const int64_t kv_bytes = s.seq_k * s.head_dim * element;
+  const Problem alone = one_kv_head(p);
+  const auto [q_bytes, kv_bytes] = row_bytes(p);
   CaseInputs part;
   part.q_bytes = byte_slice(in.q_bytes, row * q_bytes, q_bytes);
   part.dout_bytes = byte_slice(in.dout_bytes, row * q_bytes, q_bytes);
@@ -308,10 +322,7 @@ void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int6
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const HostForwardResult fwd = device.forward_result();
   const HostBackwardResult full = device.backward_result();
-  const AttentionShape& s = p.shape;
-  const int64_t element = dtype_size(p.dtype);
-  const int64_t q_bytes = s.heads / s.heads_kv * s.seq_q * s.head_dim * element;
-  const int64_t kv_bytes = s.seq_k * s.head_dim * element;
+  const auto [q_bytes, kv_bytes] = row_bytes(p);
   for (const int64_t row : rows) {
     INFO("grid row " << row);
     const HostBackwardResult alone = backward_of_row_alone(p, in, fwd, row);
@@ -322,10 +333,7 @@ void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int6
       CHECK(alone.dq == full_dq);
       continue;
     }
-    Problem row_problem = p;
-    row_problem.shape.batch = 1;
-    row_problem.shape.heads = s.heads / s.heads_kv;
-    row_problem.shape.heads_kv = 1;
+    const Problem row_problem = one_kv_head(p);
     const std::vector<double> a = q_side_values(row_problem, alone.dq);
     const std::vector<double> b = q_side_values(row_problem, full_dq);
     double largest = 0;
