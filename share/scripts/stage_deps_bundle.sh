@@ -24,9 +24,12 @@ fi
 rm -rf "$D"
 mkdir -p "$D"/include "$D"/lib/cmake "$D"/share/cmake "$D"/share/eigen3
 cp -a /usr/include/{CLI,spdlog,fmt,catch2,eigen3,nlohmann} "$D"/include/
-# Eigen's unsupported modules (3 MB of the bundle's 12) are not used: a smaller bundle is
-# quicker to copy to the GPU machine.
+# The reference includes only <Eigen/Core>, whose sources are src/Core and src/plugins: the
+# other modules (3 MB) and Eigen's unsupported ones (3 MB more) are dropped, as the bundle travels
+# to the GPU machine with every call.
 rm -rf "$D"/include/eigen3/unsupported
+find "$D"/include/eigen3/Eigen/src -mindepth 1 -maxdepth 1 ! -name Core ! -name plugins \
+  -exec rm -rf {} +
 # share/cmake/<name>/ climbs three folders to the prefix, in the bundle as in /usr: relocatable.
 cp -a /usr/share/cmake/{CLI11,nlohmann_json} "$D"/share/cmake/
 cp -a /usr/share/eigen3/cmake "$D"/share/eigen3/
