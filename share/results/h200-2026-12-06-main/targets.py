@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Issue 13's targets read from one package of bench_h200.sh (plus its deterministic/ folders).
+
+    targets.py PACKAGE
+
+PACKAGE holds cuflash-SWEEP/results.json and sdpa-SWEEP/sdpa-{cudnn,flash,efficient}.json for the
+sweeps `seed` and `fa` (one call), and deterministic/SWEEP/results.json (the backward with
+--deterministic, same call). Speed = the other side's median time / cuflash's. Printed:
+  1-2. fp16/bf16 against cuDNN per pass: geometric mean, minimum, cases below 1.0 by name; the
+       same by head_dim; TFLOP/s of head_dim 128 at S >= 4k beside cuDNN's;
+  3.   deterministic speed relative to the default backward: geometric mean, minimum, cases
+       below 0.85;
+  4.   fp32 against SDPA efficient.
+"""
+import json
+import math
+import os
+import sys
+
+
+def medians(path):
+    rows = json.load(open(path))["benchmarks"]
+    return {r["run_name"]: r for r in rows if r.get("aggregate_name") == "median"}
+
+
+def geo(values):
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def line(label, speeds, floor, list_below=True):
+    """speeds: {case: speed}; one summary line, then (list_below) each case below floor."""
+    if not speeds:
+        return
+    below = sorted((s, c) for c, s in speeds.items() if s < floor)
+    print(f"  {label}: geo {geo(speeds.values()):.3f} min {min(speeds.values()):.3f} "
+          f"({len(speeds) - len(below)}/{len(speeds)} at or above {floor})")
+    for s, c in below if list_below else []:
+        print(f"      {s:.3f} {c}")
+
+
+def against(ours, theirs, keep):
+    return {c: theirs[c]["real_time"] / r["real_time"]
+            for c, r in ours.items() if c in theirs and keep(r)}
+
+
+def main():
+    pkg = sys.argv[1]
+    for sweep in ("seed", "fa"):
+        cuf = os.path.join(pkg, f"cuflash-{sweep}", "results.json")
+        if not os.path.exists(cuf):
+            continue
+        ours = medians(cuf)
+        sdpa = {b: medians(os.path.join(pkg, f"sdpa-{sweep}", f"sdpa-{b}.json"))
+                for b in ("cudnn", "flash", "efficient")
+                if os.path.exists(os.path.join(pkg, f"sdpa-{sweep}", f"sdpa-{b}.json"))}
+        print(f"== {sweep}")
+        half = lambda r: r["dtype"] in ("fp16", "bf16")
+        for p in ("fwd", "bwd"):
+            if "cudnn" in sdpa:
+                line(f"{p} fp16/bf16 vs cudnn", against(
+                    ours, sdpa["cudnn"], lambda r: half(r) and r["pass"] == p), 1.0)
+                for d in sorted({r["head_dim"] for r in ours.values()}):
+                    line(f"{p} d{d} vs cudnn", against(
+                        ours, sdpa["cudnn"],
+                        lambda r: half(r) and r["pass"] == p and r["head_dim"] == d), 1.0, False)
+            if "efficient" in sdpa:
+                line(f"{p} fp32 vs efficient", against(
+                    ours, sdpa["efficient"], lambda r: r["dtype"] == "fp32" and r["pass"] == p),
+                    1.0)
+            big = [c for c, r in ours.items() if half(r) and r["pass"] == p and
+                   r["head_dim"] == 128 and r["seq_q"] >= 4096]
+            for c in sorted(big):
+                theirs = sdpa.get("cudnn", {}).get(c, {}).get("tflops", float("nan"))
+                print(f"    TFLOP/s {ours[c]['tflops']:6.1f} (cudnn {theirs:6.1f}) {c}")
+        det = os.path.join(pkg, "deterministic", sweep, "results.json")
+        if os.path.exists(det):
+            # A deterministic case is named as the default one with "/deterministic" appended.
+            dm = {c.removesuffix("/deterministic"): r for c, r in medians(det).items()}
+            for dt in ("fp16", "bf16", "fp32"):
+                line(f"deterministic/default speed {dt}", {
+                    c: ours[c]["real_time"] / r["real_time"] for c, r in dm.items()
+                    if c in ours and r["dtype"] == dt}, 0.85)
+
+
+if __name__ == "__main__":
+    main()
