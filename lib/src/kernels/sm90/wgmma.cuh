@@ -32,30 +32,46 @@ struct SwizzledTile {
 // address of the operand's first element; the strides say where the next 8-row atom
 // (stride_bytes) and, for N-major operands wider than 64, the next column block (leading_bytes)
 // begin.
-__device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t start, uint32_t leading_bytes,
-                                                        uint32_t stride_bytes) {
+__host__ __device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t start,
+                                                                 uint32_t leading_bytes,
+                                                                 uint32_t stride_bytes) {
   constexpr uint64_t kSwizzle128B = 1;
   return uint64_t((start >> 4) & 0x3FFF) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
          (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (kSwizzle128B << 62);
 }
 
+// The descriptor of start + offset_bytes made from the descriptor of `start` (offset_bytes a
+// multiple of 16): its low 14 bits hold start >> 4, and a shared-space address is below 2^18 (a
+// CTA has at most 227 KiB), so adding offset_bytes >> 4 to the low word never carries out of
+// the field and gives the descriptor built from the sum. The k-steps of a product then cost one
+// addition each; rebuilt from the address, each took about ten instructions (the SASS of the
+// backward's loop: shift, mask, or, the constant upper word moved in again).
+__host__ __device__ __forceinline__ uint64_t advanced_descriptor(uint64_t descriptor,
+                                                                 uint32_t offset_bytes) {
+  const uint32_t low = uint32_t(descriptor) + (offset_bytes >> 4);
+  return (descriptor & 0xFFFFFFFF00000000ull) | low;
+}
+
 // K-major operand of 16 columns (k0..k0+15, k0 % 16 == 0) starting at row `row0` (a multiple of
 // 8): Q or K for S = Q K^T. Within a 128-byte row the 16-column step is a plain 32-byte offset;
-// the hardware applies the swizzle to the address it forms.
+// the hardware applies the swizzle to the address it forms. The rows' descriptor does not
+// depend on k0: an unrolled k-loop builds it once and advances it.
 template <int kRows, int kCols>
-__device__ __forceinline__ uint64_t k_major_descriptor(SwizzledTile<kRows, kCols> tile, int row0,
-                                                       int k0) {
-  const uint32_t start = tile.base + (k0 / 64) * tile.kColumnBlockBytes + row0 * kSwizzleBytes +
-                         (k0 % 64) * 2;
-  return swizzled_descriptor(start, 16, kSwizzleAtomBytes);  // leading offset unused here
+__host__ __device__ __forceinline__ uint64_t k_major_descriptor(SwizzledTile<kRows, kCols> tile,
+                                                                int row0, int k0) {
+  const uint64_t rows = swizzled_descriptor(tile.base + row0 * kSwizzleBytes, 16,
+                                            kSwizzleAtomBytes);  // leading offset unused here
+  return advanced_descriptor(rows, (k0 / 64) * tile.kColumnBlockBytes + (k0 % 64) * 2);
 }
 
 // M- or N-major operand of rows k0..k0+15 (the K of the product) and the columns from col0 (a
 // multiple of 8; its M or N): V for O = P V, dO and Q for dV and dK, dS^T and K for dQ. As for
-// k_major_descriptor, an offset inside a 128-byte row is a plain byte offset.
+// k_major_descriptor, an offset inside a 128-byte row is a plain byte offset. (Built from the
+// address each k-step: advancing the columns' descriptor instead, as k_major_descriptor does,
+// made ptxas spill up to 88 more bytes in the head_dim 128 backward kernels.)
 template <int kRows, int kCols>
-__device__ __forceinline__ uint64_t n_major_descriptor(SwizzledTile<kRows, kCols> tile, int k0,
-                                                       int col0 = 0) {
+__host__ __device__ __forceinline__ uint64_t n_major_descriptor(SwizzledTile<kRows, kCols> tile,
+                                                                int k0, int col0 = 0) {
   return swizzled_descriptor(
       tile.base + (col0 / 64) * tile.kColumnBlockBytes + k0 * kSwizzleBytes + (col0 % 64) * 2,
       tile.kColumnBlockBytes, kSwizzleAtomBytes);
