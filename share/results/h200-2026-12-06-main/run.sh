@@ -22,6 +22,6 @@ done
 nvidia-smi -q -d CLOCK,PERFORMANCE,POWER >"$O/nvidia-smi-after.txt" 2>&1
 python3 "$HERE/targets.py" "$O/package" >"$O/targets.txt" 2>&1
 cp "$O/package/summary.txt" "$O/summary.txt"
-# (The GPU machine sends back files at most a few folders deep: the package travels packed.)
+# (The package is kept as one archive.)
 tar -czf "$O/package.tgz" -C "$O" package && rm -rf "$O/package"
 grep -v '^      ' "$O/targets.txt" | grep -v TFLOP
