@@ -914,9 +914,11 @@ TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[g
 // keys (forward) or queries (backward) and merge through shared memory. D=40 runs on the D=64
 // kernels with zero columns (a load or store past head_dim lands outside the allocation of a
 // row-major tensor's last row); D=200 and D=136 on the 256 and 192 kernels, whose backward splits
-// the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Last, one decoded token
-// at D=136: the split-KV kernel with padded columns, its partials and the merge.
-TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, 136, 200 x mask none/causal",
+// the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Then the deterministic
+// backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync): its counters in the
+// workspace and the turns they pass, on a causal grid whose heads are interleaved. Last, one
+// decoded token at D=136: the split-KV kernel with padded columns, its partials and the merge.
+TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, deterministic, decode",
           "[gpu][sanitizer]") {
   require_gpu();
   uint64_t seed = 5000;
@@ -927,6 +929,14 @@ TEST_CASE("sanitizer subset: each dtype x D=64, fp32 D=128, D=40, 136, 200 x mas
     for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
       const Layout layout = mask == Mask::none ? Layout::bhsd : Layout::bshd;
       const Problem c = make_problem(dtype, head_dim, mask, 113, 203, 1, 4, 2, layout);
+      DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
+      ++seed;
+    }
+  }
+  for (const DType dtype : {DType::bf16, DType::fp32}) {
+    for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+      Problem c = make_problem(dtype, 64, mask, 113, 203, 1, 4, 2, Layout::bhsd);
+      c.deterministic = true;
       DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
       ++seed;
     }
