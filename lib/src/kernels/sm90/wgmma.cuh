@@ -43,9 +43,9 @@ __host__ __device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t start,
 // The descriptor of start + offset_bytes made from the descriptor of `start` (offset_bytes a
 // multiple of 16): its low 14 bits hold start >> 4, and a shared-space address is below 2^18 (a
 // CTA has at most 227 KiB), so adding offset_bytes >> 4 to the low word never carries out of
-// the field and gives the descriptor built from the sum. The k-steps of a product then cost one
-// addition each; rebuilt from the address, each took about ten instructions (the SASS of the
-// backward's loop: shift, mask, or, the constant upper word moved in again).
+// the field and gives the descriptor built from the sum. A k-step's descriptor then costs one
+// addition; rebuilt from the address, a k-step's two took about twelve instructions (the SASS of
+// the backward's loop: shift, mask, or, the constant upper word moved in again).
 __host__ __device__ __forceinline__ uint64_t advanced_descriptor(uint64_t descriptor,
                                                                  uint32_t offset_bytes) {
   const uint32_t low = uint32_t(descriptor) + (offset_bytes >> 4);
