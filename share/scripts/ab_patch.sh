@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A candidate patch against the checkout in one GPU call: both trees built side by side (the
+# checkout's tracked files as they are, and the same with PATCH applied; app only, 8 jobs each),
+# the candidate's `verify` on odd shapes, then interleaved rounds of `cuflash bench` on a sweep's
+# cases (checkout, candidate, checkout, candidate, ...) and the candidate/checkout time ratios of
+# each round: the geometric mean over the cases matching each --group regex, and per case in
+# per-case-rN.txt. A step that would not end by the deadline is left out. Everything but
+# summary.txt ends up in OUT_DIR/all.tgz, one file to carry back from a GPU machine.
+#
+#   share/scripts/ab_patch.sh PATCH OUT_DIR --sweep NAME --pass fwd|bwd|all [--filter REGEX]
+#       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic]
+#
+# Defaults: 2 rounds, a deadline of 400 seconds, one group of every case. --deterministic times
+# the deterministic backward in both trees. Exit status: 0 when everything ran, 1 when a build or
+# the candidate's `verify` failed, 2 for a bad argument.
+set -uo pipefail
+
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+fail_usage() { echo "ab_patch.sh: $1 (see --help)" >&2; exit 2; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+(($# >= 2)) || fail_usage "PATCH and OUT_DIR are needed"
+PATCH=$(realpath -e -- "$1" 2>/dev/null) || fail_usage "no patch file $1"
+OUT_ARG=$2
+shift 2
+SWEEP='' PASS='' FILTER='.' ROUNDS=2 DEADLINE=400 RATIO_GROUPS=() EXTRA=()
+while (($#)); do
+  case $1 in
+    --sweep) SWEEP=${2:-} ;;
+    --pass) PASS=${2:-} ;;
+    --filter) FILTER=${2:-} ;;
+    --group) RATIO_GROUPS+=("${2:-}") ;;
+    --rounds) ROUNDS=${2:-} ;;
+    --deadline) DEADLINE=${2:-} ;;
+    --deterministic) EXTRA+=(--deterministic); shift; continue ;;
+    *) fail_usage "unknown argument $1" ;;
+  esac
+  [[ -n ${2:-} ]] || fail_usage "$1 needs a value"
+  shift 2
+done
+[[ -n $SWEEP ]] || fail_usage "--sweep is needed"
+[[ $PASS == fwd || $PASS == bwd || $PASS == all ]] || fail_usage "--pass must be fwd, bwd or all"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail_usage "--rounds must be a positive integer"
+[[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || fail_usage "--deadline must be a positive integer"
+((${#RATIO_GROUPS[@]})) || RATIO_GROUPS=('.')
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 2
+O=$(mkdir -p -- "$OUT_ARG" && cd -- "$OUT_ARG" && pwd) || fail_usage "no output folder $OUT_ARG"
+mkdir -p "$O/logs"
+RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
+source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, ratio, pack
+
+say "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) | $(basename "$PATCH")"
+# Fresh trees every time (not patch_trees.sh's tree(), which keeps a tree built by an earlier run:
+# that one may hold another patch). (git apply from the checkout's root: run inside the folder it
+# would look for the paths at the root and skip them without a word.)
+checkout_tree main && checkout_tree cand || { say "no trees"; pack; exit 1; }
+git apply --directory=build/cand-src "$PATCH" || { say "the patch does not apply"; pack; exit 1; }
+build main 8 OFF cuflash_app &
+build cand 8 OFF cuflash_app
+wait
+[[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
+
+status=0
+verify_flags=()
+[[ $PASS != fwd ]] && verify_flags=(--backward "${EXTRA[@]}")
+if ((SECONDS + 60 < DEADLINE)); then
+  timeout 60 "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 40,64,128,256 \
+    --dtype fp16,bf16 --mask none,causal,causal-top-left "${verify_flags[@]}" \
+    >"$O/logs/verify-cand.log" 2>&1
+  result=$?
+  say "verify cand: rc $result | $(tail -1 "$O/logs/verify-cand.log")"
+  ((result == 0)) || status=1
+else
+  say "no time left for verify"
+fi
+
+# A round's runs take about as long as the first one did.
+run_seconds=60
+for ((round = 1; round <= ROUNDS; ++round)); do
+  for t in main cand; do
+    ((SECONDS + run_seconds < DEADLINE)) || { say "no time left for round $round $t"; break 2; }
+    began=$SECONDS
+    timeout 120 "$(cli $t)" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
+      "${EXTRA[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1
+    say "bench $t round $round: rc $? $((SECONDS - began)) s"
+    run_seconds=$((SECONDS - began + 5))
+  done
+  for group in "${RATIO_GROUPS[@]}"; do
+    ratio "cand/main round $round" "main-r$round" "cand-r$round" "$group"
+  done
+  PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/cand-r$round" >"$O/per-case-r$round.txt" 2>&1
+done
+pack
+exit "$status"
