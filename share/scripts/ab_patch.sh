@@ -5,51 +5,68 @@
 # cases (checkout, candidate, checkout, candidate, ...) and the candidate/checkout time ratios of
 # each round: the geometric mean over the cases matching each --group regex, and per case in
 # per-case-rN.txt. A step that would not end by the deadline is left out. Everything but
-# summary.txt ends up in OUT_DIR/all.tgz, one file to carry back from a GPU machine.
+# summary.txt ends up in OUT_DIR/all.tgz, one file to copy back from a GPU machine.
 #
 #   share/scripts/ab_patch.sh PATCH OUT_DIR --sweep NAME --pass fwd|bwd|all [--filter REGEX]
 #       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic]
 #
-# Defaults: 2 rounds, a deadline of 400 seconds, one group of every case. --deterministic times
-# the deterministic backward in both trees. Exit status: 0 when everything ran, 1 when a build or
-# the candidate's `verify` failed, 2 for a bad argument.
+# OUT_DIR must be new or empty (everything in it but the summary is packed and removed at the
+# end). Defaults: 2 rounds, a deadline of 400 seconds from the start, one group of every case.
+# --deterministic (with --pass bwd or all) times and verifies the deterministic backward in both
+# trees. Exit status: 0 when every step ran and passed; 1 when a tree, the patch, a build, the
+# candidate's `verify` or a bench run failed, or a step was left out for the deadline; 2 for a
+# bad argument.
 set -uo pipefail
 
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 fail_usage() { echo "ab_patch.sh: $1 (see --help)" >&2; exit 2; }
-[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+for argument in "$@"; do
+  [[ $argument == -h || $argument == --help ]] && { usage; exit 0; }
+done
 (($# >= 2)) || fail_usage "PATCH and OUT_DIR are needed"
 PATCH=$(realpath -e -- "$1" 2>/dev/null) || fail_usage "no patch file $1"
-OUT_ARG=$2
+OUT_ARG=$(realpath -m -- "$2") || fail_usage "bad output folder $2"
 shift 2
 SWEEP='' PASS='' FILTER='.' ROUNDS=2 DEADLINE=400 RATIO_GROUPS=() EXTRA=()
 while (($#)); do
   case $1 in
-    --sweep) SWEEP=${2:-} ;;
-    --pass) PASS=${2:-} ;;
-    --filter) FILTER=${2:-} ;;
-    --group) RATIO_GROUPS+=("${2:-}") ;;
-    --rounds) ROUNDS=${2:-} ;;
-    --deadline) DEADLINE=${2:-} ;;
     --deterministic) EXTRA+=(--deterministic); shift; continue ;;
+    --sweep | --pass | --filter | --group | --rounds | --deadline)
+      [[ -n ${2:-} && ${2:-} != --* ]] || fail_usage "$1 needs a value" ;;
     *) fail_usage "unknown argument $1" ;;
   esac
-  [[ -n ${2:-} ]] || fail_usage "$1 needs a value"
+  case $1 in
+    --sweep) SWEEP=$2 ;;
+    --pass) PASS=$2 ;;
+    --filter) FILTER=$2 ;;
+    --group) RATIO_GROUPS+=("$2") ;;
+    --rounds) ROUNDS=$2 ;;
+    --deadline) DEADLINE=$2 ;;
+  esac
   shift 2
 done
 [[ -n $SWEEP ]] || fail_usage "--sweep is needed"
 [[ $PASS == fwd || $PASS == bwd || $PASS == all ]] || fail_usage "--pass must be fwd, bwd or all"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail_usage "--rounds must be a positive integer"
 [[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || fail_usage "--deadline must be a positive integer"
+((${#EXTRA[@]} == 0)) || [[ $PASS != fwd ]] || fail_usage "--deterministic needs --pass bwd or all"
 ((${#RATIO_GROUPS[@]})) || RATIO_GROUPS=('.')
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# (pack() removes what the run wrote: never a folder that holds anything else, the checkout's
+# files above all)
+case $ROOT/ in "$OUT_ARG"/*) fail_usage "OUT_DIR $OUT_ARG holds the checkout" ;; esac
+if [[ -e $OUT_ARG ]]; then
+  [[ -d $OUT_ARG && -z $(ls -A -- "$OUT_ARG") ]] || fail_usage "OUT_DIR $OUT_ARG is not new or empty"
+fi
+mkdir -p -- "$OUT_ARG/logs" || fail_usage "cannot create $OUT_ARG"
+O=$OUT_ARG
 cd "$ROOT" || exit 2
-O=$(mkdir -p -- "$OUT_ARG" && cd -- "$OUT_ARG" && pwd) || fail_usage "no output folder $OUT_ARG"
-mkdir -p "$O/logs"
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, ratio, pack
 
+status=0
+left_out() { say "no time left for $1"; status=1; }
 say "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) | $(basename "$PATCH")"
 # Fresh trees every time (not patch_trees.sh's tree(), which keeps a tree built by an earlier run:
 # that one may hold another patch). (git apply from the checkout's root: run inside the folder it
@@ -61,35 +78,44 @@ build cand 8 OFF cuflash_app
 wait
 [[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
 
-status=0
+# The forward cases take a few seconds against the CPU reference; with the backward, ten times
+# as long.
 verify_flags=()
-[[ $PASS != fwd ]] && verify_flags=(--backward "${EXTRA[@]}")
-if ((SECONDS + 60 < DEADLINE)); then
-  timeout 60 "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 40,64,128,256 \
-    --dtype fp16,bf16 --mask none,causal,causal-top-left "${verify_flags[@]}" \
-    >"$O/logs/verify-cand.log" 2>&1
+verify_seconds=40
+[[ $PASS != fwd ]] && verify_flags=(--backward "${EXTRA[@]}") && verify_seconds=150
+if ((SECONDS + verify_seconds < DEADLINE)); then
+  timeout "$verify_seconds" "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 \
+    --head-dim 40,64,128,256 --dtype fp16,bf16 --mask none,causal,causal-top-left \
+    "${verify_flags[@]}" >"$O/logs/verify-cand.log" 2>&1
   result=$?
-  say "verify cand: rc $result | $(tail -1 "$O/logs/verify-cand.log")"
+  say "verify cand: rc $result$( ((result == 124)) && echo ' (timed out)') |" \
+    "$(tail -1 "$O/logs/verify-cand.log")"
   ((result == 0)) || status=1
 else
-  say "no time left for verify"
+  left_out verify
 fi
 
-# A round's runs take about as long as the first one did.
-run_seconds=60
+# A run takes about as long as the one before it; the first gets the bench's own limit.
+bench_limit=120
+run_seconds=$bench_limit
 for ((round = 1; round <= ROUNDS; ++round)); do
   for t in main cand; do
-    ((SECONDS + run_seconds < DEADLINE)) || { say "no time left for round $round $t"; break 2; }
+    ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; break 2; }
     began=$SECONDS
-    timeout 120 "$(cli $t)" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
+    timeout "$bench_limit" "$(cli $t)" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
       "${EXTRA[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1
-    say "bench $t round $round: rc $? $((SECONDS - began)) s"
+    result=$?
+    say "bench $t round $round: rc $result $((SECONDS - began)) s"
+    ((result == 0)) || status=1
     run_seconds=$((SECONDS - began + 5))
   done
-  for group in "${RATIO_GROUPS[@]}"; do
-    ratio "cand/main round $round" "main-r$round" "cand-r$round" "$group"
-  done
-  PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/cand-r$round" >"$O/per-case-r$round.txt" 2>&1
+  if [[ -f $O/main-r$round/results.json && -f $O/cand-r$round/results.json ]]; then
+    for group in "${RATIO_GROUPS[@]}"; do
+      ratio "cand/main round $round" "main-r$round" "cand-r$round" "$group"
+    done
+    PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/cand-r$round" \
+      >"$O/per-case-r$round.txt" 2>&1
+  fi
 done
 pack
 exit "$status"

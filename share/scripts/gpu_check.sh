@@ -104,8 +104,9 @@ sanitize() {
   local tool=$1 log=$LOG_DIR/sanitizer-$1.log
   local extra=() tests="[sanitizer]"
   [[ $tool == memcheck ]] && extra=(--leak-check full)
-  # initcheck does not see the writes of the bulk copy, which only the "[bulk-store]" case reads
-  # back (tests/gpu/test_gpu_attention.cpp).
+  # initcheck reports the reads of rows that only the bulk copy wrote as uninitialized (it appears
+  # not to track those writes); only the "[bulk-store]" case reads such rows back
+  # (tests/gpu/test_gpu_attention.cpp).
   [[ $tool == initcheck ]] && tests="[sanitizer]~[bulk-store]"
   timeout --kill-after=30 "$STAGE_TIMEOUT" \
     compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
