@@ -94,7 +94,10 @@ def main(argv=None):
     t.add_argument("--opcodes", type=int, help="list this trip count's opcodes")
     t.set_defaults(run=trips)
     args = parser.parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+    except (OSError, ValueError) as error:  # a missing file, or not a source page
+        parser.exit(2, f"ncu_opcodes.py: {error}\n")
 
 
 if __name__ == "__main__":
