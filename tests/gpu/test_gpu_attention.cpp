@@ -939,7 +939,7 @@ TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, decode",
 // The deterministic backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync):
 // its counters in the workspace and the turns they pass, on a causal grid whose heads are
 // interleaved.
-Problem deterministic_case(DType dtype, Mask mask) {
+Problem sanitizer_deterministic_case(DType dtype, Mask mask) {
   Problem c = make_problem(dtype, 64, mask, 113, 203, 1, 4, 2, Layout::bhsd);
   c.deterministic = true;
   return c;
@@ -951,7 +951,7 @@ TEST_CASE("sanitizer subset: the deterministic backward, causal and fp32", "[gpu
   for (const auto& [dtype, mask] :
        {std::pair{DType::bf16, Mask::causal_bottom_right}, std::pair{DType::fp32, Mask::none},
         std::pair{DType::fp32, Mask::causal_bottom_right}}) {
-    const Problem c = deterministic_case(dtype, mask);
+    const Problem c = sanitizer_deterministic_case(dtype, mask);
     DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
     ++seed;
   }
@@ -965,7 +965,7 @@ TEST_CASE("sanitizer subset: the deterministic backward, causal and fp32", "[gpu
 TEST_CASE("sanitizer subset: the deterministic backward, bf16 without a mask",
           "[gpu][sanitizer][bulk-store]") {
   require_gpu();
-  const Problem c = deterministic_case(DType::bf16, Mask::none);
+  const Problem c = sanitizer_deterministic_case(DType::bf16, Mask::none);
   DYNAMIC_SECTION(describe(c)) { check_case(c, 5110); }
 }
 
