@@ -2,9 +2,12 @@
 // persistent CTAs on 132 SMs (an H100 or H200 SXM) for the shapes that the GPU tests rely on to
 // reach those kernels. A change of the estimates that moves one of these shapes fails here, on
 // a machine without a GPU, instead of leaving a GPU test on a kernel it does not mean to check.
-#include <cstdint>
-
+// And the 32-bit split of a dense launch's tiles (DenseTileSplit, on FastDivisor): the blocks of
+// forward_block() for every tile.
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <random>
+#include <type_traits>
 
 #include "kernels/sm90/forward.cuh"
 
@@ -73,4 +76,69 @@ TEST_CASE("wgmma forward: the persistent GPU test's shapes walk 128-row tiles on
   }
   // Why 1000 rows: at 600 the head_dim 64 grid without a mask runs 128 tall tiles, one a CTA.
   CHECK(takes_tall_tiles<64>(dense_call(64, Mask::none, 600, 257, 2, 16)));
+}
+
+TEST_CASE("FastDivisor: n / d for n < 2^31", "[unit][forward_walk]") {
+  std::mt19937 generator(7);
+  int64_t checked = 0;
+  auto check = [&](uint32_t d, uint32_t n) {
+    if (detail::FastDivisor(d).quotient(n) != n / d) FAIL("d " << d << ", n " << n);
+    ++checked;
+  };
+  constexpr uint32_t kLargest = 0x7fffffffu;
+  for (uint32_t d = 1; d <= 5000; ++d) {
+    for (const uint32_t n :
+         {0u, 1u, d - 1, d, d + 1, 2 * d - 1, kLargest / d * d - 1, kLargest / d * d, kLargest}) {
+      check(d, n);
+    }
+    for (int i = 0; i < 20; ++i) check(d, generator() & kLargest);
+  }
+  for (int i = 0; i < 100000; ++i) {  // divisors up to 2^31 - 1, powers of two among them
+    const uint32_t d = i % 4 == 0 ? 1u << (i / 4 % 31) : generator() % kLargest + 1;
+    check(d, generator() & kLargest);
+    check(d, kLargest);
+    check(d, d - 1);
+  }
+  CHECK(checked == 5000 * 29 + 300000);
+}
+
+TEST_CASE("wgmma forward: the 32-bit tile split gives forward_block()'s blocks",
+          "[unit][forward_walk]") {
+  using Traits = sm90::ForwardTraits<64>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  struct Case {
+    Mask mask;
+    int64_t seq_q, seq_k, batch, heads, heads_kv;
+    Window window;
+  };
+  const Case cases[] = {{Mask::none, 1, 1, 1, 1, 1, {-1, -1}},
+                        {Mask::causal_bottom_right, 1023, 1100, 3, 12, 4, {-1, -1}},
+                        {Mask::causal_top_left, 513, 203, 5, 7, 7, {-1, -1}},
+                        {Mask::none, 300, 1023, 2, 32, 1, {100, 30}},
+                        {Mask::causal_bottom_right, 4096, 4096, 1, 6, 3, {255, 0}}};
+  for (const Case& c : cases) {
+    ForwardArgs args = dense_call(64, c.mask, c.seq_q, c.seq_k, c.batch, c.heads, c.window);
+    args.shape.heads_kv = c.heads_kv;
+    const detail::ProblemParams p = detail::problem_params(args);
+    const sm90::TileWalk walk = sm90::forward_walk<Traits>(args.shape, kMultiprocessors);
+    const sm90::DenseTileSplit split(walk.num_m_blocks, p);
+    INFO("seq " << c.seq_q << "x" << c.seq_k << ", batch " << c.batch << ", heads " << c.heads
+                << "/" << c.heads_kv << ", window " << c.window.left);
+    REQUIRE(walk.tiles == walk.num_m_blocks * c.batch * c.heads);
+    for (int64_t tile = 0; tile < walk.tiles; ++tile) {
+      const auto expect = [&](auto left_bound) {
+        constexpr bool kLeftBound = decltype(left_bound)::value;
+        const detail::ForwardBlock a = split.block<kBlockM, kBlockN, kLeftBound>(p, tile);
+        const detail::ForwardBlock b = detail::forward_block<kBlockM, kBlockN, kLeftBound>(
+            p, 0, walk.num_m_blocks, walk.order(tile));
+        if (a.bh != b.bh || a.batch != b.batch || a.head != b.head || a.kv_head != b.kv_head ||
+            a.q0 != b.q0 || a.first_key_block != b.first_key_block ||
+            a.key_blocks != b.key_blocks) {
+          FAIL("tile " << tile << ", left bound " << kLeftBound);
+        }
+      };
+      expect(std::false_type{});
+      expect(std::true_type{});
+    }
+  }
 }

@@ -66,16 +66,19 @@ struct ForwardBlock {
   int64_t key_blocks;
 };
 
-// kLeftBound: the band may have a left end (mask.cuh, crosses_band()).
+// forward_block() with the (batch, head, kv head) already worked out, at query block m_block of
+// the head (in row order, not the heaviest-first order of BlockOrder::block).
 template <int kBlockM, int kBlockN, bool kLeftBound>
-__host__ __device__ __forceinline__ ForwardBlock forward_block(const ProblemParams& p, int64_t bh_offset,
-                                                      int64_t num_m_blocks, BlockOrder order) {
+__host__ __device__ __forceinline__ ForwardBlock forward_block_at(const ProblemParams& p,
+                                                                  int64_t batch, int64_t head,
+                                                                  int64_t kv_head,
+                                                                  int64_t m_block) {
   ForwardBlock block;
-  block.bh = bh_offset + order.head;
-  block.batch = block.bh / p.heads;
-  block.head = block.bh % p.heads;
-  block.kv_head = block.head / p.heads_per_kv;
-  block.q0 = (num_m_blocks - 1 - order.block) * kBlockM;
+  block.bh = batch * p.heads + head;
+  block.batch = batch;
+  block.head = head;
+  block.kv_head = kv_head;
+  block.q0 = m_block * kBlockM;
   // The band's ends move right with the rows: the first row has the leftmost key, the last
   // row the rightmost.
   const int64_t key_begin = kLeftBound ? block.q0 + p.band_first : 0;
@@ -85,6 +88,16 @@ __host__ __device__ __forceinline__ ForwardBlock forward_block(const ProblemPara
                          ? (key_end + kBlockN - 1) / kBlockN - block.first_key_block
                          : 0;
   return block;
+}
+
+// kLeftBound: the band may have a left end (mask.cuh, crosses_band()).
+template <int kBlockM, int kBlockN, bool kLeftBound>
+__host__ __device__ __forceinline__ ForwardBlock
+forward_block(const ProblemParams& p, int64_t bh_offset, int64_t num_m_blocks, BlockOrder order) {
+  const int64_t bh = bh_offset + order.head;
+  const int64_t head = bh % p.heads;
+  return forward_block_at<kBlockM, kBlockN, kLeftBound>(
+      p, bh / p.heads, head, head / p.heads_per_kv, num_m_blocks - 1 - order.block);
 }
 
 // The output of a query block none of whose rows sees a key: O = 0 (its `head_dim` columns)

@@ -29,20 +29,50 @@
 #include <vector>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/fast_divisor.cuh"
+#include "kernels/common/fragments.cuh"
 #include "kernels/common/launch_util.cuh"
 #include "kernels/common/mask.cuh"
-#include "kernels/common/fragments.cuh"
 #include "kernels/common/params.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/score_mod.cuh"
 #include "kernels/common/sequence.cuh"
-#include "kernels/sm90/tma.cuh"
-#include "kernels/sm90/wgmma.cuh"
 #include "kernels/common/softmax.cuh"
+#include "kernels/sm90/tma.cuh"
 #include "kernels/sm90/traits.cuh"
+#include "kernels/sm90/wgmma.cuh"
 #include "workspace.h"
 
 namespace cuflash::detail::sm90 {
+
+// The block of a dense launch's tile t (TileWalk's numbering: num_m_blocks tiles per (batch,
+// head), the heaviest block first), as forward_block() gives it, in 32-bit arithmetic by
+// divisors fixed at launch. Every consumer thread and the producer work it out at each tile;
+// forward_block()'s 64-bit divisions took 5-8 % of the time at head_dim 64 causal, S = 512
+// (H100, `fa`), where tiles have one to four key blocks. Fewer than 2^31 tiles
+// (launch_forward_on()).
+struct DenseTileSplit {
+  FastDivisor per_head;  // num_m_blocks
+  FastDivisor heads;
+  FastDivisor group;  // heads_per_kv
+
+  DenseTileSplit() = default;
+  __host__ DenseTileSplit(int64_t num_m_blocks, const ProblemParams& p)
+      : per_head(uint32_t(num_m_blocks)),
+        heads(uint32_t(p.heads)),
+        group(uint32_t(p.heads_per_kv)) {}
+
+  template <int kBlockM, int kBlockN, bool kLeftBound>
+  __host__ __device__ __forceinline__ ForwardBlock block(const ProblemParams& p,
+                                                         int64_t tile) const {
+    const uint32_t bh = per_head.quotient(uint32_t(tile));
+    const uint32_t order_block = uint32_t(tile) - bh * per_head.divisor;
+    const uint32_t batch = heads.quotient(bh);
+    const uint32_t head = bh - batch * heads.divisor;
+    return forward_block_at<kBlockM, kBlockN, kLeftBound>(p, batch, head, group.quotient(head),
+                                                          per_head.divisor - 1 - order_block);
+  }
+};
 
 template <typename Element>
 struct ForwardTmaParams {
@@ -50,6 +80,7 @@ struct ForwardTmaParams {
   CUtensorMap q_map, k_map, v_map;  // boxes: 64 columns x kBlockM (Q) or kBlockN (K, V) rows
   int64_t tiles;                    // query blocks of every (batch, head), times the key splits
   PartialOutputs partials;          // the key_splits kernel's
+  DenseTileSplit dense_tiles;       // the plain and window kernels'
 };
 
 // Shared-space addresses of the members of a CTA's Traits::Storage, which starts at `tiles`.
@@ -348,19 +379,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // A tile past the end of a shorter sequence of a varlen batch has no rows and no keys.
   // The key_splits kernel's tile t is split t % splits of query tile t / splits.
   auto tile_block = [&](int64_t tile) {
-    const BlockOrder order = walk.order(kKeySplits ? tile / params.partials.splits : tile);
-    const int64_t m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // num_m_blocks when dense
-    if (order.block >= m_blocks) {
-      ForwardBlock none{};
-      none.q0 = p.seq_q;
-      return none;
-    }
-    if constexpr (kKeySplits) {
-      ForwardBlock block = forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
-      keep_key_split(block, tile % params.partials.splits, params.partials.splits);
-      return block;
+    if constexpr (!kVariants && !kKeySplits) {
+      return params.dense_tiles.template block<kBlockM, kBlockN, kLeftBound>(p, tile);
     } else {
-      return forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+      const BlockOrder order = walk.order(kKeySplits ? tile / params.partials.splits : tile);
+      const int64_t m_blocks = (p.seq_q + kBlockM - 1) / kBlockM;  // num_m_blocks when dense
+      if (order.block >= m_blocks) {
+        ForwardBlock none{};
+        none.q0 = p.seq_q;
+        return none;
+      }
+      if constexpr (kKeySplits) {
+        ForwardBlock block = forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+        keep_key_split(block, tile % params.partials.splits, params.partials.splits);
+        return block;
+      } else {
+        return forward_block<kBlockM, kBlockN, kLeftBound>(p, 0, m_blocks, order);
+      }
     }
   };
 
@@ -682,6 +717,7 @@ bool launch_forward_on(const ForwardArgs& args, cudaStream_t stream,
   // One CTA per tile needs the tiles to fit a 1-D grid (2^31 - 1); beyond, the mma.sync kernels
   // (grids in chunks) run the call.
   if (params.tiles > std::numeric_limits<int32_t>::max()) return false;
+  params.dense_tiles = DenseTileSplit(base.num_m_blocks, base.problem);
   const bool key_splits = partials.splits > 1;
   if (key_splits && (varlen || forward_kernel_for(args) != ForwardKernel::plain)) return false;
   const ForwardKernel kind = key_splits ? ForwardKernel::key_splits : forward_kernel_for(args);
