@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# A candidate patch against the checkout in one GPU call: both trees built side by side (the
-# checkout's tracked files as they are, and the same with PATCH applied; app only, 8 jobs each),
-# the candidate's `verify` on odd shapes, then interleaved rounds of `cuflash bench` on a sweep's
-# cases (checkout, candidate, checkout, candidate, ...) and the candidate/checkout time ratios of
-# each round: the geometric mean over the cases matching each --group regex, and per case in
-# per-case-rN.txt. A step that would not end by the deadline is left out. Everything but
-# summary.txt ends up in OUT_DIR/all.tgz, one file to copy back from a GPU machine.
+# Candidate patches against the checkout in one GPU call: the trees built side by side (the
+# checkout's tracked files as they are, and the same with each patch applied; app only, the 16
+# build jobs shared among them), each candidate's `verify` on odd shapes, then interleaved rounds
+# of `cuflash bench` on a sweep's cases (checkout, candidate, [second candidate, ...] checkout,
+# ...) and each candidate's time ratios to the checkout in each round: the geometric mean over
+# the cases matching each --group regex, and per case in per-case-rN.txt (the first candidate,
+# `cand`) or per-case-candK-rN.txt (the K-th, from --patch). A step that would not end by the
+# deadline is left out. Everything but summary.txt ends up in OUT_DIR/all.tgz, one file to copy
+# back from a GPU machine.
 #
 #   share/scripts/ab_patch.sh PATCH OUT_DIR --sweep NAME --pass fwd|bwd|all [--filter REGEX]
 #       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic]
+#       [--patch PATCH]...
+#
+# --patch adds a candidate (cand2, cand3, ...): one call measures several patches against the
+# same checkout builds and timings. Each one is its own tree: patches are not combined.
 #
 # OUT_DIR must be new or empty (everything in it but the summary is packed and removed at the
 # end). Defaults: 2 rounds, a deadline of 400 seconds from the start, one group of every case.
-# --deterministic (with --pass bwd or all) times and verifies the deterministic backward in both
-# trees. Exit status: 0 when every step ran and passed; 1 when a tree, the patch, a build, the
+# --deterministic (with --pass bwd or all) times and verifies the deterministic backward in every
+# tree. Exit status: 0 when every step ran and passed; 1 when a tree, a patch, a build, a
 # candidate's `verify` or a bench run failed, or a step was left out for the deadline; 2 for a
 # bad argument.
 set -uo pipefail
@@ -24,14 +30,15 @@ for argument in "$@"; do
   [[ $argument == -h || $argument == --help ]] && { usage; exit 0; }
 done
 (($# >= 2)) || fail_usage "PATCH and OUT_DIR are needed"
-PATCH=$(realpath -e -- "$1" 2>/dev/null) || fail_usage "no patch file $1"
+PATCHES=("$(realpath -e -- "$1" 2>/dev/null)") && [[ -n ${PATCHES[0]} ]] ||
+  fail_usage "no patch file $1"
 OUT_ARG=$(realpath -m -- "$2") || fail_usage "bad output folder $2"
 shift 2
 SWEEP='' PASS='' FILTER='.' ROUNDS=2 DEADLINE=400 RATIO_GROUPS=() EXTRA=()
 while (($#)); do
   case $1 in
     --deterministic) EXTRA+=(--deterministic); shift; continue ;;
-    --sweep | --pass | --filter | --group | --rounds | --deadline)
+    --sweep | --pass | --filter | --group | --rounds | --deadline | --patch)
       [[ -n ${2:-} && ${2:-} != --* ]] || fail_usage "$1 needs a value" ;;
     *) fail_usage "unknown argument $1" ;;
   esac
@@ -42,6 +49,9 @@ while (($#)); do
     --group) RATIO_GROUPS+=("$2") ;;
     --rounds) ROUNDS=$2 ;;
     --deadline) DEADLINE=$2 ;;
+    --patch)
+      PATCHES+=("$(realpath -e -- "$2" 2>/dev/null)") && [[ -n ${PATCHES[-1]} ]] ||
+        fail_usage "no patch file $2" ;;
   esac
   shift 2
 done
@@ -67,55 +77,67 @@ source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, ratio, pa
 
 status=0
 left_out() { say "no time left for $1"; status=1; }
-say "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) | $(basename "$PATCH")"
+# Tree names: main, then cand, cand2, cand3, ... for the patches in order.
+CANDIDATES=(cand)
+for ((k = 2; k <= ${#PATCHES[@]}; ++k)); do CANDIDATES+=("cand$k"); done
+TREES=(main "${CANDIDATES[@]}")
+say "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null) |" \
+  "$(for p in "${PATCHES[@]}"; do basename "$p"; done | paste -sd' ')"
 # Fresh trees every time (not patch_trees.sh's tree(), which keeps a tree built by an earlier run:
 # that one may hold another patch). (git apply from the checkout's root: run inside the folder it
 # would look for the paths at the root and skip them without a word.)
-checkout_tree main && checkout_tree cand || { say "no trees"; pack; exit 1; }
-git apply --directory=build/cand-src "$PATCH" || { say "the patch does not apply"; pack; exit 1; }
-build main 8 OFF cuflash_app &
-build cand 8 OFF cuflash_app
+for t in "${TREES[@]}"; do checkout_tree "$t" || { say "no tree $t"; pack; exit 1; }; done
+for ((k = 0; k < ${#PATCHES[@]}; ++k)); do
+  git apply --directory="build/${CANDIDATES[k]}-src" "${PATCHES[k]}" ||
+    { say "the patch $(basename "${PATCHES[k]}") does not apply"; pack; exit 1; }
+done
+jobs_each=$((16 / ${#TREES[@]} > 4 ? 16 / ${#TREES[@]} : 4))
+for t in "${TREES[@]}"; do build "$t" "$jobs_each" OFF cuflash_app & done
 wait
-[[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
+for t in "${TREES[@]}"; do [[ -x $(cli "$t") ]] || { say "the build of $t failed"; pack; exit 1; }; done
 
 # The forward cases take a few seconds against the CPU reference; with the backward, ten times
 # as long.
 verify_flags=()
 verify_seconds=40
 [[ $PASS != fwd ]] && verify_flags=(--backward "${EXTRA[@]}") && verify_seconds=150
-if ((SECONDS + verify_seconds < DEADLINE)); then
-  timeout "$verify_seconds" "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 \
-    --head-dim 40,64,128,256 --dtype fp16,bf16 --mask none,causal,causal-top-left \
-    "${verify_flags[@]}" >"$O/logs/verify-cand.log" 2>&1
-  result=$?
-  say "verify cand: rc $result$( ((result == 124)) && echo ' (timed out)') |" \
-    "$(tail -1 "$O/logs/verify-cand.log")"
-  ((result == 0)) || status=1
-else
-  left_out verify
-fi
+for t in "${CANDIDATES[@]}"; do
+  if ((SECONDS + verify_seconds < DEADLINE)); then
+    timeout "$verify_seconds" "$(cli "$t")" verify --seq 1,113,1023 --seq-k 203,1024 \
+      --head-dim 40,64,128,256 --dtype fp16,bf16 --mask none,causal,causal-top-left \
+      "${verify_flags[@]}" >"$O/logs/verify-$t.log" 2>&1
+    result=$?
+    say "verify $t: rc $result$( ((result == 124)) && echo ' (timed out)') |" \
+      "$(tail -1 "$O/logs/verify-$t.log")"
+    ((result == 0)) || status=1
+  else
+    left_out "verify $t"
+  fi
+done
 
 # A run takes about as long as the one before it; the first gets the bench's own limit.
 bench_limit=120
 run_seconds=$bench_limit
 for ((round = 1; round <= ROUNDS; ++round)); do
-  for t in main cand; do
+  for t in "${TREES[@]}"; do
     ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; break 2; }
     began=$SECONDS
-    timeout "$bench_limit" "$(cli $t)" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
+    timeout "$bench_limit" "$(cli "$t")" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
       "${EXTRA[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1
     result=$?
     say "bench $t round $round: rc $result $((SECONDS - began)) s"
     ((result == 0)) || status=1
     run_seconds=$((SECONDS - began + 5))
   done
-  if [[ -f $O/main-r$round/results.json && -f $O/cand-r$round/results.json ]]; then
+  for t in "${CANDIDATES[@]}"; do
+    [[ -f $O/main-r$round/results.json && -f $O/$t-r$round/results.json ]] || continue
     for group in "${RATIO_GROUPS[@]}"; do
-      ratio "cand/main round $round" "main-r$round" "cand-r$round" "$group"
+      ratio "$t/main round $round" "main-r$round" "$t-r$round" "$group"
     done
-    PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/cand-r$round" \
-      >"$O/per-case-r$round.txt" 2>&1
-  fi
+    per_case=$O/per-case-r$round.txt
+    [[ $t == cand ]] || per_case=$O/per-case-$t-r$round.txt
+    PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/$t-r$round" >"$per_case" 2>&1
+  done
 done
 pack
 exit "$status"
