@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Candidate patches against the checkout in one GPU call: the trees built side by side (the
-# checkout's tracked files as they are, and the same with each patch applied; app only, the 16
-# build jobs shared among them), each candidate's `verify` on odd shapes, then interleaved rounds
+# checkout's tracked files as they are, and the same with each patch applied; app only, 16
+# build jobs shared among them, at least 4 each), each candidate's `verify` on odd shapes, then interleaved rounds
 # of `cuflash bench` on a sweep's cases (checkout, candidate, [second candidate, ...] checkout,
 # ...) and each candidate's time ratios to the checkout in each round: the geometric mean over
 # the cases matching each --group regex, and per case in per-case-rN.txt (the first candidate,
@@ -118,9 +118,11 @@ done
 # A run takes about as long as the one before it; the first gets the bench's own limit.
 bench_limit=120
 run_seconds=$bench_limit
-for ((round = 1; round <= ROUNDS; ++round)); do
+out_of_time=0
+for ((round = 1; round <= ROUNDS && !out_of_time; ++round)); do
   for t in "${TREES[@]}"; do
-    ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; break 2; }
+    # (Out of time: the round's candidates that ran still get their ratios below.)
+    ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; out_of_time=1; break; }
     began=$SECONDS
     timeout "$bench_limit" "$(cli "$t")" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
       "${EXTRA[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1

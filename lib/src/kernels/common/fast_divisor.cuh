@@ -4,6 +4,7 @@
 // routine with a branch.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 
 namespace cuflash::detail {
@@ -14,8 +15,9 @@ struct FastDivisor {
   uint32_t shift = 0;       // ceil(log2(divisor))
 
   FastDivisor() = default;
-  // divisor >= 1.
+  // 1 <= d <= 2^31 (a shift of 32 would be undefined).
   __host__ explicit FastDivisor(uint32_t d) : divisor(d) {
+    assert(d >= 1 && d <= (uint32_t(1) << 31));
     while ((uint64_t(1) << shift) < d) ++shift;
     multiplier = uint32_t((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d) / d + 1);
   }

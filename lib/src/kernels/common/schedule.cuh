@@ -67,7 +67,8 @@ struct ForwardBlock {
 };
 
 // forward_block() with the (batch, head, kv head) already worked out, at query block m_block of
-// the head (in row order, not the heaviest-first order of BlockOrder::block).
+// the head (in row order, not the heaviest-first order of BlockOrder::block). kLeftBound: as
+// forward_block()'s.
 template <int kBlockM, int kBlockN, bool kLeftBound>
 __host__ __device__ __forceinline__ ForwardBlock forward_block_at(const ProblemParams& p,
                                                                   int64_t batch, int64_t head,
