@@ -73,7 +73,7 @@ mkdir -p -- "$OUT_ARG/logs" || fail_usage "cannot create $OUT_ARG"
 O=$OUT_ARG
 cd "$ROOT" || exit 2
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
-source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, ratio, pack
+source share/scripts/patch_trees.sh  # say, checkout_tree, build_apps, cli, ratio, pack
 
 status=0
 left_out() { say "no time left for $1"; status=1; }
@@ -91,10 +91,7 @@ for ((k = 0; k < ${#PATCHES[@]}; ++k)); do
   git apply --directory="build/${CANDIDATES[k]}-src" "${PATCHES[k]}" ||
     { say "the patch $(basename "${PATCHES[k]}") does not apply"; pack; exit 1; }
 done
-jobs_each=$((16 / ${#TREES[@]} > 4 ? 16 / ${#TREES[@]} : 4))
-for t in "${TREES[@]}"; do build "$t" "$jobs_each" OFF cuflash_app & done
-wait
-for t in "${TREES[@]}"; do [[ -x $(cli "$t") ]] || { say "the build of $t failed"; pack; exit 1; }; done
+build_apps "${TREES[@]}" || { pack; exit 1; }
 
 # The forward cases take a few seconds against the CPU reference; with the backward, ten times
 # as long.

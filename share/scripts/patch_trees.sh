@@ -46,6 +46,15 @@ build() {
 }
 
 cli() { echo "$ROOT/build/$1-src/build/gpu/app/cuflash"; }
+
+# build_apps TREE...: the trees' tools (app only) built at once, 16 jobs shared among them (at
+# least 4 each); fails, saying which, when a tree has no tool afterwards.
+build_apps() {
+  local t jobs=$((16 / $# > 4 ? 16 / $# : 4))
+  for t in "$@"; do build "$t" "$jobs" OFF cuflash_app & done
+  wait
+  for t in "$@"; do [[ -x $(cli "$t") ]] || { say "the build of $t failed"; return 1; }; done
+}
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
 # Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {

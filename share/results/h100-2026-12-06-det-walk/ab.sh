@@ -10,13 +10,10 @@ ROOT=$(pwd)
 HERE=$(dirname "${BASH_SOURCE[0]}")
 O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
-source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, pack
+source share/scripts/patch_trees.sh  # say, checkout_tree, build_apps, cli, pack
 say "$(nvidia-smi --query-gpu=name --format=csv,noheader)"
 checkout_tree main HEAD && checkout_tree cand || exit 1
-build main 8 OFF cuflash_app &
-build cand 8 OFF cuflash_app
-wait
-[[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
+build_apps main cand || { pack; exit 1; }
 bench() {  # bench TREE NAME [FLAGS...]
   local tree=$1 name=$2
   shift 2

@@ -11,14 +11,11 @@ ROOT=$(pwd)
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
-source share/scripts/patch_trees.sh  # say, checkout_tree, build, cli, ratio, pack
+source share/scripts/patch_trees.sh  # say, checkout_tree, build_apps, cli, ratio, pack
 DEADLINE=${DEADLINE:-400}
 say "$(nvidia-smi --query-gpu=name --format=csv,noheader)"
 checkout_tree main HEAD && checkout_tree cand || exit 1
-build main 8 OFF cuflash_app &
-build cand 8 OFF cuflash_app
-wait
-[[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
+build_apps main cand || { pack; exit 1; }
 if ((SECONDS + 40 < DEADLINE)); then
   timeout 40 "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 40,64,128,256 \
     --dtype fp16,bf16 --mask none,causal,causal-top-left >"$O/logs/verify-cand.log" 2>&1

@@ -12,16 +12,13 @@ HERE=share/results/h100-2026-12-06-k-major-descriptors
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
-source share/scripts/patch_trees.sh  # say, tree, checkout_tree, build, cli, ratio, pack
+source share/scripts/patch_trees.sh  # say, tree, checkout_tree, build_apps, cli, ratio, pack
 DEADLINE=${DEADLINE:-190}
 say "$(nvidia-smi --query-gpu=name --format=csv,noheader)"
 tree main || exit 1
 git apply -R --directory=build/main-src "$HERE/candidate.patch" || { say "reverse patch failed"; exit 1; }
 checkout_tree cand || exit 1
-build main 8 OFF cuflash_app &
-build cand 8 OFF cuflash_app
-wait
-[[ -x $(cli main) && -x $(cli cand) ]] || { say "a build failed"; pack; exit 1; }
+build_apps main cand || { pack; exit 1; }
 
 if ((SECONDS + 30 < DEADLINE)); then
   timeout 30 "$(cli cand)" verify --seq 1,113,1023 --seq-k 203,1024 --head-dim 64,128 \

@@ -12,17 +12,14 @@ ROOT=$(pwd)
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
 O=$(mkdir -p -- "${1:-out}" && cd -- "${1:-out}" && pwd) || { echo "no output folder ${1:-out}" >&2; exit 2; }
 mkdir -p "$O/logs"
-source share/scripts/patch_trees.sh  # say, build, cli, ratio, pack
+source share/scripts/patch_trees.sh  # say, build_apps, cli, ratio, pack
 T="timeout 120"
 NEXT=share/results/h100-2026-12-05-bwd-head-order/next
 
 checkout_tree main
 checkout_tree cand
 git apply --directory=build/cand-src "$NEXT/candidate.patch" || { say "candidate.patch failed"; exit 1; }
-build main 8 OFF cuflash_app &
-build cand 8 OFF cuflash_app &
-wait
-for t in main cand; do [[ -x $(cli $t) ]] || { say "no cuflash for $t"; exit 1; }; done
+build_apps main cand || exit 1
 C=$(cli cand)
 
 # Correctness of the candidate (interleaved causal grids, GQA, 80-row blocks, windows, more
