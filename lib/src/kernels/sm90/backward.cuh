@@ -538,42 +538,15 @@ __device__ __forceinline__ void produce_walk(const BackwardTmaParams<Element>& p
   // The stores complete with the grid; the shared memory outlives their reads (waited for).
 }
 
-// Writes a warp's 16 rows (from row0) of a dK or dV accumulator over the columns of its pieces,
-// times `factor`, as 16-bit values into a tile in the TMA boxes' layout (SwizzledTile): one
-// stmatrix a 16 x 16 block. Lane 8 i + j addresses row j of block i (rows row0 + 8 (i % 2) + j,
-// columns from 8 (i / 2)); the next 16 columns lie two chunks on (an even XOR of the swizzled
-// chunk) or in the next column block.
-template <typename Element, int kRows, int kCols, int kTiles>
-__device__ __forceinline__ void stage_accumulator_rows(SwizzledTile<kRows, kCols> tile,
-                                                       const float (&acc)[kTiles][4], int row0,
-                                                       int col0, float factor, int lane) {
-  static_assert(kTiles % 2 == 0, "whole 16 x 16 blocks");
-  const uint32_t lane_address =
-      swizzled_address(tile, row0 + 8 * ((lane / 8) % 2) + lane % 8, 8 * (lane / 16));
-#pragma unroll
-  for (int t = 0; t < kTiles; t += 2) {
-    uint32_t blocks[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int half = i % 2;
-      blocks[i] = ElementOps<Element>::pack(acc[t + i / 2][2 * half] * factor,
-                                            acc[t + i / 2][2 * half + 1] * factor);
-    }
-    const int col = col0 + 8 * t;  // col0: a multiple of 64 or 32 (a piece's first column)
-    stmatrix_x4((lane_address ^ uint32_t((col % 64) / 8 * 16)) +
-                    uint32_t(col / 64 * SwizzledTile<kRows, kCols>::kColumnBlockBytes),
-                blocks);
-  }
-}
-
 // stage_accumulator_rows() of both pieces of the key-split kernel's columns.
 template <typename Element, typename Pieces, int kRows, int kCols>
 __device__ __forceinline__ void stage_pieces(SwizzledTile<kRows, kCols> tile,
                                              const PieceAccumulators<Pieces>& acc, int row0,
                                              float factor, int lane) {
-  stage_accumulator_rows<Element>(tile, acc.wide, row0, 0, factor, lane);
+  const float row_factor[2] = {factor, factor};
+  stage_accumulator_rows<Element>(tile, acc.wide, row0, 0, row_factor, lane);
   if constexpr (Pieces::kNarrow > 0) {
-    stage_accumulator_rows<Element>(tile, acc.narrow, row0, Pieces::kWide, factor, lane);
+    stage_accumulator_rows<Element>(tile, acc.narrow, row0, Pieces::kWide, row_factor, lane);
   }
 }
 

@@ -81,6 +81,7 @@ struct ForwardTmaParams {
   int64_t tiles;                    // query blocks of every (batch, head), times the key splits
   PartialOutputs partials;          // the key_splits kernel's
   DenseTileSplit dense_tiles;       // the plain and window kernels'
+  CUtensorMap out_map;  // O, boxes of 64 columns x 64 rows (the kernels that store O by TMA)
 };
 
 // Shared-space addresses of the members of a CTA's Traits::Storage, which starts at `tiles`.
@@ -441,8 +442,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   [[maybe_unused]] const bool masks_end = p.seq_k % kBlockN != 0;  // (not the window kernel)
   using OutTile = SmemTile<Element, Traits::kOutStride>;
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
-  const OutTile out_tile{reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) +
-                                                    Traits::kOutOffset)};
+  [[maybe_unused]] const OutTile out_tile{
+      reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) + Traits::kOutOffset)};
+  // O by TMA (kTmaStore: the plain and window kernels, with staging rows of their own): each
+  // warpgroup stages its 64 rows in the boxes' swizzled layout by stmatrix, and one of its threads
+  // stores them, a bulk request a 64-column box that the map clips at the sequence's end and at
+  // head_dim, so that the warps go on to the next tile rather than copy rows to global memory.
+  // (The variant kernels take varlen batches, whose sequences a box would overrun.)
+  constexpr bool kTmaStore = Traits::kPersistent && !kVariants && !kKeySplits;
+  static_assert(!kTmaStore || Traits::kOutOffset % kTileAlignment == 0, "boxes start swizzled");
+  using OutBoxes = SwizzledTile<kBlockM, kHeadDim>;
+  [[maybe_unused]] const OutBoxes out_boxes{smem.tiles + uint32_t(Traits::kOutOffset)};
+  const bool stores_boxes = kTmaStore && thread % 128 == 0;
   [[maybe_unused]] ForwardScoreModFor<Element> mod;
   uint32_t consumed = 0;  // key blocks of earlier tiles: slots and phases follow the running count
   int64_t q_loads = 0;
@@ -637,11 +648,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                          p.seq_q, o_acc, normalizer, row_lse, p.head_dim, lane);
       break;  // one tile a CTA (launch_forward): no walk state kept across the loop
     }
+    if (stores_boxes) bulk_wait_read<0>();  // the previous tile's boxes have left the rows
     sync_writers();
     float normalizer[2];
     float row_lse[2];
     softmax.finish(normalizer, row_lse);
-    store_accumulators(out_tile, o_acc, warp_row0, normalizer, lane);
+    if constexpr (kTmaStore) {
+      stage_accumulator_rows<Element>(out_boxes, o_acc, warp_row0, 0, normalizer, lane);
+      fence_view_async_shared();  // the stores -> visible to the TMA stores
+    } else {
+      store_accumulators(out_tile, o_acc, warp_row0, normalizer, lane);
+    }
     if (lane % 4 == 0) {
       float* lse = lse_rows();
 #pragma unroll
@@ -651,7 +668,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     }
     sync_writers();
-    if constexpr (Traits::kPersistent) {
+    if constexpr (kTmaStore) {
+      if (stores_boxes) {
+#pragma unroll
+        for (int column = 0; column < kHeadDim; column += kTmaBoxColumns) {
+          tma_store_box(params.out_map,
+                        out_boxes.base + warp_group_row0 * kSwizzleBytes +
+                            column / kTmaBoxColumns * OutBoxes::kColumnBlockBytes,
+                        column, int(q0 + warp_group_row0), int(block.head), int(block.batch));
+        }
+        bulk_commit_group();
+      }
+    } else if constexpr (Traits::kPersistent) {
       store_tile<64, kHeadDim, 128>(out_rows(), params.base.out.seq_stride, q0 + warp_group_row0,
                                     p.seq_q, OutTile{out_tile.at(warp_group_row0, 0)}, thread % 128,
                                     p.head_dim);
@@ -667,6 +695,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if constexpr (Traits::kAlternate) {
     if (warp_group == 0 && q_loads > 0) wait_for_turn();  // the last warpgroup's hand-over
   }
+  // The staging rows outlive the boxes' reads of them (the writes complete with the grid).
+  if (stores_boxes) bulk_wait_read<0>();
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
@@ -721,6 +751,12 @@ bool launch_forward_on(const ForwardArgs& args, cudaStream_t stream,
   const bool key_splits = partials.splits > 1;
   if (key_splits && (varlen || forward_kernel_for(args) != ForwardKernel::plain)) return false;
   const ForwardKernel kind = key_splits ? ForwardKernel::key_splits : forward_kernel_for(args);
+  // The kernels that store O by TMA (forward_kernel()'s kTmaStore): dense, no varlen.
+  if (Traits::kPersistent && (kind == ForwardKernel::plain || kind == ForwardKernel::window) &&
+      !make_tile_tensor_map(params.out_map, args.out, args.dtype, shape.batch, shape.heads,
+                            shape.seq_q, shape.head_dim, 64)) {
+    return false;
+  }
   // The variant and key_splits kernels never walk; the others (dense batches, params.tiles
   // the walk's tiles) do where the estimate says it pays.
   const TileWalk walk = forward_walk<Traits>(shape, current_device_limits().multiprocessors);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/fragments.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/sm90/wgmma_ops.cuh"
 
@@ -182,6 +183,35 @@ __device__ __forceinline__ void stmatrix_x4_transposed(uint32_t address, const u
                :
                : "r"(address), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
+}
+
+// Writes a warp's 16 rows (from row0) of a wgmma accumulator, 8 * kTiles columns from col0,
+// each row times its factor (row_factor[h]: the thread's rows lane / 4 + 8 h), as 16-bit values
+// into a tile in the TMA boxes' layout (SwizzledTile): one stmatrix a 16 x 16 block. Lane 8 i + j
+// addresses row j of block i (rows row0 + 8 (i % 2) + j, columns from 8 (i / 2)); the next 16
+// columns lie two chunks on (an even XOR of the swizzled chunk) or in the next column block.
+template <typename Element, int kRows, int kCols, int kTiles>
+__device__ __forceinline__ void stage_accumulator_rows(SwizzledTile<kRows, kCols> tile,
+                                                       const float (&acc)[kTiles][4], int row0,
+                                                       int col0, const float (&row_factor)[2],
+                                                       int lane) {
+  static_assert(kTiles % 2 == 0, "whole 16 x 16 blocks");
+  const uint32_t lane_address =
+      swizzled_address(tile, row0 + 8 * ((lane / 8) % 2) + lane % 8, 8 * (lane / 16));
+#pragma unroll
+  for (int t = 0; t < kTiles; t += 2) {
+    uint32_t blocks[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i % 2;
+      blocks[i] = ElementOps<Element>::pack(acc[t + i / 2][2 * half] * row_factor[half],
+                                            acc[t + i / 2][2 * half + 1] * row_factor[half]);
+    }
+    const int col = col0 + 8 * t;  // col0: a multiple of 64 or 32 (a piece's first column)
+    stmatrix_x4((lane_address ^ uint32_t((col % 64) / 8 * 16)) +
+                    uint32_t(col / 64 * SwizzledTile<kRows, kCols>::kColumnBlockBytes),
+                blocks);
+  }
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
