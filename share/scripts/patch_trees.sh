@@ -10,16 +10,19 @@ fi
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-# checkout_tree NAME [REV]: in build/NAME-src, the checkout's tracked files as they are, or those
-# of revision REV. (Not `git archive HEAD` for the checkout: a GPU machine's copy of the git
-# history may stop before the newest commits, whose files it has all the same.)
+# checkout_tree NAME [REV]: in build/NAME-src, the checkout's files as they are (tracked or not
+# ignored), or those of revision REV. (Not `git archive HEAD` for the checkout, nor its index
+# alone: a GPU machine's copy of the git history may stop before the newest commits, whose files
+# it has all the same, and its index may still list files those commits moved.)
 checkout_tree() {
   local src=build/$1-src
   rm -rf "$src" && mkdir -p "$src" || return 1
   if [[ -n ${2:-} ]]; then
     git archive "$2" | tar -x -C "$src"
   else
-    git ls-files -z | tar --null -T - -c | tar -x -C "$src"
+    git ls-files -z --cached --others --exclude-standard |
+      while IFS= read -r -d '' f; do [[ -f $f ]] && printf '%s\0' "$f"; done |
+      tar --null -T - -c | tar -x -C "$src"
   fi
 }
 
