@@ -228,10 +228,12 @@ bool persistent_walk_is_faster(const ProblemParams& p, const TileWalk& walk) {
 
 // Whether the plain kernel on tall tiles (ForwardTallTraits) finishes first: a tall tile's key
 // block takes kTallBlockCostPercent of a 128-row tile's for 1.5x the rows (H200, `fa` head_dim
-// 64 without a mask, S >= 2k: 0.81-0.89 of the time of 128-row tiles, about 0.85 x 1.5), but
-// the tiles are fewer and longer (a small grid's last round is fuller) and more of a causal
-// tile's keys lie past its diagonal. The estimate weighs both walks' finishing times.
-inline constexpr int64_t kTallBlockCostPercent = 128;
+// 64 without a mask, S >= 2k: 0.81-0.89 of the time of 128-row tiles; 131 rather than 128 since
+// the 128-row tiles' work once a tile shrank, which moved `fa`'s causal grid of 2048 rows to them:
+// 0.98-0.99 of its time on an H100), but the tiles are fewer and longer (a small grid's last
+// round is fuller) and more of a causal tile's keys lie past its diagonal. The estimate weighs
+// both walks' finishing times.
+inline constexpr int64_t kTallBlockCostPercent = 131;
 
 template <int kHeadDim>
 bool tall_tiles_are_faster(const ProblemParams& p, const AttentionShape& shape,
