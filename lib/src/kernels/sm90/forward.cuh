@@ -312,6 +312,14 @@ __device__ __forceinline__ void produce_tiles(const ForwardTmaParams<Element>& p
 // plain keeps its code).
 enum class ForwardKernel { plain, window, variants, key_splits };
 
+// The kernels that store O by TMA from staged boxes: the plain and window kernels where Traits
+// give O staging rows of their own (kPersistent). Not the variant kernels, which take varlen
+// batches whose sequences a box would overrun, nor key_splits, which writes fp32 partials.
+template <typename Traits>
+__host__ __device__ constexpr bool stores_out_by_tma(ForwardKernel kind) {
+  return Traits::kPersistent && (kind == ForwardKernel::plain || kind == ForwardKernel::window);
+}
+
 // Tile `split` of `splits` keeps its even share of the block's key blocks, as the split kernel
 // divides them (split/forward.cuh); a share may be empty.
 __host__ __device__ __forceinline__ void keep_key_split(ForwardBlock& block, int64_t split,
@@ -446,12 +454,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   static_assert(Traits::kOutStride == kHeadDim + kSmemPadElements<int(sizeof(Element))>);
   [[maybe_unused]] const OutTile out_tile{
       reinterpret_cast<Element*>(shared_bytes + (smem.tiles - shared_base) + Traits::kOutOffset)};
-  // O by TMA (kTmaStore: the plain and window kernels, with staging rows of their own): each
-  // warpgroup stages its 64 rows in the boxes' swizzled layout by stmatrix, and one of its threads
-  // stores them, a bulk request a 64-column box that the map clips at the sequence's end and at
-  // head_dim, so that the warps go on to the next tile rather than copy rows to global memory.
-  // (The variant kernels take varlen batches, whose sequences a box would overrun.)
-  constexpr bool kTmaStore = Traits::kPersistent && !kVariants && !kKeySplits;
+  // O by TMA (stores_out_by_tma()): each warpgroup stages its 64 rows in the boxes' swizzled
+  // layout by stmatrix, and one of its threads stores them, a bulk request a 64-column box that
+  // the map clips at the sequence's end and at head_dim, so that the warps go on to the next tile
+  // rather than copy rows to global memory.
+  constexpr bool kTmaStore = stores_out_by_tma<Traits>(kKernel);
   static_assert(!kTmaStore || Traits::kOutOffset % kTileAlignment == 0, "boxes start swizzled");
   using OutBoxes = SwizzledTile<kBlockM, kHeadDim>;
   [[maybe_unused]] const OutBoxes out_boxes{smem.tiles + uint32_t(Traits::kOutOffset)};
@@ -753,8 +760,7 @@ bool launch_forward_on(const ForwardArgs& args, cudaStream_t stream,
   const bool key_splits = partials.splits > 1;
   if (key_splits && (varlen || forward_kernel_for(args) != ForwardKernel::plain)) return false;
   const ForwardKernel kind = key_splits ? ForwardKernel::key_splits : forward_kernel_for(args);
-  // The kernels that store O by TMA (forward_kernel()'s kTmaStore): dense, no varlen.
-  if (Traits::kPersistent && (kind == ForwardKernel::plain || kind == ForwardKernel::window) &&
+  if (stores_out_by_tma<Traits>(kind) &&
       !make_tile_tensor_map(params.out_map, args.out, args.dtype, shape.batch, shape.heads,
                             shape.seq_q, shape.head_dim, 64)) {
     return false;
