@@ -22,9 +22,10 @@ namespace {
 constexpr int kRuns = 100;
 constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
-// ends every query block's turns at its own last key block (turns go from the first key block
-// that meets a query block up). The causal cases' grids are small enough for the wgmma kernels
-// to interleave heads (sm90/backward.cuh, interleaved_heads()), as the mma.sync ones do.
+// ends every query block's turns at its own last key block (the mma.sync kernels' turns go from
+// the first key block that meets a query block up, the wgmma kernels' from the last down at these
+// lengths: sm90/backward.cuh, dq_sums_from_last_key()). The causal cases' grids are small enough
+// for the wgmma kernels to interleave heads (interleaved_heads()), as the mma.sync ones do.
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -259,6 +260,15 @@ TEST_CASE("deterministic backward on query blocks of 80: the same bits, and corr
   }
 }
 
+// Whether a and b (one tensor's values) are within two units in the last place of b's largest
+// magnitude (at least 1): the same sums added in another order.
+bool within_two_ulps(DType dtype, const std::vector<double>& a, const std::vector<double>& b) {
+  double largest = 0;
+  for (const double x : b) largest = std::max(largest, std::abs(x));
+  const double ulp = dtype == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+  return max_abs_difference(a, b) <= 2 * ulp * std::max(1.0, largest);
+}
+
 HostBytes byte_slice(const HostBytes& bytes, int64_t begin, int64_t count) {
   return HostBytes(bytes.begin() + begin, bytes.begin() + begin + count);
 }
@@ -334,12 +344,8 @@ void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int6
       continue;
     }
     const Problem row_problem = one_kv_head(p);
-    const std::vector<double> a = q_side_values(row_problem, alone.dq);
-    const std::vector<double> b = q_side_values(row_problem, full_dq);
-    double largest = 0;
-    for (const double x : b) largest = std::max(largest, std::abs(x));
-    const double ulp = p.dtype == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
-    CHECK(max_abs_difference(a, b) <= 2 * ulp * std::max(1.0, largest));
+    CHECK(within_two_ulps(p.dtype, q_side_values(row_problem, alone.dq),
+                          q_side_values(row_problem, full_dq)));
   }
 }
 
@@ -372,6 +378,58 @@ TEST_CASE("backward on heads interleaved in groups: each kv head's gradients as 
       DYNAMIC_SECTION(describe(p) << (deterministic ? " deterministic" : " default")) {
         check_rows_as_alone(p, seed, g.rows);
       }
+    }
+  }
+}
+
+// dQ, dK and dV of the deterministic backward of `p` against the default backward's on the same
+// inputs and forward results (the default is checked against the reference elsewhere): within
+// two units in the last place.
+void check_against_default(const Problem& p, const CaseInputs& in) {
+  DeviceProblem device(p);
+  device.upload(in);
+  forward(device.forward_args());
+  BackwardArgs args = device.backward_args();
+  REQUIRE(args.deterministic);
+  const auto gradients = [&] {
+    backward(args);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    return device.backward_result();
+  };
+  const HostBackwardResult deterministic = gradients();
+  args.deterministic = false;  // (the deterministic workspace is the larger)
+  const HostBackwardResult by_default = gradients();
+  CHECK(within_two_ulps(p.dtype, q_side_values(p, deterministic.dq),
+                        q_side_values(p, by_default.dq)));
+  CHECK(within_two_ulps(p.dtype, kv_side_values(p, deterministic.dk),
+                        kv_side_values(p, by_default.dk)));
+  CHECK(within_two_ulps(p.dtype, kv_side_values(p, deterministic.dv),
+                        kv_side_values(p, by_default.dv)));
+}
+
+// Below 2048 query rows, a deterministic wgmma backward under a causal mask whose grid runs in
+// plain order for two rounds of CTAs or more sums each query block's dQ from its last key block
+// down, the light key blocks starting first (sm90/backward.cuh, dq_sums_from_last_key(); the
+// unit test test_block_order.cu says these grids take it on 132 SMs): 2 x 72 heads of 1024 rows
+// at head_dim 64 (72 MiB, past the interleaving bound; 1152 key blocks), and GQA, 40 kv heads of
+// four query heads, 1000 rows at head_dim 128 with the top-left mask (160 MiB; 320 key blocks).
+// Checked: the same bits over 100 runs, and the default backward's gradients. (On GPUs without
+// wgmma the mma.sync kernels run these cases, from the first key block up.)
+TEST_CASE("deterministic backward below 2k causal rows on many heads: the same bits, and correct",
+          "[gpu][deterministic]") {
+  require_gpu();
+  Problem many_heads =
+      make_problem(DType::fp16, 64, Mask::causal_bottom_right, 1024, 1024, 2, 72, 72, Layout::bhsd);
+  Problem grouped_queries =
+      make_problem(DType::bf16, 128, Mask::causal_top_left, 1000, 1000, 1, 160, 40, Layout::bhsd);
+  uint64_t seed = 1900;
+  for (Problem p : {many_heads, grouped_queries}) {
+    p.deterministic = true;
+    ++seed;
+    DYNAMIC_SECTION(describe(p)) {
+      const CaseInputs in = make_inputs(p, seed);
+      check_same_bits_over_runs(p, in);
+      check_against_default(p, in);
     }
   }
 }

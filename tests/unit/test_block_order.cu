@@ -148,3 +148,49 @@ TEST_CASE(
   unmasked.mask = Mask::none;
   CHECK(interleaved_heads(unmasked) == 1);
 }
+
+TEST_CASE(
+    "wgmma backward: deterministic dQ sums from the last key block down below 2k causal rows "
+    "in plain order over two rounds of CTAs",
+    "[unit][order]") {
+  using detail::sm90::dq_sums_from_last_key;
+  const auto deterministic = [](BackwardArgs args) {
+    args.deterministic = true;
+    return args;
+  };
+  constexpr int kSms = 132;
+  // The CTAs of a grid: its key blocks of 128.
+  const auto ctas = [](const BackwardArgs& args) {
+    const AttentionShape& s = args.shape;
+    return s.batch * s.heads_kv * ((s.seq_k + 127) / 128);
+  };
+  // fa at 512 and 1k rows (4096 CTAs in plain order), and the GPU test's grids
+  // (test_gpu_deterministic.cpp: 1152 and 320 CTAs, plain order): from the last key block.
+  BackwardArgs top_left = causal_call(DType::bf16, 1, 160, 40, 1000, 128);
+  top_left.mask = Mask::causal_top_left;
+  for (const BackwardArgs& args : {causal_call(DType::bf16, 32, 32, 32, 512, 64),
+                                   causal_call(DType::fp16, 16, 16, 16, 1024, 128),
+                                   causal_call(DType::fp16, 2, 72, 72, 1024, 64), top_left}) {
+    INFO("B " << args.shape.batch << " H " << args.shape.heads << " S " << args.shape.seq_q);
+    CHECK(dq_sums_from_last_key(deterministic(args), ctas(args), kSms));
+    CHECK_FALSE(dq_sums_from_last_key(args, ctas(args), kSms));  // the default has no order
+  }
+  // From the first key block up: fewer than two rounds of CTAs (seed at 1k rows: 64; 33 kv heads
+  // of 1k rows in plain order, 264 CTAs, would take the last key block first, 32 not), an
+  // interleaved grid (seed's 8 heads at 1k), 2k rows, no mask, variants.
+  const BackwardArgs seed_1k = deterministic(causal_call(DType::fp16, 1, 8, 8, 1024, 64));
+  CHECK_FALSE(dq_sums_from_last_key(seed_1k, ctas(seed_1k), kSms));
+  CHECK_FALSE(dq_sums_from_last_key(seed_1k, 264, kSms));  // interleaved
+  const BackwardArgs gqa = deterministic(causal_call(DType::fp16, 1, 1056, 33, 1024, 64));
+  CHECK(dq_sums_from_last_key(gqa, ctas(gqa), kSms));
+  const BackwardArgs fewer = deterministic(causal_call(DType::fp16, 1, 1024, 32, 1024, 64));
+  CHECK_FALSE(dq_sums_from_last_key(fewer, ctas(fewer), kSms));
+  const BackwardArgs long_rows = deterministic(causal_call(DType::bf16, 8, 32, 32, 2048, 64));
+  CHECK_FALSE(dq_sums_from_last_key(long_rows, ctas(long_rows), kSms));
+  BackwardArgs unmasked = deterministic(causal_call(DType::bf16, 16, 32, 32, 1024, 64));
+  unmasked.mask = Mask::none;
+  CHECK_FALSE(dq_sums_from_last_key(unmasked, ctas(unmasked), kSms));
+  BackwardArgs windowed = deterministic(causal_call(DType::bf16, 16, 32, 32, 1024, 64));
+  windowed.window = {256, 0};
+  CHECK_FALSE(dq_sums_from_last_key(windowed, ctas(windowed), kSms));
+}

@@ -328,12 +328,14 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // fp32 addition is not associative dQ's last bits vary from run to run. In deterministic mode
 // the semaphore of each (batch, query head, query block) counts the key blocks whose part is
 // in, and a key block adds its part only once it reads its turn: the key blocks that meet a query
-// block are consecutive, F ... L, and every run adds the parts in the same order, F, F + 1, ...,
-// L (key block n's turn is n - F, dq_turn_from_first(); DqSumOrder, schedule.cuh).
+// block are consecutive, F ... L, and every run of a call adds the parts in the same order,
+// which the call's DqSumOrder (schedule.cuh) gives: F, F + 1, ..., L (key block n's turn is
+// n - F, dq_turn_from_first()) or L, L - 1, ..., F (L - n, dq_turn_from_last()).
 //
 // Progress: a key block waits only for the key blocks of its (batch, kv head) that add before it,
 // whose CTAs have lower linear indices in every order of block_order() (plain, interleaved, in
-// groups of heads: a head's blocks come in increasing order in each).
+// groups of heads: a head's blocks come in increasing order in each, and in decreasing order
+// where backward_block_order() reverses them for last_key_first).
 // CTAs are dispatched in order of linear index, so those were started first and are running or
 // done, and (by induction from the key block that adds first) none of them waits forever. Key
 // groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key
@@ -351,6 +353,12 @@ __device__ __forceinline__ int dq_group(const Params& params, int key_block) {
 template <typename Params>
 __device__ __forceinline__ int64_t dq_group_begin(const Params& params, int group) {
   return int64_t(group) * params.dq_groups.keys;
+}
+
+// The end of key group `group` (the turns of DqSumOrder::last_key_first count from it).
+template <typename Params>
+__device__ __forceinline__ int64_t dq_group_end(const Params& params, int group) {
+  return dq_group_begin(params, group + 1);
 }
 
 // The semaphore of (batch, head) and the query block of rows [q0, q0 + kBlockM) among a key

@@ -130,22 +130,40 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 //   unordered:        not deterministic; atomics in whatever order the CTAs arrive.
 //   first_key_first:  deterministic mode. The query block's first key block adds first; CTAs
 //                     start in block_order() (under a causal mask the heaviest, first key blocks
-//                     first); key blocks visit their query blocks downwards. A key block only
-//                     ever waits for key blocks whose CTAs started before it.
-enum class DqSumOrder { unordered, first_key_first };
+//                     first); key blocks visit their query blocks downwards.
+//   last_key_first:   deterministic mode of the wgmma kernels on short causal sequences
+//                     (sm90/backward.cuh, dq_sums_from_last_key()). The query block's last key
+//                     block adds first; CTAs start with a kv head's last key block
+//                     (backward_block_order()); key blocks visit their query blocks upwards.
+// Either way a key block only ever waits for key blocks whose CTAs started before it.
+enum class DqSumOrder { unordered, first_key_first, last_key_first };
+
+// The backward's CTA order: block_order(), with a kv head's key blocks from the last one down
+// for DqSumOrder::last_key_first.
+template <typename Index = int64_t>
+__device__ __forceinline__ BlockOrder backward_block_order(Index heads_together,
+                                                           DqSumOrder sum_order) {
+  BlockOrder order = block_order<Index>(heads_together);
+  if (sum_order == DqSumOrder::last_key_first) order.block = int64_t(gridDim.x) - 1 - order.block;
+  return order;
+}
 
 // The query blocks a key block meets, in the order the CTA visits them: for each query head of
 // the kv head's group, the blocks [first_m_block, first_m_block + blocks_per_head) that hold a
 // row seeing one of its keys. Unordered: head after head, blocks in increasing order. In
 // deterministic mode each block with all heads of the group, so that a key block's turns at a
-// query block come together, downwards (first_key_first): every key block of a causal head
-// starts on the last query block, key block n one hand-over after key block n - 1, and ends
-// kBlockN / kBlockM iterations of work earlier than it (1 to 4 with these kernels' blocks),
-// which absorbs the hand-over; the heaviest key blocks start first, as in the default mode.
-// Starting the light key blocks first instead (the last key block adding first, blocks visited
-// upwards) left the heavy ones to run alone at the end: H200, fp32, B = 1, H = 8, causal, S =
-// 4k, 0.64-0.67x the default backward's speed, as a model of the waves predicts; and it keeps
-// the deterministic kernels from interleaving heads as the default ones do (performance log).
+// query block come together, in the direction that keeps the hand-overs off its path:
+// - first_key_first, blocks downwards: every key block of a causal head starts on the last query
+//   block, key block n one hand-over after key block n - 1, and ends kBlockN / kBlockM
+//   iterations of work earlier than it (1 to 4 with these kernels' blocks), which absorbs the
+//   hand-over; the heaviest key blocks start first, as in the default mode. Where a head's key
+//   blocks start together, key block n waits n hand-overs before its first product.
+// - last_key_first, blocks upwards: under a causal mask key block n starts on its own diagonal,
+//   where it has the first turn, and meets each later query block one or two of its iterations
+//   after key block n + 1 did: no wait where a head's key blocks start together. The light key
+//   blocks start first, which leaves the heavy ones to run alone at the end where a grid has few
+//   heads and long sequences (H200, fp32, B = 1, H = 8, causal, S = 4k, 0.64-0.67x the default
+//   backward's speed), but not where they are short (performance log).
 // The head is worked out at each iteration rather than kept: the kernels that use this sit at
 // the register limit.
 template <int kBlockM>
@@ -170,7 +188,8 @@ struct QueryBlockSchedule {
       block = first_m_block + int64_t(it % Counter(blocks_per_head));
     } else {
       const int64_t step = int64_t(it / Counter(p.heads_per_kv));
-      block = first_m_block + blocks_per_head - 1 - step;
+      block = sum_order == DqSumOrder::last_key_first ? first_m_block + step
+                                                      : first_m_block + blocks_per_head - 1 - step;
     }
     return block * kBlockM;
   }
@@ -214,6 +233,15 @@ __device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_
   const int64_t first_key = q0 + p.band_first;  // below 0 without a left bound
   const int64_t key_begin = first_key > group_begin ? first_key : group_begin;
   return key_block - static_cast<int>(key_begin / kBlockN);
+}
+
+// The same counted from the last of the group's key blocks that meet the query block
+// (DqSumOrder::last_key_first): group_end is the group's end, a multiple of kBlockN.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p, int64_t q0, int key_block,
+                                                 int64_t group_end) {
+  const int64_t key_end = min64(min64(q0 + kBlockM + p.band_last, p.seq_k), group_end);
+  return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

@@ -377,7 +377,8 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // (dq_free) once the reduce has read it: with two stages (the default kernels on 64- and 128-row
 // blocks), checked after issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
-// (dq_turn_from_first(); spinning on the semaphore, ahead of the consumers, who never wait for
+// (dq_turn_from_first() or dq_turn_from_last(); spinning on the semaphore, ahead of the
+// consumers, who never wait for
 // it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up
 // to four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
 // turns.
@@ -394,6 +395,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
   float* const accumulator = dq_group_accumulator(base, group);
   int* const semaphores = kDeterministic ? dq_group_semaphores(base, group) : nullptr;
   const int64_t group_begin = dq_group_begin(base, group);
+  const int64_t group_end = dq_group_end(base, group);
   for (uint32_t it = 0; it < schedule.count; ++it) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
@@ -401,7 +403,10 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     bool store = false;  // a first turn that stores (DqGroups::first_turn_stores)
     if constexpr (kDeterministic) {
       semaphore = dq_semaphore<Traits::kBlockM>(semaphores, p, batch, head, q0);
-      const int turn = dq_turn_from_first<Traits::kBlockN>(p, q0, key_block, group_begin);
+      const int turn =
+          schedule.sum_order == DqSumOrder::last_key_first
+              ? dq_turn_from_last<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end)
+              : dq_turn_from_first<Traits::kBlockN>(p, q0, key_block, group_begin);
       store = base.dq_groups.first_turn_stores && turn == 0;
       wait_for_dq_turn(semaphore, turn);
     }
@@ -602,12 +607,18 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
 // (base.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled with
 // kVariants only); kVarlen: a varlen batch without variants on the default kernel (the variant
-// kernels take varlen batches too). Template flags rather than runtime ones, because the kernels
+// kernels take varlen batches too); kLastKeyFirst: the deterministic dense kernel's dQ sums
+// from each query block's last key block down (DqSumOrder::last_key_first,
+// dq_sums_from_last_key()), else from its first up. Template flags rather than runtime ones,
+// because the kernels
 // sit at the register limit (the sums' epilogue as a runtime branch: 3-4 % slower at head_dim
 // 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
-// its softcap slopes left the registers).
+// its softcap slopes left the registers; the dQ sums' order as a runtime choice: the
+// deterministic kernel 2-4 % slower from the first key block up at 1k causal rows, up to 16 %
+// at 1k without a mask; H100, share/results/h100-2026-12-06-det-last-key/).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
-          bool kVarlen = false, bool kBlocksOf80 = false, bool kWalk = false>
+          bool kVarlen = false, bool kBlocksOf80 = false, bool kWalk = false,
+          bool kLastKeyFirst = false>
 __global__ void __launch_bounds__(
     BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
@@ -617,6 +628,8 @@ __global__ void __launch_bounds__(
                 "query blocks of 80 on the default and deterministic dense kernels only");
   static_assert(!kWalk || !(kVariants || kDeterministic || kSums || kVarlen || kBlocksOf80),
                 "the walk: the default dense kernels on query blocks of 64 or 128 only");
+  static_assert(!kLastKeyFirst || (kDeterministic && !(kVariants || kBlocksOf80)),
+                "sums from the last key block down: the deterministic dense kernel only");
   // kWalk: a CTA an SM walks key blocks (KeyBlockWalk; backward_walk_pays()); else one a CTA.
   using Smem = BackwardSmem<Traits>;
   static_assert(!kWalk || 2 * Smem::KvTile::kBytes <= offsetof(typename Traits::Storage, lse) -
@@ -648,11 +661,12 @@ __global__ void __launch_bounds__(
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  constexpr DqSumOrder kSumOrder =
-      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
+  constexpr DqSumOrder kSumOrder = !kDeterministic ? DqSumOrder::unordered
+                                   : kLastKeyFirst ? DqSumOrder::last_key_first
+                                                   : DqSumOrder::first_key_first;
   // (32-bit arithmetic: only dense calls interleave, interleaved_heads(), whose grid has fewer
   // CTAs than K has 2 KiB blocks: below 2^32 for any K in memory)
-  const BlockOrder order = block_order<uint32_t>(base.heads_together);
+  const BlockOrder order = backward_block_order<uint32_t>(base.heads_together, kSumOrder);
   // The varlen kernel and the variant kernels without sums take varlen batches (the API refuses
   // sums with them): their problem is their sequence's (sequence.cuh; the launch's own in a
   // dense batch). The others read the launch's constants rather than hold a copy in registers.
@@ -1079,6 +1093,25 @@ inline int64_t interleaved_heads(const BackwardArgs& args) {
   return args.deterministic && s.seq_q >= kGroupedHeadsFromRows ? fitting : 1;
 }
 
+// Whether a deterministic call sums dQ from each query block's last key block down
+// (DqSumOrder::last_key_first) rather than from its first up: dense calls without variants under
+// a causal mask below kGroupedHeadsFromRows query rows whose grid runs in plain order
+// (interleaved_heads()) with `ctas` (key blocks) for two rounds of the GPU's `multiprocessors` or
+// more. There a key block meets few query blocks, a head's key blocks start together, and from
+// the first key block up key block n would wait n hand-overs before its first product while its
+// CTA holds an SM, which adds up to about the head's work (H100, `fa` under a causal mask at
+// 512-1k rows, deterministic / default speed 0.71-0.87 from the first key block up, 0.84-0.94
+// from the last down; share/results/h100-2026-12-06-det-last-key/). Where the CTAs fit in one
+// round or two (`seed`, B = 1, H = 8, 1k rows: 64 CTAs), the heaviest key blocks set the time:
+// from the first key block up they never wait, from the last down they wait on every query block
+// (0.92-0.94 against 0.90-0.91 there). dQ's bits follow the order, so a kv head computed in a
+// call of another size may add in the other order (within the usual tolerance).
+inline bool dq_sums_from_last_key(const BackwardArgs& args, int64_t ctas, int multiprocessors) {
+  return args.deterministic && args.mask != Mask::none && !uses_variant_kernels(args) &&
+         !args.varlen.enabled() && args.shape.seq_q < kGroupedHeadsFromRows &&
+         interleaved_heads(args) == 1 && ctas >= 2 * int64_t(multiprocessors);
+}
+
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
 // that walk several key blocks overlap one's dK/dV stores and the next one's first loads, which
 // pays where a key block meets few query blocks; elsewhere the walking kernel's consumer loop,
@@ -1148,13 +1181,16 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   params.base.heads_together = uint32_t(interleaved_heads(args));
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
-  auto* kernel = variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
-                                                  : &backward_kernel<Element, kHeadDim, true, false>)
-                 : varlen        ? &backward_kernel<Element, kHeadDim, false, false, false, true>
-                 : deterministic ? &backward_kernel<Element, kHeadDim, false, true>
-                 : walk
-                     ? &backward_kernel<Element, kHeadDim, false, false, false, false, false, true>
-                     : &backward_kernel<Element, kHeadDim, false, false>;
+  auto* kernel =
+      variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
+                                       : &backward_kernel<Element, kHeadDim, true, false>)
+      : varlen        ? &backward_kernel<Element, kHeadDim, false, false, false, true>
+      : deterministic ? (dq_sums_from_last_key(args, tiles, current_device_limits().multiprocessors)
+                             ? &backward_kernel<Element, kHeadDim, false, true, false, false, false,
+                                                false, true>
+                             : &backward_kernel<Element, kHeadDim, false, true>)
+      : walk          ? &backward_kernel<Element, kHeadDim, false, false, false, false, false, true>
+                      : &backward_kernel<Element, kHeadDim, false, false>;
   if (args.sums.enabled()) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
