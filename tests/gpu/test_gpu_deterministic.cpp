@@ -22,10 +22,11 @@ namespace {
 constexpr int kRuns = 100;
 constexpr std::array<DType, 3> kDtypes{DType::fp16, DType::bf16, DType::fp32};
 // Top-left with Sq < Sk leaves key blocks that no query sees (they take no turn); bottom-right
-// ends every query block's turns at its own last key block (the mma.sync kernels' turns go from
-// the first key block that meets a query block up, the wgmma kernels' from the last down at these
-// lengths: sm90/backward.cuh, dq_sums_from_last_key()). The causal cases' grids are small enough
-// for the wgmma kernels to interleave heads (interleaved_heads()), as the mma.sync ones do.
+// ends every query block's turns at its own last key block (turns go from the first key block
+// that meets a query block up; the wgmma kernels go from the last down only on grids of many
+// heads, sm90/backward.cuh's dq_sums_from_last_key(), tested below). The causal cases' grids are
+// small enough for the wgmma kernels to interleave heads (interleaved_heads()), as the mma.sync
+// ones do.
 constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
@@ -412,7 +413,7 @@ void check_against_default(const Problem& p, const CaseInputs& in) {
 // down, the light key blocks starting first (sm90/backward.cuh, dq_sums_from_last_key(); the
 // unit test test_block_order.cu says these grids take it on 132 SMs): 2 x 72 heads of 1024 rows
 // at head_dim 64 (72 MiB, past the interleaving bound; 1152 key blocks), and GQA, 40 kv heads of
-// four query heads, 1000 rows at head_dim 128 with the top-left mask (160 MiB; 320 key blocks).
+// four query heads, 1000 rows at head_dim 128 with the top-left mask (156 MiB; 320 key blocks).
 // Checked: the same bits over 100 runs, and the default backward's gradients. (On GPUs without
 // wgmma the mma.sync kernels run these cases, from the first key block up.)
 TEST_CASE("deterministic backward below 2k causal rows on many heads: the same bits, and correct",

@@ -164,7 +164,7 @@ TEST_CASE(
     const AttentionShape& s = args.shape;
     return s.batch * s.heads_kv * ((s.seq_k + 127) / 128);
   };
-  // fa at 512 and 1k rows (4096 CTAs in plain order), and the GPU test's grids
+  // fa at 512 and 1k rows (4096 and 2048 CTAs in plain order), and the GPU test's grids
   // (test_gpu_deterministic.cpp: 1152 and 320 CTAs, plain order): from the last key block.
   BackwardArgs top_left = causal_call(DType::bf16, 1, 160, 40, 1000, 128);
   top_left.mask = Mask::causal_top_left;

@@ -1100,7 +1100,7 @@ inline int64_t interleaved_heads(const BackwardArgs& args) {
 // more. There a key block meets few query blocks, a head's key blocks start together, and from
 // the first key block up key block n would wait n hand-overs before its first product while its
 // CTA holds an SM, which adds up to about the head's work (H100, `fa` under a causal mask at
-// 512-1k rows, deterministic / default speed 0.71-0.87 from the first key block up, 0.84-0.94
+// 512-1k rows, deterministic / default speed 0.71-0.87 from the first key block up, 0.85-0.94
 // from the last down; share/results/h100-2026-12-06-det-last-key/). Where the CTAs fit in one
 // round or two (`seed`, B = 1, H = 8, 1k rows: 64 CTAs), the heaviest key blocks set the time:
 // from the first key block up they never wait, from the last down they wait on every query block
