@@ -64,6 +64,11 @@ BackwardArgs causal_call(DType dtype, int64_t batch, int64_t heads, int64_t head
   return args;
 }
 
+BackwardArgs deterministic(BackwardArgs args) {
+  args.deterministic = true;
+  return args;
+}
+
 }  // namespace
 
 TEST_CASE("block order: every tile once, in any grouping of the heads", "[unit][order]") {
@@ -112,10 +117,6 @@ TEST_CASE(
     "deterministic mode from 2k rows",
     "[unit][order]") {
   using detail::sm90::interleaved_heads;
-  const auto deterministic = [](BackwardArgs args) {
-    args.deterministic = true;
-    return args;
-  };
   // Q, dO (2 bytes each) and fp32 dQ: 8 bytes per element of a head's Q.
   // 64 MiB in all: every head in both modes (seed, 16k, head_dim 64; 8k, head_dim 128).
   for (const BackwardArgs& args : {causal_call(DType::bf16, 1, 8, 8, 16384, 64),
@@ -154,10 +155,6 @@ TEST_CASE(
     "in plain order over two rounds of CTAs",
     "[unit][order]") {
   using detail::sm90::dq_sums_from_last_key;
-  const auto deterministic = [](BackwardArgs args) {
-    args.deterministic = true;
-    return args;
-  };
   constexpr int kSms = 132;
   // The CTAs of a grid: its key blocks of 128.
   const auto ctas = [](const BackwardArgs& args) {
