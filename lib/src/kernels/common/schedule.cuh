@@ -131,9 +131,9 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 //   first_key_first:  deterministic mode. The query block's first key block adds first; CTAs
 //                     start in block_order() (under a causal mask the heaviest, first key blocks
 //                     first); key blocks visit their query blocks downwards.
-//   last_key_first:   deterministic mode of the wgmma kernels on short causal sequences
-//                     (sm90/backward.cuh, dq_sums_from_last_key()). The query block's last key
-//                     block adds first; CTAs start with a kv head's last key block
+//   last_key_first:   deterministic mode of the wgmma kernels on short causal grids of many
+//                     heads (sm90/backward.cuh, dq_sums_from_last_key()). The query block's last
+//                     key block adds first; CTAs start with a kv head's last key block
 //                     (backward_block_order()); key blocks visit their query blocks upwards.
 // Either way a key block only ever waits for key blocks whose CTAs started before it.
 enum class DqSumOrder { unordered, first_key_first, last_key_first };

@@ -378,10 +378,9 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // blocks), checked after issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (dq_turn_from_first() or dq_turn_from_last(); spinning on the semaphore, ahead of the
-// consumers, who never wait for
-// it), and after its reduce has completed it frees the stage and passes the turn on; its stages (up
-// to four; three dS^T buffers at head_dim 64) let the consumers run that many blocks ahead of the
-// turns.
+// consumers, who never wait for it), and after its reduce has completed it frees the stage and
+// passes the turn on; its stages (up to four; three dS^T buffers at head_dim 64) let the
+// consumers run that many blocks ahead of the turns.
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
@@ -610,12 +609,11 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // kernels take varlen batches too); kLastKeyFirst: the deterministic dense kernel's dQ sums
 // from each query block's last key block down (DqSumOrder::last_key_first,
 // dq_sums_from_last_key()), else from its first up. Template flags rather than runtime ones,
-// because the kernels
-// sit at the register limit (the sums' epilogue as a runtime branch: 3-4 % slower at head_dim
-// 128; the variant kernel running a varlen batch: 19 % slower than this one, measured before
-// its softcap slopes left the registers; the dQ sums' order as a runtime choice: the
-// deterministic kernel 2-4 % slower from the first key block up at 1k causal rows, up to 16 %
-// at 1k without a mask; H100, share/results/h100-2026-12-06-det-last-key/).
+// because the kernels sit at the register limit (the sums' epilogue as a runtime branch: 3-4 %
+// slower at head_dim 128; the variant kernel running a varlen batch: 19 % slower than this one,
+// measured before its softcap slopes left the registers; the dQ sums' order as a runtime
+// choice: the deterministic kernel 2-4 % slower from the first key block up at 1k causal rows,
+// up to 16 % at 1k without a mask; H100, share/results/h100-2026-12-06-det-last-key/).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false, bool kBlocksOf80 = false, bool kWalk = false,
           bool kLastKeyFirst = false>
@@ -1181,14 +1179,15 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   params.base.heads_together = uint32_t(interleaved_heads(args));
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
+  const bool last_key_first =
+      dq_sums_from_last_key(args, tiles, current_device_limits().multiprocessors);
   auto* kernel =
-      variants        ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
-                                       : &backward_kernel<Element, kHeadDim, true, false>)
-      : varlen        ? &backward_kernel<Element, kHeadDim, false, false, false, true>
-      : deterministic ? (dq_sums_from_last_key(args, tiles, current_device_limits().multiprocessors)
-                             ? &backward_kernel<Element, kHeadDim, false, true, false, false, false,
-                                                false, true>
-                             : &backward_kernel<Element, kHeadDim, false, true>)
+      variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
+                                : &backward_kernel<Element, kHeadDim, true, false>)
+      : varlen ? &backward_kernel<Element, kHeadDim, false, false, false, true>
+      : last_key_first
+          ? &backward_kernel<Element, kHeadDim, false, true, false, false, false, false, true>
+      : deterministic ? &backward_kernel<Element, kHeadDim, false, true>
       : walk          ? &backward_kernel<Element, kHeadDim, false, false, false, false, false, true>
                       : &backward_kernel<Element, kHeadDim, false, false>;
   if (args.sums.enabled()) {
