@@ -87,9 +87,11 @@ inline size_t dq_semaphore_bytes(const AttentionShape& s) {
 // Deterministic mode sums the dQ parts of a query block in a fixed order, one key block after
 // the other: the last key block's add waits for a round trip (reduce, release, acquire) of every
 // key block before it. Where the grid fills the GPU many times over, other CTAs hide that chain;
-// on small problems without a mask (dq_meets_every_key_block()) nothing does. There the key
-// blocks are split into up to four groups of consecutive keys, each summed in order into an
-// accumulator of its own, and the dQ conversion adds the groups' accumulators in group order:
+// on small problems nothing does: without a mask every key block waits, and under a causal mask
+// the heaviest key blocks start together and key block n waits n round trips before its first
+// add. There (dq_band_has_no_left_end()) the key blocks are split into up to four groups of
+// consecutive keys, each summed in order into an accumulator of its own, and the dQ conversion
+// adds, in group order, the groups' accumulators that hold the row (dq_groups_holding_row()):
 // shorter chains, the same bits on every run. The count depends on the shape and the mask alone
 // (the same order on every device), through the memory the extra accumulators take: at most
 // kDqGroupsExtraBytes, which only small problems fit several times. The workspace reserves
@@ -110,29 +112,26 @@ inline size_t dq_group_extra_bytes(const AttentionShape& s, bool deterministic) 
   return std::min((kMaxDqGroups - 1) * dq_accum_bytes(s), kDqGroupsExtraBytes);
 }
 
-// Whether every key block adds to every query block's dQ: no causal mask, no window, a dense
-// batch, and keys. Only there do key groups pay: a causal head's chains are shorter on
-// average, and the extra accumulators' zeroing and reading (up to 2 x 48 MiB of traffic) cost
-// more than the shorter chains gave (seed sweep, H200, with the wgmma kernels' heaviest key
-// blocks then starting last: causal 0.94 of the default's speed with one group, 0.84-0.91 with
-// up to four).
-inline bool dq_meets_every_key_block(const BackwardArgs& args) {
-  return args.mask == Mask::none && !args.window.bounded() && !args.varlen.enabled() &&
-         args.shape.seq_k > 0;
+// Whether the band has no left end (no mask, a causal one, a window bounded on the right only)
+// in a dense batch with keys: then a query block that meets any key block of a group meets the
+// group's first, and whichever key block takes a group's first turn at a query block covers every
+// row of it, so the first turns store their parts rather than add them, and no accumulator needs
+// zeroing first. The rows a group's accumulator holds follow from the row alone: those that see one
+// of its keys (dq_groups_holding_row(), backward_steps.cuh); the dQ conversion reads no other.
+inline bool dq_band_has_no_left_end(const BackwardArgs& args) {
+  return args.window.left < 0 && !args.varlen.enabled() && args.shape.seq_k > 0;
 }
 
-// In deterministic mode where every key block meets every query block, the first turn of each
-// group (turn 0 of dq_turn_from_first(), schedule.cuh: the group's first key block) covers every
-// row of every query block, so it stores its part instead of adding it and no accumulator needs
-// zeroing first.
+// In deterministic mode where the band has no left end, the first turn of each group at a query
+// block stores its part instead of adding it (dq_band_has_no_left_end()).
 inline bool dq_first_turn_stores(const BackwardArgs& args) {
-  return args.deterministic && dq_meets_every_key_block(args);
+  return args.deterministic && dq_band_has_no_left_end(args);
 }
 
 // The groups wanted; dq_groups_of() keeps those that hold keys.
 inline int dq_sum_groups(const BackwardArgs& args) {
   const AttentionShape& s = args.shape;
-  if (!args.deterministic || !dq_meets_every_key_block(args) || dq_accum_bytes(s) == 0) return 1;
+  if (!dq_first_turn_stores(args) || dq_accum_bytes(s) == 0) return 1;
   const int64_t fit = 1 + static_cast<int64_t>(dq_group_extra_bytes(s, true) / dq_accum_bytes(s));
   const int64_t key_blocks = (s.seq_k + kDqGroupKeyAlignment - 1) / kDqGroupKeyAlignment;
   return static_cast<int>(std::clamp<int64_t>(std::min(fit, key_blocks / kMinDqGroupBlocks), 1,

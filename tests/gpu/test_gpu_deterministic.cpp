@@ -31,8 +31,9 @@ constexpr std::array<Mask, 3> kMasks{Mask::none, Mask::causal_bottom_right,
                                      Mask::causal_top_left};
 
 // B=2, H=4 over 2 kv heads (GQA: each CTA takes its turns for two query heads), odd lengths
-// that end inside a block, with 8 to 16 key blocks adding to every query block (1023 keys
-// without a mask: four key groups of 256, workspace.h's dq_sum_groups()).
+// that end inside a block, with 8 to 16 key blocks adding to every query block (1023 keys: four
+// key groups of 256, workspace.h's dq_sum_groups(); under the top-left mask every row sees the
+// first group's keys alone, and the other three accumulators are never written or read).
 Problem deterministic_case(DType dtype, int64_t head_dim, Mask mask) {
   Problem p = make_problem(dtype, head_dim, mask, 113, 1023, 2, 4, 2, Layout::bhsd);
   p.deterministic = true;
@@ -210,7 +211,9 @@ TEST_CASE("deterministic backward: more queries than keys, a right-only window",
 // last one 180); 1100 keys (9 key blocks) want four groups of 384 keys, and three hold them all
 // (dq_groups_of(): an empty fourth group's accumulator, never written, would be added as it
 // lies in the workspace); 300 keys (3 key blocks) keep one group, here over 4 x 8 kv heads, whose
-// first turn stores too. Causal and windowed heads keep one group that adds from zero.
+// first turn stores too. Causal heads sum in groups as well (bottom-right: rows below 120 see
+// three of the four groups, the others all four); a window bounded on the left keeps one group
+// that adds from zero.
 TEST_CASE("deterministic backward: four key groups, one group on many heads, masked heads",
           "[gpu][deterministic]") {
   require_gpu();
@@ -242,9 +245,10 @@ TEST_CASE("deterministic backward: four key groups, one group on many heads, mas
 // deterministic too (sm90/backward.cuh, blocks_of_80_pay()), with one dQ stage: under a causal
 // mask key block n ends 1.6 of its iterations earlier than key block n - 1, whose turn it
 // follows at every query block (128 keys against 80 rows). Two batch entries (the semaphores'
-// batch stride); 2100 rows end in a block of 20; 1023 keys in a partial key block (without a
-// mask four key groups of 256, whose first turns store); under the bottom-right mask the first
-// 1077 rows see no key, under the top-left one the last see all.
+// batch stride); 2100 rows end in a block of 20; 1023 keys in a partial key block (four key
+// groups of 256, whose first turns store); under the bottom-right mask the first 1077 rows see
+// no key (nothing writes them: the dQ conversion gives zeros), under the top-left one the last
+// see all.
 TEST_CASE("deterministic backward on query blocks of 80: the same bits, and correct",
           "[gpu][deterministic][blocks_of_80]") {
   require_gpu();
@@ -321,9 +325,11 @@ HostBackwardResult backward_of_row_alone(const Problem& p, const CaseInputs& in,
 }
 
 // The gradients of grid rows `rows` of `p` (bhsd, causal) in the full call against each row's
-// computed alone, in plain order: dK and dV the same bits (no atomics), dQ too in deterministic
-// mode (its sums go in the order of the turns, not of the CTAs), else within two units in the
-// last place of the largest |dQ|.
+// computed alone, in plain order: dK and dV the same bits (no atomics); dQ within two units in
+// the last place of the largest |dQ|, in deterministic mode too: a kv head alone is a small call,
+// which sums its keys in groups (workspace.h, dq_sum_groups()) where the full call keeps one, the
+// same parts added in another order. In deterministic mode the full call's dQ is the same bits
+// on a second run.
 void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int64_t>& rows) {
   const CaseInputs in = make_inputs(p, seed);
   DeviceProblem device(p);
@@ -333,6 +339,11 @@ void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int6
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const HostForwardResult fwd = device.forward_result();
   const HostBackwardResult full = device.backward_result();
+  if (p.deterministic) {
+    backward(device.backward_args());
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(device.backward_result().dq == full.dq);
+  }
   const auto [q_bytes, kv_bytes] = row_bytes(p);
   for (const int64_t row : rows) {
     INFO("grid row " << row);
@@ -340,10 +351,6 @@ void check_rows_as_alone(const Problem& p, uint64_t seed, const std::vector<int6
     CHECK(alone.dk == byte_slice(full.dk, row * kv_bytes, kv_bytes));
     CHECK(alone.dv == byte_slice(full.dv, row * kv_bytes, kv_bytes));
     const HostBytes full_dq = byte_slice(full.dq, row * q_bytes, q_bytes);
-    if (p.deterministic) {
-      CHECK(alone.dq == full_dq);
-      continue;
-    }
     const Problem row_problem = one_kv_head(p);
     CHECK(within_two_ulps(p.dtype, q_side_values(row_problem, alone.dq),
                           q_side_values(row_problem, full_dq)));

@@ -44,6 +44,39 @@ TEST_CASE("dq groups: 1100 keys sum in three groups of 384", "[unit][dq]") {
   CHECK(groups.first_turn_stores);
 }
 
+// The band without a left end (no mask, a causal mask, a window bounded on the right only)
+// sums in groups whose first turns store; a window with a left end, or a varlen batch, keeps one
+// group that adds to zeroed rows. 2100 keys: four groups of 640.
+TEST_CASE("dq groups: causal masks and right-only windows sum in groups, left ends do not",
+          "[unit][dq]") {
+  const auto groups_with = [](cuflash::Mask mask, cuflash::Window window) {
+    BackwardArgs args = deterministic_args(300, 2100, 64);
+    args.mask = mask;
+    args.window = window;
+    return dq_groups_of(args);
+  };
+  for (const auto mask :
+       {cuflash::Mask::none, cuflash::Mask::causal_bottom_right, cuflash::Mask::causal_top_left}) {
+    const DqGroups in_groups = groups_with(mask, cuflash::Window{-1, 50});
+    CHECK(in_groups.count == 4);
+    CHECK(in_groups.keys == 640);
+    CHECK(in_groups.first_turn_stores);
+    const DqGroups left_end = groups_with(mask, cuflash::Window{700, -1});
+    CHECK(left_end.count == 1);
+    CHECK_FALSE(left_end.first_turn_stores);
+  }
+  CHECK(groups_with(cuflash::Mask::causal_bottom_right, cuflash::Window{}).count == 4);
+  BackwardArgs varlen = deterministic_args(300, 2100, 64);
+  const int32_t never_read[2] = {0, 300};  // (the host functions only test for a pointer)
+  varlen.varlen.cu_seqlens_q = never_read;
+  CHECK(dq_groups_of(varlen).count == 1);
+  CHECK_FALSE(dq_groups_of(varlen).first_turn_stores);
+  BackwardArgs not_deterministic = deterministic_args(300, 2100, 64);
+  not_deterministic.deterministic = false;
+  CHECK(dq_groups_of(not_deterministic).count == 1);
+  CHECK_FALSE(dq_groups_of(not_deterministic).first_turn_stores);
+}
+
 // The workspace's size never shrinks as the head_dim grows, supported or not (callers size one
 // workspace for the largest of several shapes): 250, which no kernel takes, needs as much as 248.
 TEST_CASE("workspace size: never shrinks as the head_dim grows", "[unit][workspace]") {

@@ -139,10 +139,26 @@ constexpr bool dq_swizzle_is_conflict_free() {
 }
 static_assert(dq_swizzle_is_conflict_free());
 
-// dQ = scale * accumulator (the sum of the groups' accumulators, in group order, where
-// deterministic mode keeps several), converted to Element and written through dq's strides (the
-// accumulator's rows have kHeadDim columns, dQ's the first head_dim of them; kSwizzledRows: in
-// dq_swizzled_column()'s order, which needs rows of a multiple of 64 columns).
+// How many key groups' accumulators, from group 0, hold query row `row` (its index in its
+// sequence). Where the first turns store (dq_first_turn_stores(), workspace.h), a group's
+// accumulator holds the rows of the query blocks its key blocks meet and nothing else (no
+// zeroing): those that see one of its keys, since the band has no left end there, that is the
+// groups up to the one of the row's last visible key, none for a row that sees no key. (The
+// rows of those blocks that see none of the group's keys hold zeros: skipped.) Elsewhere the
+// prologue zeroed every group's accumulator.
+template <typename Params>
+__device__ __forceinline__ int dq_groups_holding_row(const Params& params, int64_t row) {
+  if (!params.dq_groups.first_turn_stores) return params.dq_groups.count;
+  const ProblemParams& p = params.problem;
+  const int64_t last_key = min64(row + p.band_last, p.seq_k - 1);
+  if (last_key < 0) return 0;
+  return int(min64(last_key / params.dq_groups.keys + 1, params.dq_groups.count));
+}
+
+// dQ = scale * accumulator (the sum of the groups' accumulators that hold the row, in group
+// order, where deterministic mode keeps several), converted to Element and written through dq's
+// strides (the accumulator's rows have kHeadDim columns, dQ's the first head_dim of them;
+// kSwizzledRows: in dq_swizzled_column()'s order, which needs rows of a multiple of 64 columns).
 template <typename Element, int kHeadDim, bool kSwizzledRows = false>
 __global__ void __launch_bounds__(kElementwiseThreads)
     backward_dq_convert_kernel(const BackwardParams<Element> params) {
@@ -156,10 +172,11 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     const int64_t row = index / kChunksPerRow;
     const int col = static_cast<int>(index % kChunksPerRow) * 8;
     if (col >= p.head_dim) continue;
-    float values[8];
+    float values[8] = {};
     const int stored_col = kSwizzledRows ? dq_swizzled_column(row % p.seq_q, col) : col;
-    load8(params.dq_accum + row * kHeadDim + stored_col, values);
-    for (int group = 1; group < params.dq_groups.count; ++group) {  // in group order: fixed bits
+    const int groups = dq_groups_holding_row(params, row % p.seq_q);
+    if (groups > 0) load8(params.dq_accum + row * kHeadDim + stored_col, values);
+    for (int group = 1; group < groups; ++group) {  // in group order: fixed bits
       float more[8];
       load8(dq_group_accumulator(params, group) + row * kHeadDim + stored_col, more);
 #pragma unroll
