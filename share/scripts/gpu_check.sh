@@ -105,7 +105,7 @@ sanitize() {
   local extra=() tests="[sanitizer]"
   [[ $tool == memcheck ]] && extra=(--leak-check full)
   # initcheck reports the reads of rows that only the bulk copy wrote as uninitialized (it appears
-  # not to track those writes); only the "[bulk-store]" case reads such rows back
+  # not to track those writes); only the "[bulk-store]" cases read such rows back
   # (tests/gpu/test_gpu_attention.cpp).
   [[ $tool == initcheck ]] && tests="[sanitizer]~[bulk-store]"
   timeout --kill-after=30 "$STAGE_TIMEOUT" \

@@ -939,34 +939,44 @@ TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, decode",
 // The deterministic backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync):
 // its counters in the workspace and the turns they pass, on a causal grid whose heads are
 // interleaved.
-Problem sanitizer_deterministic_case(DType dtype, Mask mask) {
-  Problem c = make_problem(dtype, 64, mask, 113, 203, 1, 4, 2, Layout::bhsd);
+Problem sanitizer_deterministic_case(DType dtype, Mask mask, int64_t seq_q = 113,
+                                     int64_t seq_k = 203, int64_t heads = 4, int64_t heads_kv = 2) {
+  Problem c = make_problem(dtype, 64, mask, seq_q, seq_k, 1, heads, heads_kv, Layout::bhsd);
   c.deterministic = true;
   return c;
 }
 
-TEST_CASE("sanitizer subset: the deterministic backward, causal and fp32", "[gpu][sanitizer]") {
+// On mma.sync the first turns store with plain stores, which initcheck follows, so it checks
+// that the dQ conversion reads only rows something wrote. The last case sums its 400 keys in two
+// key groups of 256 (workspace.h) under the bottom-right mask: rows below 50 see no key (the
+// conversion writes zeros), rows 50-305 the first group's keys alone, the rest both.
+TEST_CASE("sanitizer subset: the deterministic backward in fp32", "[gpu][sanitizer]") {
   require_gpu();
   uint64_t seed = 5100;
-  for (const auto& [dtype, mask] :
-       {std::pair{DType::bf16, Mask::causal_bottom_right}, std::pair{DType::fp32, Mask::none},
-        std::pair{DType::fp32, Mask::causal_bottom_right}}) {
-    const Problem c = sanitizer_deterministic_case(dtype, mask);
+  for (const Problem& c :
+       {sanitizer_deterministic_case(DType::fp32, Mask::none),
+        sanitizer_deterministic_case(DType::fp32, Mask::causal_bottom_right),
+        sanitizer_deterministic_case(DType::fp32, Mask::causal_bottom_right, 450, 400, 2, 1)}) {
     DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
     ++seed;
   }
 }
 
-// Without a mask the wgmma kernel's first turns store their dQ rows with the bulk copy
-// (cp.async.bulk) instead of adding them to zeroed ones. initcheck reports the dQ conversion's
-// reads of those rows as uninitialized (7224 reports on an H100, while the results matched the
-// reference in the same run): the tool does not appear to track the bulk copy's writes.
-// gpu_check.sh runs this case under the other three tools only ("[bulk-store]").
-TEST_CASE("sanitizer subset: the deterministic backward, bf16 without a mask",
+// On the wgmma kernel the first turns store their dQ rows with the bulk copy (cp.async.bulk)
+// instead of adding them to zeroed ones (with and without a causal mask). initcheck reports the
+// dQ conversion's reads of those rows as uninitialized (7224 reports on an H100 without a mask,
+// while the results matched the reference in the same run): the tool does not appear to track
+// the bulk copy's writes. gpu_check.sh runs these cases under the other three tools only
+// ("[bulk-store]").
+TEST_CASE("sanitizer subset: the deterministic backward in bf16, causal and without a mask",
           "[gpu][sanitizer][bulk-store]") {
   require_gpu();
-  const Problem c = sanitizer_deterministic_case(DType::bf16, Mask::none);
-  DYNAMIC_SECTION(describe(c)) { check_case(c, 5110); }
+  uint64_t seed = 5110;
+  for (const Mask mask : {Mask::causal_bottom_right, Mask::none}) {
+    const Problem c = sanitizer_deterministic_case(DType::bf16, mask);
+    DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
+    ++seed;
+  }
 }
 
 }  // namespace
