@@ -979,5 +979,40 @@ TEST_CASE("sanitizer subset: the deterministic backward in bf16, causal and with
   }
 }
 
+// The backward on query blocks of 80 rows (head_dims 128 and 96 from 2048 query rows), whose
+// consumers stage a block's dQ^T in the next iteration, behind that block's S^T, and the last
+// block's after the loop (sm90/backward.cuh, kDqStagedLate): 2100 rows end in a block of 20, 200
+// keys in two key blocks, the second partial; fp16 at 128 without a mask, bf16 at 96 causal.
+Problem sanitizer_blocks_of_80_case(DType dtype, int64_t head_dim, Mask mask, bool deterministic) {
+  Problem c = make_problem(dtype, head_dim, mask, 2100, 200, 1, 2, 1, Layout::bhsd);
+  c.deterministic = deterministic;
+  return c;
+}
+
+TEST_CASE("sanitizer subset: the backward on query blocks of 80", "[gpu][sanitizer]") {
+  require_gpu();
+  uint64_t seed = 5120;
+  for (const Problem& c :
+       {sanitizer_blocks_of_80_case(DType::fp16, 128, Mask::none, false),
+        sanitizer_blocks_of_80_case(DType::bf16, 96, Mask::causal_bottom_right, false)}) {
+    DYNAMIC_SECTION(describe(c)) {
+      LaunchRecord record;
+      check_case(c, seed);
+      check_backward_on_blocks_of_80(record, false);
+    }
+    ++seed;
+  }
+}
+
+// The same deterministic (its first turns store by bulk copy: not under initcheck, above).
+TEST_CASE("sanitizer subset: the deterministic backward on query blocks of 80",
+          "[gpu][sanitizer][bulk-store]") {
+  require_gpu();
+  const Problem c = sanitizer_blocks_of_80_case(DType::fp16, 128, Mask::none, true);
+  LaunchRecord record;
+  check_case(c, 5130);
+  check_backward_on_blocks_of_80(record, true);
+}
+
 }  // namespace
 }  // namespace cuflash::gpu_test

@@ -652,6 +652,12 @@ __global__ void __launch_bounds__(
   // dK after dQ^T; on the 64-row kernels the same order took 1-2 % more, and 2 % more
   // deterministic).
   constexpr bool kDkWithDv = kDqTransposed;
+  // There, too, a block's dQ^T is staged in the next iteration, once that block's S^T is issued,
+  // so that the tensor cores multiply S^T meanwhile (the staging ran with no product in flight);
+  // dP^T is issued after the staging: dQ^T's 40 registers live beside S^T's alone, where P^T's
+  // and dS^T's fragments are dead. (S^T issued ahead of the staging in the same iteration would
+  // stay in flight across the loop's back edge, which made ptxas serialize every wgmma, C7514.)
+  constexpr bool kDqStagedLate = kDqTransposed && !kVariants;
   // dQ: 64 queries x kDqCols; or dQ^T: kDqCols (64) columns x kBlockM queries
   using MmaDq = Wgmma<Element, kDqTransposed ? kBlockM : Traits::kDqCols>;
   constexpr int kDqTiles = kDqTransposed ? kBlockM / 8 : Traits::kDqCols / 8;
@@ -721,6 +727,27 @@ __global__ void __launch_bounds__(
   PieceAccumulators<Pieces> dk_acc;  // dK (16 keys of this warp, kDim), without the scale
   PieceAccumulators<Pieces> dv_acc;
   uint32_t it = 0;
+  // The dQ part of the block of the running count `block_it` (dQ: 64 queries x kDqCols; dQ^T:
+  // kDqCols x kBlockM queries) into its stage for reduce_dq(), once the reduce of the stage's
+  // previous block has read it (in the dS^T buffer: the column block of this warpgroup's queries,
+  // which its dQ product alone read and has finished reading).
+  const auto stage_dq_block = [&](uint32_t block_it, const float(&dq)[kDqTiles][4]) {
+    if (!Traits::kDqInScoreBuffers && block_it >= Traits::kDqStages) {
+      mbarrier_wait(smem.dq_free(block_it), Smem::DqSlots::parity(block_it - Traits::kDqStages));
+    }
+    float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(block_it) - smem.tiles));
+    if constexpr (kDqTransposed) {
+      stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq, dq_col0 + 16 * ((thread / 32) % 4), lane);
+    } else {
+      stage_dq<Traits::kHeadDim>(dq_stage, dq, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
+                                 start.first_row(), lane);
+    }
+    fence_view_async_shared();  // the stores -> visible to the bulk reduces
+    mbarrier_arrive(smem.dq_staged(block_it));
+  };
+  // kDqStagedLate: the dQ^T of the block before, staged in this iteration; a copy of its
+  // accumulators (copy_accumulators() says why)
+  float dq_late[kDqTiles][4];
   for (uint32_t round = 0;; ++round) {
     if constexpr (kWalk) {  // the tile the producer took (produce_walk()), or the end
       mbarrier_wait(smem.kv_full(), round & 1u);
@@ -762,6 +789,10 @@ __global__ void __launch_bounds__(
                                      k_major_descriptor(q_tile, 0, 16 * kk), kk > 0);
       }
       if constexpr (!kVariants) wgmma_commit();
+      if constexpr (kDqStagedLate) {  // the block before's dQ^T, while S^T is multiplied
+        if (i > 0) stage_dq_block(it - 1, dq_late);
+        wgmma_fence();  // (the staging read registers)
+      }
 #pragma unroll
       for (int kk = 0; kk < kDim / 16; ++kk) {
         MmaScores::template ss<0, 0>(dpt, k_major_descriptor(smem.v(), group_key0, 16 * kk),
@@ -931,22 +962,11 @@ __global__ void __launch_bounds__(
         wgmma_fence_operands(dq_acc);
       }
 
-      // Stage it for reduce_dq() once the reduce of the stage's previous block has read it (in
-      // the dS^T buffer: the column block of this warpgroup's queries, which its dQ product alone
-      // read and has finished reading).
-      if (!Traits::kDqInScoreBuffers && it >= Traits::kDqStages) {
-        mbarrier_wait(smem.dq_free(it), Smem::DqSlots::parity(it - Traits::kDqStages));
-      }
-      float* dq_stage = reinterpret_cast<float*>(smem_tiles + (smem.dq_stage(it) - smem.tiles));
-      if constexpr (kDqTransposed) {
-        stage_dq_transposed<Traits::kHeadDim>(dq_stage, dq_acc, dq_col0 + 16 * ((thread / 32) % 4),
-                                              lane);
+      if constexpr (kDqStagedLate) {
+        copy_accumulators(dq_acc, dq_late);
       } else {
-        stage_dq<Traits::kHeadDim>(dq_stage, dq_acc, dq_row0 + 16 * ((thread / 32) % 4), dq_col0,
-                                   start.first_row(), lane);
+        stage_dq_block(it, dq_acc);
       }
-      fence_view_async_shared();  // the stores -> visible to the bulk reduces
-      mbarrier_arrive(smem.dq_staged(it));
       if constexpr (!kDkWithDv) {
         wgmma_wait<0>();  // dK
         fence_piece_operands(dk_acc);
@@ -954,6 +974,7 @@ __global__ void __launch_bounds__(
         mbarrier_arrive(smem.empty(it));  // Q, dO, LSE and D of this slot are no longer read
       }
     }
+    if (kDqStagedLate && schedule.count > 0) stage_dq_block(it - 1, dq_late);  // the last
     if constexpr (!kWalk) break;
 
     // dK (scaled) and dV staged for produce_walk()'s stores, once every consumer's products are

@@ -137,6 +137,22 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&acc)[kTiles][4]) {
   }
 }
 
+// Finished accumulators, copied into registers of their own by adding -0 (exact for every value).
+// A loop that reads them in its next iteration after issuing a new product needs the copy:
+// ptxas takes registers that a wgmma wrote, or a plain move of them, for ones a pending wgmma
+// may still write, and waits for every product before the read (C7517: the overlap is lost).
+template <int kTiles>
+__device__ __forceinline__ void copy_accumulators(const float (&acc)[kTiles][4],
+                                                  float (&copy)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      asm volatile("add.rn.f32 %0, %1, 0f80000000;" : "=f"(copy[t][i]) : "f"(acc[t][i]));
+    }
+  }
+}
+
 // Same for A fragments a running wgmma still reads: keeps them (and their registers) alive up
 // to the wait, so the compiler does not hand those registers to other values meanwhile.
 template <int kTiles>
