@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs the raw data of archived result folders (share/results/*) into one archive each: every
+# JSON, log, CSV and binary file under FOLDER goes into FOLDER/data.tgz (paths kept, relative to
+# FOLDER) and is removed; READMEs, summaries, patches and scripts stay as they are. The folder's
+# README.md gets a line saying where the data went. For folders whose figures are quoted and
+# superseded: the tracked tree stays small, the evidence stays in the repository, byte for byte
+# (share/tools/compact_package.py shrinks results files in place instead, dropping their
+# per-sample rows).
+#   usage: share/scripts/pack_results.sh FOLDER...
+#   restore: tar -xzf FOLDER/data.tgz -C FOLDER
+# Exit status: 0 every folder packed or nothing to pack; 2 a bad argument (not a folder, or one
+# that already has a data.tgz); 1 an archive that could not be written (the folder is left
+# as it was).
+set -euo pipefail
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  "") usage >&2; exit 2 ;;
+  -*) echo "pack_results.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+for folder in "$@"; do
+  [[ -d $folder ]] || { echo "pack_results.sh: $folder is not a folder" >&2; exit 2; }
+  [[ ! -e $folder/data.tgz ]] || { echo "pack_results.sh: $folder/data.tgz exists" >&2; exit 2; }
+done
+for folder in "$@"; do
+  mapfile -d '' files < <(cd "$folder" && find . -type f \( -name '*.json' -o -name '*.log' \
+    -o -name '*.csv' -o -name '*.bin' -o -name '*.err' \) -print0 | sort -z)
+  if ((${#files[@]} == 0)); then
+    echo "$folder: nothing to pack"
+    continue
+  fi
+  before=$(du -sb "$folder" | cut -f1)
+  # (Written beside, then moved in: a failed tar leaves no half archive in the folder.)
+  tmp=$(mktemp "${TMPDIR:-/tmp}/pack_results.XXXXXX")
+  if ! tar -czf "$tmp" -C "$folder" --null -T <(printf '%s\0' "${files[@]}"); then
+    rm -f "$tmp"
+    echo "pack_results.sh: could not pack $folder" >&2
+    exit 1
+  fi
+  mv "$tmp" "$folder/data.tgz" && chmod 644 "$folder/data.tgz"
+  (cd "$folder" && rm -f -- "${files[@]}" && find . -mindepth 1 -type d -empty -delete)
+  printf '\n%s\n' "Raw data (the JSON, logs, CSV and binary files this README and the folder's scripts name) are packed in \`data.tgz\`: \`tar -xzf data.tgz\` in this folder puts them back where they were." >>"$folder/README.md"
+  echo "$folder: ${#files[@]} files packed, $((before / 1000)) kB -> $(($(du -sb "$folder" | cut -f1) / 1000)) kB"
+done
