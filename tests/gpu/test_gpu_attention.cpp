@@ -980,7 +980,7 @@ TEST_CASE("sanitizer subset: the deterministic backward in bf16, causal and with
 }
 
 // The backward on query blocks of 80 rows (head_dims 128 and 96 from 2048 query rows), whose
-// consumers stage a block's dQ^T in the next iteration, behind that block's S^T, and the last
+// consumers stage a block's dQ^T in the next iteration, behind the next block's S^T, and the last
 // block's after the loop (sm90/backward.cuh, kDqStagedLate): 2100 rows end in a block of 20, 200
 // keys in two key blocks, the second partial; fp16 at 128 without a mask, bf16 at 96 causal.
 Problem sanitizer_blocks_of_80_case(DType dtype, int64_t head_dim, Mask mask, bool deterministic) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks of the landed change in one GPU call of under 10 minutes: the build (preset gpu,
+# The checks of the landed change on one GPU, in about 5 minutes: the build (preset gpu,
 # app and GPU tests), the "[sanitizer]" subset under the four compute-sanitizer tools (initcheck
 # without the "[bulk-store]" cases, as share/scripts/gpu_check.sh runs them; the subset now has
 # the 80-row kernels), the GPU tests of the backward on 80-row blocks, then the whole GPU suite

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # dQ^T staged in the next iteration, while the next query block's S^T is multiplied
-# (candidate.patch: sm90/backward.cuh on query blocks of 80 rows), in one GPU call: the checkout (main) and the checkout with the
-# patch built side by side; the candidate's GPU tests of the 80-row kernels; its `verify
-# --backward` on shapes that take them (default and deterministic); three interleaved rounds of
-# the default backward at head_dim 128 from 2048 rows on `seed` and `fa` (candidate, main), two
-# of the deterministic one, then the default backward of both whole sweeps in both trees.
-# Summary last; everything but it in OUT_DIR/all.tgz.
+# (candidate.patch: sm90/backward.cuh and wgmma.cuh, query blocks of 80 rows), in one GPU call:
+# the checkout (main) and the checkout with the patch built side by side; the candidate's GPU
+# tests of the 80-row kernels; its `verify --backward` on shapes that take them (default and
+# deterministic); three interleaved rounds of the default backward at head_dim 128 from 2048
+# rows on `seed` and `fa` (candidate, main), two of the deterministic one, then the default
+# backward of both whole sweeps in both trees. Summary last; everything but it in
+# OUT_DIR/all.tgz.
 #
-#   share/results/bwd-scores-ahead/run.sh OUT_DIR
+#   share/results/h100-2026-12-06-bwd-dq-staged-late/run.sh OUT_DIR
 set -uo pipefail
 ROOT=$(pwd)
 HERE=$(cd -- "$(dirname -- "$0")" && pwd)

@@ -20,7 +20,8 @@
 // dS^T buffer's column block that only its own dQ product read: BackwardConfig), or, on the
 // dense kernels at head_dims 128 and 96 from 2048 query rows, 80 rows (dV waits for dS^T; dS is
 // stored transposed, query-major, and each warpgroup computes dQ^T = K^T dS^T for its D / 2
-// columns: kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv).
+// columns: kDqTransposed; dK is issued with dV, and both are done before dQ^T: kDkWithDv;
+// a block's dQ^T is staged in the next iteration, behind the next block's S^T: kDqStagedLate).
 // The dQ stage holds fp32 rows, swizzled as the accumulator's; a thread of the producer
 // warpgroup adds it to the accumulator with one bulk reduce (reduce_dq()): a TMA request in
 // place of a vector atomic per pair of floats from every consumer thread, and in deterministic
@@ -652,11 +653,12 @@ __global__ void __launch_bounds__(
   // dK after dQ^T; on the 64-row kernels the same order took 1-2 % more, and 2 % more
   // deterministic).
   constexpr bool kDkWithDv = kDqTransposed;
-  // There, too, a block's dQ^T is staged in the next iteration, once that block's S^T is issued,
-  // so that the tensor cores multiply S^T meanwhile (the staging ran with no product in flight);
-  // dP^T is issued after the staging: dQ^T's 40 registers live beside S^T's alone, where P^T's
-  // and dS^T's fragments are dead. (S^T issued ahead of the staging in the same iteration would
-  // stay in flight across the loop's back edge, which made ptxas serialize every wgmma, C7514.)
+  // There, too, a block's dQ^T is staged in the next iteration, once the next block's S^T is
+  // issued, so that the tensor cores multiply S^T meanwhile (the staging ran with no product in
+  // flight); dP^T is issued after the staging: dQ^T's 40 registers live beside S^T's alone, where
+  // P^T's and dS^T's fragments are dead. (S^T issued ahead of the staging in the same iteration
+  // would stay in flight across the loop's back edge, which made ptxas serialize every wgmma,
+  // C7514.)
   constexpr bool kDqStagedLate = kDqTransposed && !kVariants;
   // dQ: 64 queries x kDqCols; or dQ^T: kDqCols (64) columns x kBlockM queries
   using MmaDq = Wgmma<Element, kDqTransposed ? kBlockM : Traits::kDqCols>;
@@ -729,8 +731,9 @@ __global__ void __launch_bounds__(
   uint32_t it = 0;
   // The dQ part of the block of the running count `block_it` (dQ: 64 queries x kDqCols; dQ^T:
   // kDqCols x kBlockM queries) into its stage for reduce_dq(), once the reduce of the stage's
-  // previous block has read it (in the dS^T buffer: the column block of this warpgroup's queries,
-  // which its dQ product alone read and has finished reading).
+  // previous block has read it. (Where the stages are the dS^T buffers, kDqInScoreBuffers, the
+  // wait for that comes before the dS^T stores instead: the column block of this warpgroup's
+  // queries, which its dQ product alone read and has finished reading.)
   const auto stage_dq_block = [&](uint32_t block_it, const float(&dq)[kDqTiles][4]) {
     if (!Traits::kDqInScoreBuffers && block_it >= Traits::kDqStages) {
       mbarrier_wait(smem.dq_free(block_it), Smem::DqSlots::parity(block_it - Traits::kDqStages));
@@ -791,7 +794,9 @@ __global__ void __launch_bounds__(
       if constexpr (!kVariants) wgmma_commit();
       if constexpr (kDqStagedLate) {  // the block before's dQ^T, while S^T is multiplied
         if (i > 0) stage_dq_block(it - 1, dq_late);
-        wgmma_fence();  // (the staging read registers)
+        // (The staging's registers are no product's: this fence only keeps the staging before
+        // dP^T's issue, as in the build that was measured.)
+        wgmma_fence();
       }
 #pragma unroll
       for (int kk = 0; kk < kDim / 16; ++kk) {

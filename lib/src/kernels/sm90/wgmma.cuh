@@ -137,10 +137,13 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&acc)[kTiles][4]) {
   }
 }
 
-// Finished accumulators, copied into registers of their own by adding -0 (exact for every value).
+// Finished accumulators, copied into registers of their own by adding -0 (exact for every value
+// but a NaN's payload).
 // A loop that reads them in its next iteration after issuing a new product needs the copy:
 // ptxas takes registers that a wgmma wrote, or a plain move of them, for ones a pending wgmma
 // may still write, and waits for every product before the read (C7517: the overlap is lost).
+// (Should ptxas ever fold the addition into a move, share/scripts/check_wgmma_pipelines.py
+// fails the build's check on the C7517 it brings back.)
 template <int kTiles>
 __device__ __forceinline__ void copy_accumulators(const float (&acc)[kTiles][4],
                                                   float (&copy)[kTiles][4]) {
