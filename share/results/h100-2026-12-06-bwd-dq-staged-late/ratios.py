@@ -3,21 +3,24 @@ mean of each sweep and round, and of the whole sweeps (with the cases beyond +-3
 
     python3 ratios.py OUT_DIR
 """
-import json
 import math
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tools"))
+from bench_report import ReportError, load  # noqa: E402  (the reader of the packages)
 
 O = sys.argv[1]
 
 
 def medians(folder):
+    """{case: median time in ms} of a bench folder, the deterministic runs' names as the
+    default's; empty where the folder has no readable results."""
     try:
-        rows = json.load(open(os.path.join(O, folder, "results.json")))["benchmarks"]
-    except (OSError, ValueError, KeyError):
+        rows = load(os.path.join(O, folder, "results.json"))[0]
+    except ReportError:
         return {}
-    return {r["run_name"].replace("/deterministic", ""): r["real_time"]
-            for r in rows if r.get("aggregate_name") == "median"}
+    return {r["run_name"].replace("/deterministic", ""): r["ms"] for r in rows}
 
 
 def geo(values):
@@ -35,7 +38,7 @@ def compare(label, cand_folder, main_folder, per_case, outliers=0.0):
           f"{min(ratios.values()):.3f}-{max(ratios.values()):.3f}")
     for c in both:
         if per_case or abs(ratios[c] - 1) > outliers:
-            print(f"  {c}: {ratios[c]:.3f} ({main[c]:.1f} -> {cand[c]:.1f} us)")
+            print(f"  {c}: {ratios[c]:.3f} ({1000 * main[c]:.1f} -> {1000 * cand[c]:.1f} us)")
 
 
 for sweep in ("seed", "fa"):
