@@ -939,11 +939,17 @@ TEST_CASE("sanitizer subset: D=64 each dtype, fp32 D=128, D=40/136/200, decode",
 // The deterministic backward at D=64 on both kernel families (bf16 on wgmma, fp32 on mma.sync):
 // its counters in the workspace and the turns they pass, on a causal grid whose heads are
 // interleaved.
+// (A sanitizer case: one batch entry, bhsd.)
+Problem sanitizer_case(DType dtype, int64_t head_dim, Mask mask, bool deterministic, int64_t seq_q,
+                       int64_t seq_k, int64_t heads, int64_t heads_kv) {
+  Problem c = make_problem(dtype, head_dim, mask, seq_q, seq_k, 1, heads, heads_kv, Layout::bhsd);
+  c.deterministic = deterministic;
+  return c;
+}
+
 Problem sanitizer_deterministic_case(DType dtype, Mask mask, int64_t seq_q = 113,
                                      int64_t seq_k = 203, int64_t heads = 4, int64_t heads_kv = 2) {
-  Problem c = make_problem(dtype, 64, mask, seq_q, seq_k, 1, heads, heads_kv, Layout::bhsd);
-  c.deterministic = true;
-  return c;
+  return sanitizer_case(dtype, 64, mask, true, seq_q, seq_k, heads, heads_kv);
 }
 
 // On mma.sync the first turns store with plain stores, which initcheck follows, so it checks
@@ -984,9 +990,7 @@ TEST_CASE("sanitizer subset: the deterministic backward in bf16, causal and with
 // block's after the loop (sm90/backward.cuh, kDqStagedLate): 2100 rows end in a block of 20, 200
 // keys in two key blocks, the second partial; fp16 at 128 without a mask, bf16 at 96 causal.
 Problem sanitizer_blocks_of_80_case(DType dtype, int64_t head_dim, Mask mask, bool deterministic) {
-  Problem c = make_problem(dtype, head_dim, mask, 2100, 200, 1, 2, 1, Layout::bhsd);
-  c.deterministic = deterministic;
-  return c;
+  return sanitizer_case(dtype, head_dim, mask, deterministic, 2100, 200, 2, 1);
 }
 
 TEST_CASE("sanitizer subset: the backward on query blocks of 80", "[gpu][sanitizer]") {

@@ -205,9 +205,9 @@ struct BackwardArgs {
   // by default in the order they finish (fastest), so its last bits may differ between runs.
   // true: those sums run in a fixed order (key block after key block; on small problems
   // without a mask or under a causal one, with no window bounded on the left, within each of up
-  // to four groups of keys, then the groups in order), so dQ, dK and dV are the same bits on every run of the same inputs on the same
-  // device and build, at some speed (README: "Deterministic backward"). Needs
-  // backward_workspace_size(shape, dtype, true).
+  // to four groups of keys, then the groups in order), so dQ, dK and dV are the same bits on
+  // every run of the same inputs on the same device and build, at some speed (README:
+  // "Deterministic backward"). Needs backward_workspace_size(shape, dtype, true).
   bool deterministic = false;
   void* workspace = nullptr;     // at least backward_workspace_size() bytes, 256-byte aligned
   size_t workspace_bytes = 0;
