@@ -325,7 +325,8 @@ __device__ __forceinline__ void load_query_block(const BackwardTmaParams<Element
 }
 
 // The loads of a CTA that runs one key block: K and V, then its query blocks in turn.
-template <typename Traits, typename Element, bool kMayBeVarlen>
+// kRowsAsync: LSE and D by cp.async (load_query_block()), where rows past the end may read 0.
+template <typename Traits, bool kRowsAsync, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void produce_backward_tiles(
     const BackwardTmaParams<Element>& params, BackwardSmem<Traits> smem, unsigned char* smem_tiles,
     SequenceStart<kMayBeVarlen> start, const QueryBlockSchedule<Traits::kBlockM>& schedule,
@@ -333,9 +334,9 @@ __device__ __forceinline__ void produce_backward_tiles(
   if (lane == 0) load_key_value<Traits>(params, smem, start, k0, batch, kv_head);
   for (uint32_t it = 0; it < schedule.count; ++it) {
     wait_for_query_slot(smem, it);
-    load_query_block<Traits>(params, smem, smem_tiles, start, batch,
-                             schedule.head(start.p, kv_head, it), schedule.q0(start.p, it), it,
-                             lane);
+    load_query_block<Traits, kRowsAsync>(params, smem, smem_tiles, start, batch,
+                                         schedule.head(start.p, kv_head, it),
+                                         schedule.q0(start.p, it), it, lane);
   }
 }
 
@@ -706,8 +707,11 @@ __global__ void __launch_bounds__(
     } else {
       const auto& schedule = first_schedule;
       if (thread < kConsumers + 32) {
-        produce_backward_tiles<Traits>(params, smem, smem_tiles, start, schedule, block.k0,
-                                       block.batch, block.kv_head, lane);
+        // (The variant kernels keep the synchronous loads: a score modification may make
+        // P = exp(S' - 0) infinite on a row past the end, and inf * 0 = NaN in dV.)
+        constexpr bool kRowsAsync = !kMayBeVarlen && !kVariants;
+        produce_backward_tiles<Traits, kRowsAsync>(params, smem, smem_tiles, start, schedule,
+                                                   block.k0, block.batch, block.kv_head, lane);
       } else if (thread == kConsumers + 32) {
         reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, block.batch, block.kv_head,
                                           int(block.k0 / kBlockN));

@@ -146,8 +146,8 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
   if (thread >= kConsumers) {  // the producer warpgroup; its first warp does the loading
     warpgroup_release_registers<Traits::kProducerRegisters>();
     if (thread < kConsumers + 32) {
-      produce_backward_tiles<Traits>(params, smem, smem_tiles, SequenceStart<false>{p}, schedule,
-                                     k0, batch, kv_head, lane);
+      produce_backward_tiles<Traits, false>(params, smem, smem_tiles, SequenceStart<false>{p},
+                                            schedule, k0, batch, kv_head, lane);
     } else if (thread == kConsumers + 32) {
       reduce_dq<Traits, false>(base, smem, SequenceStart<false>{p}, schedule, batch, kv_head,
                                int(k0 / kBlockN));
