@@ -293,7 +293,9 @@ void check_case_on_blocks_of_80(const Problem& c, uint64_t seed) {
 // bottom-right mask the first 1077 rows see no key, under the top-left one the last see all.
 // Head_dim 120 runs on the same kernel with its last 8 columns zero; a window bounded on the
 // right alone stays on the default kernels; two batch entries. Head_dim 96 has a kernel of its
-// own on 80-row blocks (128-column tiles, products of 96 columns).
+// own on 80-row blocks (128-column tiles, products of 96 columns). Under the top-left mask with
+// 2300 keys against 2048 rows the last two key blocks meet no query block: their CTAs stage no
+// dQ^T (kDqStagedLate has nothing to stage after the loop) and write dK = dV = 0.
 TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs float64 reference",
           "[gpu][blocks_of_80]") {
   require_gpu();
@@ -310,6 +312,9 @@ TEST_CASE("fp16/bf16 head_dim 128 on query blocks of 80: forward and backward vs
     Problem c = make_problem(dtype, 120, Mask::none, 2048, 2049, 2, 2, 1, Layout::bshd);
     c.window = {-1, 64};
     DYNAMIC_SECTION(describe(c)) { check_case_on_blocks_of_80(c, uint64_t(++seed)); }
+    const Problem wide =
+        make_problem(dtype, 128, Mask::causal_top_left, 2048, 2300, 1, 2, 1, Layout::bhsd);
+    DYNAMIC_SECTION(describe(wide)) { check_case_on_blocks_of_80(wide, uint64_t(++seed)); }
   }
 }
 
