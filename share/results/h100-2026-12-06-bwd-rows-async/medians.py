@@ -15,7 +15,7 @@ from bench_report import load  # noqa: E402  (the reader of the packages)
 
 GROUPS = [".", "d:128/", "d:128/.*causal:0", "d:128/.*causal:1", "d:64/", "sq:(512|1024)/",
           "sq:2048/.*d:128/", "sq:(4096|8192|16384)/.*d:128/.*causal:0",
-          "sq:(4096|8192|16384)/.*d:128/.*causal:1"]
+          "sq:(4096|8192|16384)/.*d:128/.*causal:1", "sq:(2048|4096|8192|16384)/.*d:64/"]
 
 
 def times(folder):
