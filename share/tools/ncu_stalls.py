@@ -14,7 +14,7 @@ least the SourceCounters section, and `--import-source yes` for CUDA lines):
   python3 share/tools/ncu_stalls.py default.csv det.csv --match 'MEMBAR|ERRBAR|CCTL|STRONG'
 
 Each file: its sample count, the reasons with at least --min-share of the samples, the --top
-instructions by samples (with each one's main reason) and every instruction matching --match
+instructions by samples (with each one's main reason and executions) and every instruction matching --match
 (a regular expression over the SASS text) that ran, with its executions and samples.
 """
 import argparse
@@ -83,10 +83,13 @@ def summarise(path, profile, top, match, min_share):
     shares = sorted(profile.by_reason().items(), key=lambda item: -item[1])
     lines.append("  by reason: " + ", ".join(f"{reason} {samples}" for reason, samples in shares
                                                if total and samples >= min_share * total))
-    lines.append(f"  top {top} instructions by samples:")
+    # (The executions tell whose instruction it is and whether a wait succeeded at its first
+    # try: an instruction of a loop that every consumer warp runs once an iteration, against one
+    # warp's of the producer, or a retry branch that ran more often than its loop.)
+    lines.append(f"  top {top} instructions by samples (samples, main reason, executions):")
     ranked = sorted(profile.instructions, key=lambda ins: -ins[2])[:top]
-    for sass, _, samples, reasons in ranked:
-        lines.append(f"    {samples:7d}  {main_reason(reasons):18s} {sass[:70]}")
+    for sass, executed, samples, reasons in ranked:
+        lines.append(f"    {samples:7d}  {main_reason(reasons):18s} {executed:9d}x  {sass[:70]}")
     if match is not None:
         lines.append(f"  instructions matching /{match.pattern}/ that ran:")
         for sass, executed, samples, reasons in profile.instructions:

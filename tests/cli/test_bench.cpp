@@ -1197,6 +1197,7 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
   CHECK(o.out.find("kernel: void k(int)") != std::string::npos);
   CHECK(o.out.find("by reason: barrier 1030, membar 276, wait 55") != std::string::npos);
   CHECK(o.out.find("   1043  barrier ") != std::string::npos);  // first of the top 2
+  CHECK(o.out.find("      512x  ULDC.64") != std::string::npos);  // with its executions
   CHECK(o.out.find("HMMA") == std::string::npos);                // third by samples
   CHECK(o.out.find("ERRBAR") != std::string::npos);
   CHECK(o.out.find("executed     4096  samples    278 (membar)") != std::string::npos);
