@@ -34,6 +34,7 @@ namespace fs = std::filesystem;
 using namespace cuflash;
 using namespace cuflash::bench;
 using cuflash::cli::case_label;
+using spawn_test::contains;
 using spawn_test::count_lines;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
@@ -1206,6 +1207,24 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("not-ncu.csv: no 'Warp Stall Sampling (All Samples)' column") !=
         std::string::npos);
+}
+
+TEST_CASE("profile_vs_cudnn.sh: a bad pass, no shape or a folder in use is refused", "[bench]") {
+  TempDir tmp;
+  const std::string tool =
+      std::string("bash ") + CUFLASH_SOURCE_DIR + "/share/scripts/profile_vs_cudnn.sh ";
+  const std::string out = (tmp.path / "out").string();
+  const Outcome bad_pass = run_shell(tool + out + " sideways -b 1", tmp);
+  CHECK(bad_pass.exit_code == 2);
+  CHECK(contains(bad_pass.err, "usage: share/scripts/profile_vs_cudnn.sh"));
+  CHECK(run_shell(tool + out + " bwd", tmp).exit_code == 2);  // no shape
+  std::filesystem::create_directories(tmp.path / "out");
+  std::ofstream(tmp.path / "out" / "kept.txt") << "the user's\n";
+  const Outcome in_use = run_shell(tool + out + " fwd -b 1", tmp);
+  CHECK(in_use.exit_code == 2);
+  CHECK(contains(in_use.err, "is not empty: give a new folder"));
+  CHECK(std::filesystem::exists(tmp.path / "out" / "kept.txt"));
+  CHECK(!std::filesystem::exists(tmp.path / "out" / "build.log"));  // nothing started
 }
 
 TEST_CASE("sass_waits.py: the wgmma waits and the exponentials between them", "[bench]") {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One case under Nsight Compute, cuflash's main kernel beside the kernel of PyTorch SDPA's cuDNN
+# backend: the first launch of each, the full set with source counters; each report's source
+# page as CSV (SASS) and details page as text; share/tools/ncu_stalls.py on the pair (samples
+# by stall reason, the instructions that collect them, with their executions), printed last.
+# About a minute a pass on a GPU machine, plus the build.
+#   usage: share/scripts/profile_vs_cudnn.sh [--no-build] OUT_DIR fwd|bwd SHAPE...
+#   SHAPE: options that `cuflash run` and share/tools/sdpa_bench.py both take, e.g.
+#     -b 1 --heads 8 -s 4096 -d 128 --dtype fp16 [--causal]
+#   e.g. share/scripts/profile_vs_cudnn.sh out/bwd-4k bwd -b 1 --heads 8 -s 4096 -d 128 --dtype fp16
+# --no-build: build/gpu/app/cuflash as it is (else the `gpu` preset's tool is built first, with
+# the dependency bundle in .deps/). PYTHON: the interpreter with PyTorch (default python3).
+# OUT_DIR: new or empty. The reports end up in OUT_DIR/reports.tgz.
+# Exit status: 0 both profiled; 1 the build, a profile or the export failed; 2 a bad argument;
+# 3 ncu is not on PATH.
+set -uo pipefail
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+BUILD=1
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  --no-build) BUILD=0; shift ;;
+esac
+OUT=${1:-}
+PASS=${2:-}
+[[ -n $OUT && $OUT != -* && ($PASS == fwd || $PASS == bwd) && $# -gt 2 ]] || { usage >&2; exit 2; }
+shift 2
+SHAPE=("$@")
+if [[ -e $OUT && -n $(ls -A "$OUT" 2>/dev/null) ]]; then
+  echo "profile_vs_cudnn.sh: $OUT is not empty: give a new folder" >&2
+  exit 2
+fi
+command -v ncu >/dev/null || { echo "profile_vs_cudnn.sh: ncu (Nsight Compute) is not on PATH" >&2; exit 3; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+cd "$ROOT" || exit 2
+CLI=build/gpu/app/cuflash
+if ((BUILD)); then
+  (cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" -DCUFLASH_BUILD_TESTS=OFF \
+     -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$(nproc)" --target cuflash_app) \
+    >"$OUT/build.log" 2>&1 || { echo "build failed: see $OUT/build.log" >&2; exit 1; }
+fi
+[[ -x $CLI ]] || { echo "profile_vs_cudnn.sh: no $CLI (build it, or leave out --no-build)" >&2; exit 1; }
+
+# The kernels: cuflash's main one of the pass (not the prologue or the dQ conversion), cuDNN's.
+if [[ $PASS == fwd ]]; then
+  ours=forward_kernel theirs=flash_fprop run_flags=()
+else
+  ours=backward_kernel theirs=flash_bprop run_flags=(--backward)
+fi
+
+# profile NAME KERNEL_REGEX COMMAND...: NAME.ncu-rep, NAME.csv, NAME.details.txt, NAME.log.
+status=0
+profile() {
+  local name=$1 regex=$2
+  shift 2
+  timeout 300 ncu --kernel-name "regex:$regex" --launch-count 1 --set full --import-source yes \
+    -f -o "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &&
+    ncu --import "$OUT/$name.ncu-rep" --page source --csv --print-source sass >"$OUT/$name.csv" &&
+    ncu --import "$OUT/$name.ncu-rep" --page details >"$OUT/$name.details.txt" ||
+    { echo "$name: the profile failed: see $OUT/$name.log" >&2; status=1; }
+}
+profile cuflash "$ours" "$CLI" run "${run_flags[@]}" "${SHAPE[@]}"
+profile cudnn "$theirs" "${PYTHON:-python3}" share/tools/sdpa_bench.py --backends cudnn \
+  --pass "$PASS" --warmup 1 --iters 1 --no-graph "${SHAPE[@]}"
+if ((status == 0)); then
+  python3 share/tools/ncu_stalls.py "$OUT/cuflash.csv" "$OUT/cudnn.csv" >"$OUT/stalls.txt" 2>&1
+  status=$?
+  cat "$OUT/stalls.txt"
+fi
+# (One archive of the reports: fewer, flatter files to carry back.)
+(cd "$OUT" && shopt -s nullglob && reports=(./*.ncu-rep) &&
+   if ((${#reports[@]})); then tar -czf reports.tgz "${reports[@]}" && rm -f "${reports[@]}"; fi)
+exit "$status"
