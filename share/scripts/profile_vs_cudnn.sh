@@ -67,7 +67,7 @@ if ((status == 0)); then
   status=$?
   cat "$OUT/stalls.txt"
 fi
-# (One archive of the reports: fewer, flatter files to carry back.)
+# (One archive of the reports: one file to keep.)
 (cd "$OUT" && shopt -s nullglob && reports=(./*.ncu-rep) &&
    if ((${#reports[@]})); then tar -czf reports.tgz "${reports[@]}" && rm -f "${reports[@]}"; fi)
 exit "$status"
