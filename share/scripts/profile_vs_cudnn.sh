@@ -22,14 +22,20 @@ case ${1:-} in
 esac
 OUT=${1:-}
 PASS=${2:-}
-[[ -n $OUT && $OUT != -* && ($PASS == fwd || $PASS == bwd) && $# -gt 2 ]] || { usage >&2; exit 2; }
+if [[ -z $OUT || $OUT == -* || ($PASS != fwd && $PASS != bwd) || $# -lt 3 ]]; then
+  usage >&2
+  exit 2
+fi
 shift 2
 SHAPE=("$@")
 if [[ -e $OUT && -n $(ls -A "$OUT" 2>/dev/null) ]]; then
   echo "profile_vs_cudnn.sh: $OUT is not empty: give a new folder" >&2
   exit 2
 fi
-command -v ncu >/dev/null || { echo "profile_vs_cudnn.sh: ncu (Nsight Compute) is not on PATH" >&2; exit 3; }
+if ! command -v ncu >/dev/null; then
+  echo "profile_vs_cudnn.sh: ncu (Nsight Compute) is not on PATH" >&2
+  exit 3
+fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
 cd "$ROOT" || exit 2
@@ -39,7 +45,10 @@ if ((BUILD)); then
      -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$(nproc)" --target cuflash_app) \
     >"$OUT/build.log" 2>&1 || { echo "build failed: see $OUT/build.log" >&2; exit 1; }
 fi
-[[ -x $CLI ]] || { echo "profile_vs_cudnn.sh: no $CLI (build it, or leave out --no-build)" >&2; exit 1; }
+if [[ ! -x $CLI ]]; then
+  echo "profile_vs_cudnn.sh: no $CLI (build it, or leave out --no-build)" >&2
+  exit 1
+fi
 
 # The kernels: cuflash's main one of the pass (not the prologue or the dQ conversion), cuDNN's.
 if [[ $PASS == fwd ]]; then

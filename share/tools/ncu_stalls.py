@@ -14,8 +14,9 @@ least the SourceCounters section, and `--import-source yes` for CUDA lines):
   python3 share/tools/ncu_stalls.py default.csv det.csv --match 'MEMBAR|ERRBAR|CCTL|STRONG'
 
 Each file: its sample count, the reasons with at least --min-share of the samples, the --top
-instructions by samples (with each one's main reason and executions) and every instruction matching --match
-(a regular expression over the SASS text) that ran, with its executions and samples.
+instructions by samples (with each one's main reason and executions) and every instruction
+matching --match (a regular expression over the SASS text) that ran, with its executions and
+samples.
 """
 import argparse
 import csv

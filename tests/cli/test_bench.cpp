@@ -1218,13 +1218,13 @@ TEST_CASE("profile_vs_cudnn.sh: a bad pass, no shape or a folder in use is refus
   CHECK(bad_pass.exit_code == 2);
   CHECK(contains(bad_pass.err, "usage: share/scripts/profile_vs_cudnn.sh"));
   CHECK(run_shell(tool + out + " bwd", tmp).exit_code == 2);  // no shape
-  std::filesystem::create_directories(tmp.path / "out");
+  fs::create_directories(tmp.path / "out");
   std::ofstream(tmp.path / "out" / "kept.txt") << "the user's\n";
   const Outcome in_use = run_shell(tool + out + " fwd -b 1", tmp);
   CHECK(in_use.exit_code == 2);
   CHECK(contains(in_use.err, "is not empty: give a new folder"));
-  CHECK(std::filesystem::exists(tmp.path / "out" / "kept.txt"));
-  CHECK(!std::filesystem::exists(tmp.path / "out" / "build.log"));  // nothing started
+  CHECK(fs::exists(tmp.path / "out" / "kept.txt"));
+  CHECK(!fs::exists(tmp.path / "out" / "build.log"));  // nothing started
 }
 
 TEST_CASE("sass_waits.py: the wgmma waits and the exponentials between them", "[bench]") {
