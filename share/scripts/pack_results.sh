@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs the raw data of archived result folders (share/results/*) into one archive each: every
 # JSON, log, CSV, binary and .err file under FOLDER goes into FOLDER/data.tgz (paths kept,
-# relative to FOLDER) and is removed once the archive is in place and lists them all; READMEs, summaries, patches and scripts stay as they are. The folder's
-# README.md gets a line saying where the data went. For folders whose figures are quoted and
+# relative to FOLDER) and is removed once the archive is in place and lists them all; READMEs,
+# summaries, patches and scripts stay as they are. The folder's README.md gets a line saying
+# where the data went. For folders whose figures are quoted and
 # superseded: the tracked tree stays small, the evidence stays in the repository, byte for byte
 # (share/tools/compact_package.py shrinks results files in place instead, dropping their
 # per-sample rows).
@@ -41,8 +42,15 @@ for folder in "$@"; do
   ((listed == ${#files[@]})) || fail "the archive lists $listed files of ${#files[@]}"
   mv "$tmp" "$folder/data.tgz" || fail "could not move the archive into the folder"
   chmod 644 "$folder/data.tgz"
-  (cd "$folder" && rm -f -- "${files[@]}") || { echo "pack_results.sh: $folder: data.tgz holds everything, some files could not be removed" >&2; exit 1; }
+  if ! (cd "$folder" && rm -f -- "${files[@]}"); then
+    echo "pack_results.sh: $folder: data.tgz holds everything, some files could not be removed" >&2
+    exit 1
+  fi
   find "$folder" -mindepth 1 -type d -empty -delete
-  printf '\n%s\n' "Raw data (the JSON, logs, CSV and binary files this README and the folder's scripts name) are packed in \`data.tgz\`: \`tar -xzf data.tgz\` in this folder puts them back where they were." >>"$folder/README.md"
-  echo "$folder: ${#files[@]} files packed, $((before / 1000)) kB -> $(($(du -sb "$folder" | cut -f1) / 1000)) kB"
+  note="Raw data (the JSON, logs, CSV and binary files this README and the folder's scripts name)"
+  note+=" are packed in \`data.tgz\`: \`tar -xzf data.tgz\` in this folder puts them back where"
+  note+=" they were."
+  printf '\n%s\n' "$note" >>"$folder/README.md"
+  after=$(du -sb "$folder" | cut -f1)
+  echo "$folder: ${#files[@]} files packed, $((before / 1000)) kB -> $((after / 1000)) kB"
 done

@@ -40,11 +40,16 @@ for ((i = 0; i < ${#words[@]}; ++i)); do
     *) nvcc+=("${words[i]}") ;;
   esac
 done
-(cd "$BUILD" && "${nvcc[@]}" -ptx -o "$work/all.ptx") || { echo "ptxas_kernels.sh: nvcc failed" >&2; exit 1; }
+if ! (cd "$BUILD" && "${nvcc[@]}" -ptx -o "$work/all.ptx"); then
+  echo "ptxas_kernels.sh: nvcc failed" >&2
+  exit 1
+fi
 
 # Each entry with everything before the first entry (version, target, shared declarations).
 awk -v dir="$work" '
-  /^\.(visible )?\.entry / { n++; file = sprintf("%s/entry%04d.ptx", dir, n); system("cp " dir "/head.ptx " file) }
+  /^\.(visible )?\.entry / {
+    n++; file = sprintf("%s/entry%04d.ptx", dir, n); system("cp " dir "/head.ptx " file)
+  }
   n == 0 { print > (dir "/head.ptx"); next }
   { print >> file }' "$work/all.ptx"
 status=0
@@ -57,7 +62,8 @@ for entry in "$work"/entry*.ptx; do
   if ! ptxas -arch=sm_90a -O3 -v "$entry" -o "$work/entry.cubin" >"$work/ptxas.log" 2>&1; then
     status=1
   fi
-  grep -oE 'Used [0-9]+ registers|[0-9]+ bytes spill stores, [0-9]+ bytes spill loads|\(C75[0-9][0-9]\)[^'"'"']*|error.*' \
-    "$work/ptxas.log" | sed 's/^/   /'
+  wanted='Used [0-9]+ registers|[0-9]+ bytes spill stores, [0-9]+ bytes spill loads'
+  wanted+='|\(C75[0-9][0-9]\)[^'"'"']*|error.*'
+  grep -oE "$wanted" "$work/ptxas.log" | sed 's/^/   /'
 done
 exit "$status"
