@@ -76,10 +76,8 @@ environment() {
     echo "no PyTorch"
 }
 
-# Configuring again records the current git commit and dirty flag in the binary. A command line
-# rather than a function: `timeout` in stage() runs programs, not shell functions.
-BUILD_COMMAND=(bash -c 'cmake --preset gpu -DCMAKE_PREFIX_PATH="$1/.deps" &&
-  cmake --build build/gpu -j"$(nproc)" --target cuflash_app' build "$ROOT")
+# A command line rather than a function: `timeout` in stage() runs programs, not shell functions.
+BUILD_COMMAND=(bash share/scripts/build_gpu.sh --no-tests cuflash_app)
 
 environment >"$PKG/environment.txt" 2>&1
 if ((BUILD)); then

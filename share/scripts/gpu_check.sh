@@ -80,15 +80,8 @@ environment() {
   git -C "$ROOT" status --short 2>/dev/null
 }
 
-configure() {
-  if [[ ! -d "$ROOT/.deps" ]]; then
-    echo "no dependency bundle at $ROOT/.deps: run share/scripts/stage_deps_bundle.sh where the" \
-      "dependencies are installed and carry .deps/ along" >&2
-  fi
-  cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps"
-}
-
-build() { cmake --build "$BUILD" -j16; }
+# Tests and examples included (build_gpu.sh sets them on every call).
+build() { bash share/scripts/build_gpu.sh --jobs 16; }
 
 gpu_tests() {
   ctest --test-dir "$BUILD" -L gpu -j "$CTEST_JOBS" --output-on-failure --no-tests=error
@@ -168,15 +161,8 @@ bench_smoke() {
 
 environment >"$LOG_DIR/environment.log" 2>&1
 
-run_stage "configure" configure.log configure
-configured=$?
-built=1
-if ((configured == 0)); then
-  run_stage "build" build.log build
-  built=$?
-else
-  skip_stage "build" "configure failed"
-fi
+run_stage "configure and build" build.log build
+built=$?
 
 if ((built == 0)); then
   run_stage "gpu tests (ctest -L gpu)" gpu-tests.log gpu_tests

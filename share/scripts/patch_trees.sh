@@ -42,8 +42,9 @@ tree() {
 # build NAME JOBS TESTS(ON|OFF) TARGET...
 build() {
   local src=build/$1-src began=$SECONDS
-  (cd "$src" && cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" -DCUFLASH_BUILD_TESTS="$3" \
-     -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$2" --target "${@:4}") \
+  local tests=()
+  [[ $3 == OFF ]] && tests=(--no-tests)
+  bash "$ROOT/share/scripts/build_gpu.sh" --source "$src" --jobs "$2" "${tests[@]}" "${@:4}" \
     >"$O/logs/build-$1.log" 2>&1
   say "build $1: rc $? $((SECONDS - began)) s"
 }

@@ -41,9 +41,8 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
 cd "$ROOT" || exit 2
 CLI=build/gpu/app/cuflash
 if ((BUILD)); then
-  (cmake --preset gpu -DCMAKE_PREFIX_PATH="$ROOT/.deps" -DCUFLASH_BUILD_TESTS=OFF \
-     -DCUFLASH_BUILD_EXAMPLES=OFF && cmake --build build/gpu -j"$(nproc)" --target cuflash_app) \
-    >"$OUT/build.log" 2>&1 || { echo "build failed: see $OUT/build.log" >&2; exit 1; }
+  bash share/scripts/build_gpu.sh --no-tests cuflash_app >"$OUT/build.log" 2>&1 ||
+    { echo "build failed: see $OUT/build.log" >&2; exit 1; }
 fi
 if [[ ! -x $CLI ]]; then
   echo "profile_vs_cudnn.sh: no $CLI (build it, or leave out --no-build)" >&2

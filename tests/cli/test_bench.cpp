@@ -1227,6 +1227,23 @@ TEST_CASE("profile_vs_cudnn.sh: a bad pass, no shape or a folder in use is refus
   CHECK(!fs::exists(tmp.path / "out" / "build.log"));  // nothing started
 }
 
+TEST_CASE("build_gpu.sh: bad jobs, an unknown option or a tree that is not ours is refused",
+          "[bench]") {
+  TempDir tmp;
+  const std::string tool =
+      std::string("bash ") + CUFLASH_SOURCE_DIR + "/share/scripts/build_gpu.sh ";
+  const Outcome bad_jobs = run_shell(tool + "--jobs 0", tmp);
+  CHECK(bad_jobs.exit_code == 2);
+  CHECK(contains(bad_jobs.err, "--jobs takes a positive number, not '0'"));
+  const Outcome unknown = run_shell(tool + "--tests", tmp);
+  CHECK(unknown.exit_code == 2);
+  CHECK(contains(unknown.err, "unknown option --tests"));
+  const Outcome not_ours = run_shell(tool + "--source " + tmp.path.string(), tmp);
+  CHECK(not_ours.exit_code == 2);
+  CHECK(contains(not_ours.err, "is not a cuflash tree"));
+  CHECK(!fs::exists(tmp.path / "build"));  // nothing configured
+}
+
 TEST_CASE("sass_waits.py: the wgmma waits and the exponentials between them", "[bench]") {
   TempDir tmp;
   // The shape of `cuobjdump -sass`: a function header, then an instruction a line with its
