@@ -4,8 +4,11 @@
 # compute-sanitizer tools on the "[sanitizer]" test subset, a `cuflash verify` sweep and a short
 # `cuflash bench --verify` run.
 #
-#   usage: share/scripts/gpu_check.sh [LOG_DIR]        (default: ./gpu-check-logs)
+#   usage: share/scripts/gpu_check.sh [--stages LIST] [LOG_DIR]   (default: ./gpu-check-logs)
 #   environment: CTEST_JOBS (tests at once, default 1), STAGE_TIMEOUT (seconds, default 1800)
+#   --stages LIST: the stages to run after the build, comma-separated, out of gpu-tests,
+#     host-tests, sanitizers, verify, bench (default: all); e.g. --stages gpu-tests,sanitizers
+#     where the machine time is short. The others show as "SKIPPED (--stages)" and do not fail.
 #
 # Every stage writes its own log into LOG_DIR. A failed stage does not stop the next ones (only
 # the stages that need a fresh build are skipped when the build fails, so stale binaries are never
@@ -15,12 +18,31 @@ set -uo pipefail
 # -h/--help prints the comment above; any other option is refused (an argument starting with
 # "-" would otherwise be taken for a folder).
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-case ${1:-} in
-  -h | --help) usage; exit 0 ;;
-  -*) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-esac
+refuse() { echo "gpu_check.sh: $1 (see --help)" >&2; exit 2; }
+KNOWN_STAGES=,gpu-tests,host-tests,sanitizers,verify,bench,
+STAGES=$KNOWN_STAGES
+LOG_DIR=
+while (($#)); do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --stages)
+      [[ -n ${2:-} && ${2//,/} != "" ]] || refuse "--stages needs a list"
+      IFS=, read -ra asked <<<"$2"
+      for stage in "${asked[@]}"; do
+        [[ $KNOWN_STAGES == *",$stage,"* ]] || refuse "unknown stage '$stage' in --stages"
+      done
+      STAGES=,$2,
+      shift 2 ;;
+    -*) refuse "unknown option $1" ;;
+    *)
+      [[ -z $LOG_DIR ]] || refuse "one log folder only, not '$LOG_DIR' and '$1'"
+      LOG_DIR=$1
+      shift ;;
+  esac
+done
+wanted() { [[ $STAGES == *",$1,"* ]]; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LOG_DIR=${1:-gpu-check-logs}
+LOG_DIR=${LOG_DIR:-gpu-check-logs}
 mkdir -p "$LOG_DIR" || { echo "cannot create log folder $LOG_DIR" >&2; exit 2; }
 LOG_DIR=$(cd "$LOG_DIR" && pwd)
 cd "$ROOT" || exit 2
@@ -164,14 +186,25 @@ environment >"$LOG_DIR/environment.log" 2>&1
 run_stage "configure and build" build.log build
 built=$?
 
+# run_wanted STAGE NAME LOG COMMAND...: run_stage, or a SKIPPED row when --stages leaves STAGE out.
+run_wanted() {
+  local stage=$1
+  shift
+  if wanted "$stage"; then
+    run_stage "$@"
+  else
+    record "$1" "SKIPPED (--stages)" 0
+  fi
+}
+
 if ((built == 0)); then
-  run_stage "gpu tests (ctest -L gpu)" gpu-tests.log gpu_tests
-  run_stage "host tests (ctest -LE gpu)" host-tests.log host_tests
+  run_wanted gpu-tests "gpu tests (ctest -L gpu)" gpu-tests.log gpu_tests
+  run_wanted host-tests "host tests (ctest -LE gpu)" host-tests.log host_tests
   for tool in "${SANITIZER_TOOLS[@]}"; do
-    run_stage "compute-sanitizer $tool" "sanitizer-$tool.summary.log" sanitize "$tool"
+    run_wanted sanitizers "compute-sanitizer $tool" "sanitizer-$tool.summary.log" sanitize "$tool"
   done
-  run_stage "cuflash verify sweep" verify.log verify_sweep
-  run_stage "cuflash bench --verify" bench-smoke.log bench_smoke
+  run_wanted verify "cuflash verify sweep" verify.log verify_sweep
+  run_wanted bench "cuflash bench --verify" bench-smoke.log bench_smoke
 else
   for stage in "gpu tests (ctest -L gpu)" "host tests (ctest -LE gpu)" \
     "${SANITIZER_TOOLS[@]/#/compute-sanitizer }" "cuflash verify sweep" \
@@ -183,9 +216,14 @@ fi
 # --- Summary --------------------------------------------------------------------------------------
 
 failures=0
+ran=0
 for result in "${STAGE_RESULTS[@]}"; do
+  [[ $result == SKIPPED* ]] && continue
+  ran=$((ran + 1))
   [[ $result == PASS ]] || failures=$((failures + 1))
 done
+skipped=
+((ran < ${#STAGE_RESULTS[@]})) && skipped=", $((${#STAGE_RESULTS[@]} - ran)) skipped by --stages"
 
 print_summary() {
   printf '%-32s %-30s %8s\n' STAGE RESULT SECONDS
@@ -193,9 +231,9 @@ print_summary() {
     printf '%-32s %-30s %8s\n' "${STAGE_NAMES[$i]}" "${STAGE_RESULTS[$i]}" "${STAGE_SECONDS[$i]}"
   done
   if ((failures == 0)); then
-    echo "ALL ${#STAGE_NAMES[@]} STAGES PASSED (logs in $LOG_DIR)"
+    echo "ALL $ran STAGES PASSED$skipped (logs in $LOG_DIR)"
   else
-    echo "$failures OF ${#STAGE_NAMES[@]} STAGES FAILED (logs in $LOG_DIR)"
+    echo "$failures OF $ran STAGES FAILED$skipped (logs in $LOG_DIR)"
   fi
 }
 

@@ -1244,6 +1244,24 @@ TEST_CASE("build_gpu.sh: bad jobs, an unknown option or a tree that is not ours 
   CHECK(!fs::exists(tmp.path / "build"));  // nothing configured
 }
 
+TEST_CASE("gpu_check.sh: an unknown stage, an empty list or two log folders are refused",
+          "[bench]") {
+  TempDir tmp;
+  const std::string tool =
+      std::string("bash ") + CUFLASH_SOURCE_DIR + "/share/scripts/gpu_check.sh ";
+  const Outcome unknown = run_shell(tool + "--stages gpu-tests,bogus out", tmp);
+  CHECK(unknown.exit_code == 2);
+  CHECK(contains(unknown.err, "unknown stage 'bogus' in --stages"));
+  const Outcome empty = run_shell(tool + "--stages , out", tmp);
+  CHECK(empty.exit_code == 2);
+  CHECK(contains(empty.err, "--stages needs a list"));
+  const Outcome two_folders = run_shell(tool + "out other", tmp);
+  CHECK(two_folders.exit_code == 2);
+  CHECK(contains(two_folders.err, "one log folder only"));
+  CHECK(!fs::exists(tmp.path / "out"));  // refused before any folder was made
+  CHECK(!fs::exists(tmp.path / "other"));
+}
+
 TEST_CASE("sass_waits.py: the wgmma waits and the exponentials between them", "[bench]") {
   TempDir tmp;
   // The shape of `cuobjdump -sass`: a function header, then an instruction a line with its
