@@ -1209,7 +1209,10 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
         std::string::npos);
 }
 
-TEST_CASE("profile_vs_cudnn.sh: a bad pass, no shape or a folder in use is refused", "[bench]") {
+TEST_CASE(
+    "profile_vs_cudnn.sh: a bad pass, no shape, an unknown option, --deterministic forward or "
+    "a folder in use is refused",
+    "[bench]") {
   TempDir tmp;
   const std::string tool =
       std::string("bash ") + CUFLASH_SOURCE_DIR + "/share/scripts/profile_vs_cudnn.sh ";
@@ -1218,6 +1221,12 @@ TEST_CASE("profile_vs_cudnn.sh: a bad pass, no shape or a folder in use is refus
   CHECK(bad_pass.exit_code == 2);
   CHECK(contains(bad_pass.err, "usage: share/scripts/profile_vs_cudnn.sh"));
   CHECK(run_shell(tool + out + " bwd", tmp).exit_code == 2);  // no shape
+  const Outcome forward_ordered = run_shell(tool + "--deterministic " + out + " fwd -b 1", tmp);
+  CHECK(forward_ordered.exit_code == 2);
+  CHECK(contains(forward_ordered.err, "--deterministic orders the backward's dQ sums"));
+  const Outcome unknown = run_shell(tool + "--fast " + out + " bwd -b 1", tmp);
+  CHECK(unknown.exit_code == 2);
+  CHECK(contains(unknown.err, "unknown option --fast"));
   fs::create_directories(tmp.path / "out");
   std::ofstream(tmp.path / "out" / "kept.txt") << "the user's\n";
   const Outcome in_use = run_shell(tool + out + " fwd -b 1", tmp);
