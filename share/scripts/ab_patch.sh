@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Candidate patches against the checkout in one GPU call: the trees built side by side (the
 # checkout's tracked files as they are, and the same with each patch applied; app only, 16
-# build jobs shared among them, at least 4 each), each candidate's `verify` on odd shapes, then interleaved rounds
-# of `cuflash bench` on a sweep's cases (checkout, candidate, [second candidate, ...] checkout,
-# ...) and each candidate's time ratios to the checkout in each round: the geometric mean over
-# the cases matching each --group regex, and per case in per-case-rN.txt (the first candidate,
-# `cand`) or per-case-candK-rN.txt (the K-th, from --patch). A step that would not end by the
-# deadline is left out. Everything but summary.txt ends up in OUT_DIR/all.tgz, one file to copy
-# back from a GPU machine.
+# build jobs shared among them, at least 4 each), each candidate's `verify` on odd shapes, then
+# interleaved rounds of `cuflash bench` on a sweep's cases (checkout, candidate, [second
+# candidate, ...]; even rounds in the reverse order) and each candidate's time ratios to the
+# checkout in each round: the geometric mean over the cases matching each --group regex, and
+# per case in per-case-rN.txt (the first candidate, `cand`) or per-case-candK-rN.txt (the K-th,
+# from --patch). A step that would not end by the deadline is left out. Everything but
+# summary.txt ends up in OUT_DIR/all.tgz, one file to copy back from a GPU machine.
 #
 #   share/scripts/ab_patch.sh PATCH OUT_DIR --sweep NAME --pass fwd|bwd|all [--filter REGEX]
 #       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic]
@@ -117,7 +117,13 @@ bench_limit=120
 run_seconds=$bench_limit
 out_of_time=0
 for ((round = 1; round <= ROUNDS && !out_of_time; ++round)); do
-  for t in "${TREES[@]}"; do
+  # Even rounds run the trees in reverse: under load the GPU's clock falls within seconds (its
+  # power cap), so a tree that always ran first would be timed on a cooler GPU than the others.
+  order=("${TREES[@]}")
+  ((round % 2)) || for ((k = 0; k < ${#TREES[@]}; ++k)); do
+    order[k]=${TREES[${#TREES[@]} - 1 - k]}
+  done
+  for t in "${order[@]}"; do
     # (Out of time: the round's candidates that ran still get their ratios below.)
     ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; out_of_time=1; break; }
     began=$SECONDS
