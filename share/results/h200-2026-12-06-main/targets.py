@@ -4,8 +4,10 @@
     targets.py PACKAGE
 
 PACKAGE holds cuflash-SWEEP/results.json and sdpa-SWEEP/sdpa-{cudnn,flash,efficient}.json for the
-sweeps `seed` and `fa` (one call), and deterministic/SWEEP/results.json (the backward with
---deterministic, same call). Speed = the other side's median time / cuflash's. Printed:
+sweeps `seed` and `fa` (one call), and the backward with --deterministic, same call: in
+deterministic/SWEEP-{default,deterministic}-{1,2}/results.json (run.sh: both modes timed one after
+the other, each mode's speed the geometric mean of its two runs), or in packages made before that,
+deterministic/SWEEP/results.json (compared with the sweep's own default backward). Speed = the other side's median time / cuflash's. Printed:
   1-2. fp16/bf16 against cuDNN per pass: geometric mean, minimum, cases below 1.0 by name; the
        same by head_dim; TFLOP/s of head_dim 128 at S >= 4k beside cuDNN's;
   3.   deterministic speed relative to the default backward: geometric mean, minimum, cases
@@ -72,14 +74,35 @@ def main():
             for c in sorted(big):
                 theirs = sdpa.get("cudnn", {}).get(c, {}).get("tflops", float("nan"))
                 print(f"    TFLOP/s {ours[c]['tflops']:6.1f} (cudnn {theirs:6.1f}) {c}")
-        det = os.path.join(pkg, "deterministic", sweep, "results.json")
-        if os.path.exists(det):
-            # A deterministic case is named as the default one with "/deterministic" appended.
-            dm = {c.removesuffix("/deterministic"): r for c, r in medians(det).items()}
-            for dt in ("fp16", "bf16", "fp32"):
-                line(f"deterministic/default speed {dt}", {
-                    c: ours[c]["real_time"] / r["real_time"] for c, r in dm.items()
-                    if c in ours and r["dtype"] == dt}, 0.85)
+        speeds = deterministic_speeds(pkg, sweep, ours)
+        for dt in ("fp16", "bf16", "fp32"):
+            line(f"deterministic/default speed {dt}",
+                 {c: s for c, (s, dtype) in speeds.items() if dtype == dt}, 0.85)
+
+
+def deterministic_times(path):
+    """{case: median row} of a run; a deterministic case is named as the default one with
+    "/deterministic" appended."""
+    return {c.removesuffix("/deterministic"): r for c, r in medians(path).items()}
+
+
+def deterministic_speeds(pkg, sweep, ours):
+    """{case: (default time / deterministic time, dtype)} from the runs beside each other when
+    the package has them, else against the sweep's own default backward (`ours`)."""
+    folder = os.path.join(pkg, "deterministic")
+    beside = {mode: [os.path.join(folder, f"{sweep}-{mode}-{k}", "results.json") for k in (1, 2)]
+              for mode in ("default", "deterministic")}
+    if all(map(os.path.exists, beside["default"] + beside["deterministic"])):
+        runs = {mode: [deterministic_times(p) for p in paths] for mode, paths in beside.items()}
+        mean = lambda mode, c: geo([run[c]["real_time"] for run in runs[mode]])
+        cases = set.intersection(*(set(run) for mode in runs for run in runs[mode]))
+        return {c: (mean("default", c) / mean("deterministic", c),
+                    runs["deterministic"][0][c]["dtype"]) for c in cases}
+    old = os.path.join(folder, sweep, "results.json")
+    if not os.path.exists(old):
+        return {}
+    return {c: (ours[c]["real_time"] / r["real_time"], r["dtype"])
+            for c, r in deterministic_times(old).items() if c in ours}
 
 
 if __name__ == "__main__":
