@@ -7,7 +7,8 @@ PACKAGE holds cuflash-SWEEP/results.json and sdpa-SWEEP/sdpa-{cudnn,flash,effici
 sweeps `seed` and `fa` (one call), and the backward with --deterministic, same call: in
 deterministic/SWEEP-{default,deterministic}-{1,2}/results.json (run.sh: both modes timed one after
 the other, each mode's speed the geometric mean of its two runs), or in packages made before that,
-deterministic/SWEEP/results.json (compared with the sweep's own default backward). Speed = the other side's median time / cuflash's. Printed:
+deterministic/SWEEP/results.json (compared with the sweep's own default backward). Speed = the
+other side's median time / cuflash's. Printed:
   1-2. fp16/bf16 against cuDNN per pass: geometric mean, minimum, cases below 1.0 by name; the
        same by head_dim; TFLOP/s of head_dim 128 at S >= 4k beside cuDNN's;
   3.   deterministic speed relative to the default backward: geometric mean, minimum, cases
@@ -80,9 +81,9 @@ def main():
                  {c: s for c, (s, dtype) in speeds.items() if dtype == dt}, 0.85)
 
 
-def deterministic_times(path):
-    """{case: median row} of a run; a deterministic case is named as the default one with
-    "/deterministic" appended."""
+def times_by_case(path):
+    """{case: median row} of a backward run, a deterministic case under the default one's name
+    (its own has "/deterministic" appended)."""
     return {c.removesuffix("/deterministic"): r for c, r in medians(path).items()}
 
 
@@ -93,7 +94,7 @@ def deterministic_speeds(pkg, sweep, ours):
     beside = {mode: [os.path.join(folder, f"{sweep}-{mode}-{k}", "results.json") for k in (1, 2)]
               for mode in ("default", "deterministic")}
     if all(map(os.path.exists, beside["default"] + beside["deterministic"])):
-        runs = {mode: [deterministic_times(p) for p in paths] for mode, paths in beside.items()}
+        runs = {mode: [times_by_case(p) for p in paths] for mode, paths in beside.items()}
         mean = lambda mode, c: geo([run[c]["real_time"] for run in runs[mode]])
         cases = set.intersection(*(set(run) for mode in runs for run in runs[mode]))
         return {c: (mean("default", c) / mean("deterministic", c),
@@ -102,7 +103,7 @@ def deterministic_speeds(pkg, sweep, ours):
     if not os.path.exists(old):
         return {}
     return {c: (ours[c]["real_time"] / r["real_time"], r["dtype"])
-            for c, r in deterministic_times(old).items() if c in ours}
+            for c, r in times_by_case(old).items() if c in ours}
 
 
 if __name__ == "__main__":
