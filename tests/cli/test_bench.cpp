@@ -1209,6 +1209,44 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
         std::string::npos);
 }
 
+TEST_CASE("stage_clocks.py: each stage's clock range from nvidia-smi's log", "[bench]") {
+  TempDir tmp;
+  // nvidia-smi's CSV (a header, an error line, a sample without temperature, "[N/A]" power) and
+  // the stage lines bench_h200.sh writes; a stage without an end is left out.
+  std::ofstream(tmp.path / "clocks.csv")
+      << "timestamp, clocks.current.sm [MHz], power.draw [W], temperature.gpu\n"
+         "2026/12/07 02:53:48.312, 1980 MHz, 376.67 W, 40\n"
+         "2026/12/07 02:53:48.812, 1965 MHz, 410.00 W, 41\n"
+         "Unable to query something\n"
+         "2026/12/07 02:53:49.312, 1755 MHz, 590.50 W, 55\n"
+         "2026/12/07 02:53:49.812, 1785 MHz, [N/A], 57\n"
+         "2026/12/07 02:53:50.312, 1770 MHz, 600.00 W\n";
+  std::ofstream(tmp.path / "stages.txt") << "2026/12/07 02:53:48.000 start cool\n"
+                                            "2026/12/07 02:53:49.000 end cool\n"
+                                            "2026/12/07 02:53:49.100 start hot\n"
+                                            "2026/12/07 02:53:51.000 end hot\n"
+                                            "2026/12/07 02:54:00.000 start idle\n"
+                                            "2026/12/07 02:54:01.000 end idle\n"
+                                            "2026/12/07 02:55:00.000 start cut\n";
+  const std::string tool =
+      std::string(CUFLASH_TEST_PYTHON) + " " + CUFLASH_SOURCE_DIR + "/share/tools/stage_clocks.py ";
+  const Outcome o = run_shell(
+      tool + (tmp.path / "stages.txt").string() + " " + (tmp.path / "clocks.csv").string(), tmp);
+  INFO(o.out << o.err);
+  REQUIRE(o.exit_code == 0);
+  CHECK(contains(o.out,
+                 "cool                                  2 samples, SM 1965 / 1972 / 1980 MHz, "
+                 "393 W, 41 C"));
+  CHECK(contains(o.out,
+                 "hot                                   3 samples, SM 1755 / 1770 / 1785 MHz, "
+                 "595 W, 57 C"));
+  CHECK(contains(o.out, "idle                               no clock samples"));
+  CHECK(!contains(o.out, "cut"));
+  const Outcome usage = run_shell(tool, tmp);
+  CHECK(usage.exit_code == 1);
+  CHECK(contains(usage.err, "stage_clocks.py STAGES CLOCKS.csv"));
+}
+
 TEST_CASE(
     "profile_vs_cudnn.sh: a bad pass, no shape, an unknown option, --deterministic forward or "
     "a folder in use is refused",

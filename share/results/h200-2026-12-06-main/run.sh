@@ -2,8 +2,8 @@
 # main's package in one GPU call of about 7 minutes: share/scripts/bench_h200.sh (build, `seed`
 # and `fa`, every pass, three rounds of cuflash, SDPA's three backends, the joined report), then
 # the deterministic backward of both sweeps beside the default one (below) and `nvidia-smi`
-# after; targets.py reads it all last. Everything but the summaries comes back as one archive,
-# package.tgz.
+# after; targets.py reads it all last, and share/tools/stage_clocks.py gives every stage's clock
+# range (clocks.txt). Everything but the summaries comes back as one archive, package.tgz.
 #
 # The deterministic / default speed compares runs made one after the other, in the order
 # default, deterministic, deterministic, default (20 samples a case each; targets.py takes each
@@ -21,19 +21,31 @@ BUILD_FLAG=()
 
 ROUNDS=3 bash share/scripts/bench_h200.sh "$O/package" "${BUILD_FLAG[@]}" >"$O/bench_h200.log" 2>&1
 echo "bench_h200.sh: rc $?"
+# (The clock logged as bench_h200.sh does, into clocks-deterministic.csv; clocks.txt has every
+# stage's range.)
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
+  >"$O/package/clocks-deterministic.csv" 2>&1 &
+clock_logger=$!
+stamp() { echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') $1" >>"$O/package/logs/stages.txt"; }
 for sweep in seed fa; do
   for run in default-1 deterministic-1 deterministic-2 default-2; do
     mode=()
     [[ $run == deterministic-* ]] && mode=(--deterministic)
+    stamp "start deterministic-$sweep-$run"
     timeout -s INT --kill-after=20 100 build/gpu/app/cuflash bench --sweep "$sweep" --pass bwd \
       --iters 20 "${mode[@]}" --out-dir "$O/package/deterministic/$sweep-$run" \
       >"$O/package/logs/deterministic-$sweep-$run.log" 2>&1
     echo "$sweep $run: rc $?"
+    stamp "end deterministic-$sweep-$run"
   done
 done
+kill "$clock_logger" 2>/dev/null
 nvidia-smi -q -d CLOCK,PERFORMANCE,POWER >"$O/nvidia-smi-after.txt" 2>&1
+python3 share/tools/stage_clocks.py "$O/package/logs/stages.txt" "$O/package/clocks.csv" \
+  "$O/package/clocks-deterministic.csv" >"$O/clocks.txt" 2>&1
 python3 "$HERE/targets.py" "$O/package" >"$O/targets.txt" 2>&1
 cp "$O/package/summary.txt" "$O/summary.txt"
 # (The package is kept as one archive.)
 tar -czf "$O/package.tgz" -C "$O" package && rm -rf "$O/package"
 grep -v '^      ' "$O/targets.txt" | grep -v TFLOP
+cat "$O/clocks.txt"
