@@ -7,10 +7,10 @@
 #
 # The deterministic / default speed compares runs made one after the other, in the order
 # default, deterministic, deterministic, default (20 samples a case each; targets.py takes each
-# mode's geometric mean): under sustained load the GPU's clock falls within seconds (its power cap; an
-# H100 went from 1980 to 1755-1785 MHz, and the same backward ran 9 % slower when sampled 20x
-# longer), so the sweep's own default timings, made minutes before and ahead of SDPA's, are not
-# a fair baseline. (Packages before this change compared with those.)
+# mode's geometric mean): under sustained load the GPU's clock falls within seconds (its power
+# cap; an H100 went from 1980 to 1755-1785 MHz, and the same backward ran 9 % slower when sampled
+# 20x longer), so the sweep's own default timings, made minutes before and ahead of SDPA's, are
+# not a fair baseline. (Packages before this change compared with those.)
 #
 #   share/results/h200-2026-12-06-main/run.sh [OUT_DIR] [--no-build]
 set -uo pipefail
