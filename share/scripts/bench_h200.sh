@@ -19,6 +19,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$ROOT/share/scripts/clock_log.sh"
 PYTHON=${PYTHON:-python3}
 CUFLASH_STAGE_S=${CUFLASH_STAGE_S:-110}
 SDPA_STAGE_S=${SDPA_STAGE_S:-100}
@@ -53,15 +54,15 @@ STAGES=()
 
 # stage NAME LIMIT_S COMMAND...: runs COMMAND with its output in logs/NAME.log, stopped with
 # SIGINT (then SIGKILL 30 s later) after LIMIT_S seconds; the summary then shows exit 124. Its
-# start and end go to logs/stages.txt (local time, as nvidia-smi's in clocks.csv, below).
+# start and end go to logs/stages.txt (clock_log.sh), beside clocks.csv (below).
 stage() {
   local name=$1 limit=$2 began=$SECONDS status
   shift 2
   echo "== $name" >&2
-  echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') start $name" >>"$PKG/logs/stages.txt"
+  mark_stage "$PKG/logs/stages.txt" start "$name"
   timeout -s INT --kill-after=30 "$limit" "$@" >"$PKG/logs/$name.log" 2>&1
   status=$?
-  echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') end $name" >>"$PKG/logs/stages.txt"
+  mark_stage "$PKG/logs/stages.txt" end "$name"
   STAGES+=("$(printf '%-14s exit %-3s %4d s' "$name" "$status" $((SECONDS - began)))")
   return "$status"
 }
@@ -87,15 +88,9 @@ if ((BUILD)); then
   stage build 1800 "${BUILD_COMMAND[@]}" || { echo "build failed: see $PKG/logs/build.log" >&2; exit 3; }
 fi
 
-# The SM clock, power and temperature twice a second while the stages run (clocks.csv; the
-# summary gives each stage's range): under sustained load the clock falls within seconds (the
-# power cap), so two stages' timings compare fairly only where their clocks do.
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-    >"$PKG/clocks.csv" 2>&1 &
-  clock_logger=$!
-  trap 'kill "$clock_logger" 2>/dev/null' EXIT
-fi
+# The clock while the stages run (clocks.csv; the summary gives each stage's range).
+start_clock_log "$PKG/clocks.csv"
+trap stop_clock_log EXIT
 for sweep in "${SWEEP_NAMES[@]}"; do
   stage "cuflash-$sweep" "$CUFLASH_STAGE_S" \
     "$CLI" bench --sweep "$sweep" --pass "$PASS" --rounds "$ROUNDS" "${FILTER[@]}" \

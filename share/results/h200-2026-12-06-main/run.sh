@@ -23,23 +23,21 @@ ROUNDS=3 bash share/scripts/bench_h200.sh "$O/package" "${BUILD_FLAG[@]}" >"$O/b
 echo "bench_h200.sh: rc $?"
 # (The clock logged as bench_h200.sh does, into clocks-deterministic.csv; clocks.txt has every
 # stage's range.)
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-  >"$O/package/clocks-deterministic.csv" 2>&1 &
-clock_logger=$!
-stamp() { echo "$(date '+%Y/%m/%d %H:%M:%S.%3N') $1" >>"$O/package/logs/stages.txt"; }
+source share/scripts/clock_log.sh
+start_clock_log "$O/package/clocks-deterministic.csv"
 for sweep in seed fa; do
   for run in default-1 deterministic-1 deterministic-2 default-2; do
     mode=()
     [[ $run == deterministic-* ]] && mode=(--deterministic)
-    stamp "start deterministic-$sweep-$run"
+    mark_stage "$O/package/logs/stages.txt" start "deterministic-$sweep-$run"
     timeout -s INT --kill-after=20 100 build/gpu/app/cuflash bench --sweep "$sweep" --pass bwd \
       --iters 20 "${mode[@]}" --out-dir "$O/package/deterministic/$sweep-$run" \
       >"$O/package/logs/deterministic-$sweep-$run.log" 2>&1
     echo "$sweep $run: rc $?"
-    stamp "end deterministic-$sweep-$run"
+    mark_stage "$O/package/logs/stages.txt" end "deterministic-$sweep-$run"
   done
 done
-kill "$clock_logger" 2>/dev/null
+stop_clock_log
 nvidia-smi -q -d CLOCK,PERFORMANCE,POWER >"$O/nvidia-smi-after.txt" 2>&1
 python3 share/tools/stage_clocks.py "$O/package/logs/stages.txt" "$O/package/clocks.csv" \
   "$O/package/clocks-deterministic.csv" >"$O/clocks.txt" 2>&1
