@@ -24,6 +24,9 @@ echo "bench_h200.sh: rc $?"
 # (The clock logged as bench_h200.sh does, into clocks-deterministic.csv; clocks.txt has every
 # stage's range.)
 source share/scripts/clock_log.sh
+# (bench_h200.sh makes these folders; made here too, so that a failed build still leaves the
+# deterministic stages' logs.)
+mkdir -p "$O/package/logs" "$O/package/deterministic"
 start_clock_log "$O/package/clocks-deterministic.csv"
 for sweep in seed fa; do
   for run in default-1 deterministic-1 deterministic-2 default-2; do
