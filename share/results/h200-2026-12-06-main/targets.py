@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 13's targets read from one package of bench_h200.sh (plus its deterministic/ folders).
 
-    targets.py PACKAGE
+    targets.py PACKAGE [PACKAGE...]
 
 PACKAGE holds cuflash-SWEEP/results.json and sdpa-SWEEP/sdpa-{cudnn,flash,efficient}.json for the
 sweeps `seed` and `fa` (one call), and the backward with --deterministic, same call: in
@@ -14,6 +14,9 @@ other side's median time / cuflash's. Printed:
   3.   deterministic speed relative to the default backward: geometric mean, minimum, cases
        below 0.85;
   4.   fp32 against SDPA efficient.
+With several packages (runs of the same tree), each one's report in turn, then every case below
+its floor in any of them with each package's speed: a case's speed moves by a few percent from
+run to run, so the misses that every run shows are the ones to explain.
 """
 import json
 import math
@@ -47,7 +50,16 @@ def against(ours, theirs, keep):
 
 
 def main():
-    pkg = sys.argv[1]
+    packages = sys.argv[1:]
+    for pkg in packages:
+        if len(packages) > 1:
+            print(f"#### {pkg}")
+        report(pkg)
+    if len(packages) > 1:
+        below_in_any(packages)
+
+
+def report(pkg):
     for sweep in ("seed", "fa"):
         cuf = os.path.join(pkg, f"cuflash-{sweep}", "results.json")
         if not os.path.exists(cuf):
@@ -79,6 +91,34 @@ def main():
         for dt in ("fp16", "bf16", "fp32"):
             line(f"deterministic/default speed {dt}",
                  {c: s for c, (s, dtype) in speeds.items() if dtype == dt}, 0.85)
+
+
+def case_speeds(pkg):
+    """{(sweep, measure, case): speed}: fp16/bf16 against cuDNN, deterministic against default."""
+    speeds = {}
+    for sweep in ("seed", "fa"):
+        cuf = os.path.join(pkg, f"cuflash-{sweep}", "results.json")
+        cudnn = os.path.join(pkg, f"sdpa-{sweep}", "sdpa-cudnn.json")
+        if not (os.path.exists(cuf) and os.path.exists(cudnn)):
+            continue
+        ours = medians(cuf)
+        half = lambda r: r["dtype"] in ("fp16", "bf16")
+        for c, s in against(ours, medians(cudnn), half).items():
+            speeds[(sweep, "vs cudnn", c)] = s
+        for c, (s, _) in deterministic_speeds(pkg, sweep, ours).items():
+            speeds[(sweep, "deterministic/default", c)] = s
+    return speeds
+
+
+def below_in_any(packages):
+    """Every case below its floor (1.0 against cuDNN, 0.85 deterministic) in any package."""
+    runs = [case_speeds(pkg) for pkg in packages]
+    print(f"== below in any of the {len(packages)} packages (speed in each)")
+    for key in sorted(set().union(*runs)):
+        floor = 0.85 if key[1].startswith("deterministic") else 1.0
+        values = [run.get(key, float("nan")) for run in runs]
+        if any(v < floor for v in values):
+            print(f"  {key[0]:4} {key[1]:21} {' '.join(f'{v:.3f}' for v in values)}  {key[2]}")
 
 
 def times_by_case(path):
