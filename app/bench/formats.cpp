@@ -300,6 +300,13 @@ void set_aggregate(Json& row, const char* aggregate, int64_t samples, double val
   }
 }
 
+// [[begin, end], ...]: when each round's samples ran (results.h, TimeSpan).
+Json sample_spans_json(const std::vector<TimeSpan>& spans) {
+  Json list = Json::array();
+  for (const TimeSpan& span : spans) list.push_back(Json::array({span.begin_s, span.end_s}));
+  return list;
+}
+
 // Our fields, on the median row: what the case is and what the pass measured besides time.
 void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
                      const RunSettings& settings, const SampleStats& s) {
@@ -338,6 +345,7 @@ void add_case_fields(Json& row, const CaseRecord& r, const PassResult& p,
       {"max_ms", s.max},
       {"rounds", static_cast<int64_t>(std::max<size_t>(p.round_samples.size(), 1))},
       {"round_spread", round_spread(p.samples_ms, p.round_samples)},
+      {"sample_spans", sample_spans_json(p.sample_spans)},
       {"alloc_bytes", p.memory.alloc_bytes},
       {"workspace_bytes", p.memory.workspace_bytes},
       {"memgetinfo_bytes",

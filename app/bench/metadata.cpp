@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,11 @@ std::string utc_now_iso8601() {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return buffer;
+}
+
+double unix_seconds() {
+  using std::chrono::duration;
+  return duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::vector<std::string> process_command_line() {

@@ -12,6 +12,9 @@ namespace cuflash::bench {
 // "2026-11-29T14:03:07Z"
 std::string utc_now_iso8601();
 
+// Seconds since the Unix epoch, to the microsecond (the system clock, as nvidia-smi's log).
+double unix_seconds();
+
 // argv of this process (from /proc/self/cmdline); empty when unavailable.
 std::vector<std::string> process_command_line();
 

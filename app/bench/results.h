@@ -43,10 +43,19 @@ struct MemoryInfo {
 };
 
 // One timed pass of one case.
+// When a round's samples ran: from before the first was enqueued to after the last finished, in
+// seconds since the Unix epoch. A log of the GPU's clock is matched against these
+// (share/tools/case_clocks.py): under sustained load the clock falls within seconds.
+struct TimeSpan {
+  double begin_s = 0;
+  double end_s = 0;
+};
+
 struct PassResult {
   std::string pass;                 // "fwd" or "bwd"
   std::vector<double> samples_ms;   // per-call time of each sample (sample time / N)
   std::vector<int> round_samples;   // how many of them each round took, in order (sweep_runner.h)
+  std::vector<TimeSpan> sample_spans;  // each round's, in the same order
   TimingInfo timing;
   MemoryInfo memory;
   double flops = 0;                 // credited to one call (stats.h)

@@ -37,6 +37,8 @@ void add_round(CaseRecord& record, CaseRecord&& visit) {
     }
     same->samples_ms.insert(same->samples_ms.end(), p.samples_ms.begin(), p.samples_ms.end());
     same->round_samples.push_back(static_cast<int>(p.samples_ms.size()));
+    same->sample_spans.insert(same->sample_spans.end(), p.sample_spans.begin(),
+                              p.sample_spans.end());
   }
   if (visit.failure) record.failure = std::move(visit.failure);
 }

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bench/metadata.h"  // unix_seconds
 #include "cuflash/cuda_error.h"
 
 namespace cuflash::bench {
@@ -159,7 +160,9 @@ void Timer::time(const Launch& launch, PassResult& result, int samples) {
   result.timing.calls_per_sample = calls;
   result.timing.cold = options_.cold;
   result.timing.warmup = options_.warmup;
-  result.samples_ms = sample(launch, graph.get(), calls, samples);
+  const double begin_s = unix_seconds();
+  result.samples_ms = sample(launch, graph.get(), calls, samples);  // returns once they are done
+  result.sample_spans = {{begin_s, unix_seconds()}};
   result.round_samples = {samples};
 }
 

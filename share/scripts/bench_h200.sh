@@ -135,6 +135,14 @@ PY
   if [[ -f $PKG/clocks.csv ]]; then
     echo "clocks (samples; SM clock min / median / max; median power; highest temperature):"
     "$PYTHON" share/tools/stage_clocks.py "$PKG/logs/stages.txt" "$PKG/clocks.csv"
+    echo "clocks while each case ran (case-clocks-SWEEP.txt), median over the cases:"
+    for sweep in "${SWEEP_NAMES[@]}"; do
+      mapfile -t timed < <(ls "$PKG"/cuflash-"$sweep"/results.json "$PKG"/sdpa-"$sweep"/sdpa-*.json 2>/dev/null)
+      ((${#timed[@]})) || continue
+      (cd "$PKG" && "$PYTHON" "$ROOT/share/tools/case_clocks.py" --clocks clocks.csv \
+        "${timed[@]#"$PKG"/}") >"$PKG/case-clocks-$sweep.txt" 2>&1
+      grep -E '^  [0-9]+: ' "$PKG/case-clocks-$sweep.txt" | sed 's/^/  /'
+    done
   fi
   echo "total: $((SECONDS - start)) s; logs in $PKG/logs"
 }

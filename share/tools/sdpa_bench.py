@@ -395,6 +395,7 @@ class Timer:
             graph = None if args.no_graph else self.capture(call, calls)
             run = graph.replay if graph else (lambda: [call() for _ in range(calls)])
             run()  # untimed: uploads the graph, keeps the GPU busy while samples are enqueued
+            began = time.time()  # when the samples ran, for a log of the GPU's clock
             events = [
                 (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                 for _ in range(args.iters)
@@ -406,12 +407,14 @@ class Timer:
                 run()
                 stop.record(self.stream)
             self.stream.synchronize()
+            span = [began, time.time()]
         samples = [start.elapsed_time(stop) / calls for start, stop in events]
         timing = dict(
             method="graph" if graph is not None else "events",
             calls_per_sample=calls,
             cold=args.cold,
             warmup=args.warmup,
+            span=span,
         )
         del graph
         return samples, timing
@@ -768,6 +771,7 @@ def case_fields(c, p, s, peak):
         "max_ms": s["max"],
         "rounds": 1,  # every sample of a case in one visit (cuflash bench --rounds 1)
         "round_spread": 0.0,
+        "sample_spans": [p["timing"]["span"]],  # [[begin, end]] in Unix seconds, as cuflash's
         "alloc_bytes": p["alloc_bytes"],
         "workspace_bytes": None,
         "memgetinfo_bytes": p["memgetinfo_bytes"],

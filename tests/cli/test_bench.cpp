@@ -3,6 +3,7 @@
 // loop (failures, Ctrl-C, exit codes) and whole runs through a fake runner. (The inputs are
 // io/random_inputs.h's, tested in tests/unit/test_random_inputs.cpp.)
 // None needs a GPU; the last cases spawn the built binary and the PyTorch comparison script.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -747,6 +748,7 @@ TEST_CASE("sweep loop: rounds visit every case in turn and gather each pass's sa
         for (PassResult& p : r.passes) {
           p.samples_ms.assign(size_t(samples_in_round(31, 3, round)), 10.0 * double(i) + round);
           p.round_samples = {static_cast<int>(p.samples_ms.size())};
+          p.sample_spans = {{100.0 * round + i, 100.0 * round + i + 0.5}};
         }
         if (i == 1 && round == 1) {
           r.failure = Failure{"fwd", FailureKind::out_of_memory, "out of memory", false};
@@ -767,6 +769,17 @@ TEST_CASE("sweep loop: rounds visit every case in turn and gather each pass's sa
   CHECK(fwd.samples_ms.front() == 20.0);
   CHECK(fwd.samples_ms.back() == 22.0);
   CHECK(round_spread(fwd.samples_ms, fwd.round_samples) == Approx(2.0 / 21.0));
+  // Each round's span, in round order: where a clock log meets the case's samples.
+  REQUIRE(fwd.sample_spans.size() == 3);
+  CHECK(fwd.sample_spans[0].begin_s == 2.0);
+  CHECK(fwd.sample_spans[2].end_s == 202.5);
+  const Json rows =
+      benchmark_json(outcome.records, RunSettings{}, Json::object(), JsonRows::medians);
+  const auto row =
+      std::find_if(rows["benchmarks"].begin(), rows["benchmarks"].end(),
+                   [](const Json& r) { return r["pass"] == "fwd" && r["seq_q"] == 32; });
+  REQUIRE(row != rows["benchmarks"].end());
+  CHECK((*row)["sample_spans"] == Json::parse("[[2.0, 2.5], [102.0, 102.5], [202.0, 202.5]]"));
   CHECK(outcome.records[1].failure);
   CHECK(outcome.records[1].passes[0].round_samples == std::vector<int>{11, 10});
   CHECK_FALSE(outcome.records[0].failure);
@@ -1104,7 +1117,7 @@ import json, os, sys
 sys.path.insert(0, ")PY") + CUFLASH_SOURCE_DIR + R"PY(/share/tools")
 import sdpa_bench as sb
 c = sb.parse_sweep("sq=64 d=64 dtype=fp16", "t")[0]
-timing = dict(method="graph", calls_per_sample=12, cold=False, warmup=10)
+timing = dict(method="graph", calls_per_sample=12, cold=False, warmup=10, span=[1.5, 2.5])
 def timed(name, ms):
     return dict(pass_=name, samples=[ms, 1.01 * ms, 0.99 * ms], timing=timing,
                 flops=sb.pass_flops(c, name), alloc_bytes=1 << 20, memgetinfo_bytes=2 << 20)
@@ -1129,6 +1142,7 @@ for samples, rows in ((False, 2), (True, 2 * (3 + 6))):
         assert abs(median["median_ms"] - 0.01) < 1e-12 and abs(median["real_time"] - 10) < 1e-9
         assert sorted(median) == sorted(ours), set(median) ^ set(ours)
         assert median["kernels"] == ["flash_fwd_kernel"], median["kernels"]
+        assert median["sample_spans"] == [[1.5, 2.5]], median["sample_spans"]
         assert doc["benchmarks"][1]["kernels"] is None  # bwd: the profiler named none
 print("ok")
 )PY");
@@ -1207,6 +1221,42 @@ TEST_CASE("ncu_stalls.py: samples by reason, the top and the matching instructio
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("not-ncu.csv: no 'Warp Stall Sampling (All Samples)' column") !=
         std::string::npos);
+}
+
+TEST_CASE("case_clocks.py: the clock while each case's samples ran, per result file", "[bench]") {
+  TempDir tmp;
+  // A log every 100 ms for a second, 1980 MHz in its first half and 1800 in its second; case X
+  // ran late in file 1 and early in file 2, case Y in both halves (two rounds) in file 1 and
+  // without spans in file 2 (an older file), case Z only in file 2, where no sample is near.
+  const Outcome o = python_check(tmp, tmp.path, std::string(R"PY(
+import json, os, subprocess, sys
+from datetime import datetime
+d, t0 = sys.argv[1], 1765000000
+with open(os.path.join(d, "clocks.csv"), "w") as f:
+    f.write("timestamp, clocks.current.sm [MHz], power.draw [W], temperature.gpu\n")
+    for k in range(11):
+        when = datetime.fromtimestamp(t0 + 0.1 * k).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        f.write(f"{when}, {1980 if k < 5 else 1800} MHz, 500.00 W, 60\n")
+def results(name, rows):
+    doc = {"benchmarks": [dict(run_name=case, aggregate_name="median", **extra)
+                          for case, extra in rows]}
+    json.dump(doc, open(os.path.join(d, name), "w"))
+results("one.json", [("X", {"sample_spans": [[t0 + 0.82, t0 + 0.84]]}),
+                     ("Y", {"sample_spans": [[t0 + 0.12, t0 + 0.13], [t0 + 0.61, t0 + 0.62]]})])
+results("two.json", [("X", {"sample_spans": [[t0 + 0.21, t0 + 0.23]]}), ("Y", {}),
+                     ("Z", {"sample_spans": [[t0 + 5.0, t0 + 5.1]]})])
+tool = os.path.join(")PY") + CUFLASH_SOURCE_DIR + R"PY(", "share", "tools", "case_clocks.py")
+out = subprocess.run([sys.executable, tool, "--clocks", os.path.join(d, "clocks.csv"),
+                      os.path.join(d, "one.json"), os.path.join(d, "two.json")],
+                     capture_output=True, text=True, cwd=d)
+assert out.returncode == 0, out.stderr
+for line in ("    1800   1980  X", "    1890      -  Y", "       -      -  Z",
+             "1: one.json: median over 2 cases 1845 MHz", "2: two.json: median over 1 cases 1980 MHz"):
+    assert line in out.stdout, (line, out.stdout)
+print("ok")
+)PY");
+  INFO(o.err);
+  CHECK(o.out == "ok\n");
 }
 
 TEST_CASE("stage_clocks.py: each stage's clock range from nvidia-smi's log", "[bench]") {
