@@ -14,6 +14,9 @@ other side's median time / cuflash's. Printed:
   3.   deterministic speed relative to the default backward: geometric mean, minimum, cases
        below 0.85;
   4.   fp32 against SDPA efficient.
+Where the package has clocks.csv and its rows carry sample_spans (bench_h200.sh from a399f2a), each
+case below 1.0 against cuDNN also shows the SM clock while each side's samples ran
+(share/tools/case_clocks.py), for a miss that a lower clock on cuflash's side may explain.
 With several packages (runs of the same tree), each one's report in turn, then every case below
 its floor in any of them with each package's speed: a case's speed moves by a few percent from
 run to run, so the misses that every run shows are the ones to explain.
@@ -22,6 +25,10 @@ import json
 import math
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from case_clocks import clock_during, log_interval  # noqa: E402
+from stage_clocks import read_clocks  # noqa: E402
 
 
 def medians(path):
@@ -33,15 +40,34 @@ def geo(values):
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
-def line(label, speeds, floor, list_below=True):
-    """speeds: {case: speed}; one summary line, then (list_below) each case below floor."""
+def line(label, speeds, floor, list_below=True, note=lambda case: ""):
+    """speeds: {case: speed}; one summary line, then (list_below) each case below floor, with
+    note(case) after it."""
     if not speeds:
         return
     below = sorted((s, c) for c, s in speeds.items() if s < floor)
     print(f"  {label}: geo {geo(speeds.values()):.3f} min {min(speeds.values()):.3f} "
           f"({len(speeds) - len(below)}/{len(speeds)} at or above {floor})")
     for s, c in below if list_below else []:
-        print(f"      {s:.3f} {c}")
+        print(f"      {s:.3f} {c}{note(c)}")
+
+
+def clock_note(pkg, ours, theirs):
+    """note(case) for line(): " (SM clock cuflash N / cudnn M MHz)" where the package logged the
+    clock and both rows say when their samples ran; "" elsewhere."""
+    path = os.path.join(pkg, "clocks.csv")
+    samples = read_clocks([path]) if os.path.exists(path) else []
+    margin = log_interval(samples) / 2
+
+    def note(case):
+        spans = [rows.get(case, {}).get("sample_spans") for rows in (ours, theirs)]
+        if not samples or not all(spans):
+            return ""
+        mhz = [clock_during(s, samples, margin) for s in spans]
+        if None in mhz:
+            return ""
+        return f" (SM clock cuflash {mhz[0]:.0f} / cudnn {mhz[1]:.0f} MHz)"
+    return note
 
 
 def against(ours, theirs, keep):
@@ -73,7 +99,8 @@ def report(pkg):
         for p in ("fwd", "bwd"):
             if "cudnn" in sdpa:
                 line(f"{p} fp16/bf16 vs cudnn", against(
-                    ours, sdpa["cudnn"], lambda r: half(r) and r["pass"] == p), 1.0)
+                    ours, sdpa["cudnn"], lambda r: half(r) and r["pass"] == p), 1.0,
+                    note=clock_note(pkg, ours, sdpa["cudnn"]))
                 for d in sorted({r["head_dim"] for r in ours.values()}):
                     line(f"{p} d{d} vs cudnn", against(
                         ours, sdpa["cudnn"],
