@@ -42,7 +42,6 @@ struct MemoryInfo {
   int64_t memgetinfo_bytes = -1;  // drop of cudaMemGetInfo's free memory over the case; -1 unknown
 };
 
-// One timed pass of one case.
 // When a round's samples ran: from before the first was enqueued to after the last finished, in
 // seconds since the Unix epoch. A log of the GPU's clock is matched against these
 // (share/tools/case_clocks.py): under sustained load the clock falls within seconds.
@@ -51,6 +50,7 @@ struct TimeSpan {
   double end_s = 0;
 };
 
+// One timed pass of one case.
 struct PassResult {
   std::string pass;                 // "fwd" or "bwd"
   std::vector<double> samples_ms;   // per-call time of each sample (sample time / N)
