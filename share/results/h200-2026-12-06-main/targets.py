@@ -52,11 +52,15 @@ def line(label, speeds, floor, list_below=True, note=lambda case: ""):
         print(f"      {s:.3f} {c}{note(c)}")
 
 
-def clock_note(pkg, ours, theirs):
-    """note(case) for line(): " (SM clock cuflash N / cudnn M MHz)" where the package logged the
-    clock and both rows say when their samples ran; "" elsewhere."""
+def package_clocks(pkg):
+    """The package's clock log (read_clocks()), empty where it has none."""
     path = os.path.join(pkg, "clocks.csv")
-    samples = read_clocks([path]) if os.path.exists(path) else []
+    return read_clocks([path]) if os.path.exists(path) else []
+
+
+def clock_note(samples, ours, theirs):
+    """note(case) for line(): " (SM clock cuflash N / cudnn M MHz)" where the package logged the
+    clock (`samples`, package_clocks()) and both rows say when their samples ran; "" elsewhere."""
     margin = log_interval(samples) / 2
 
     def note(case):
@@ -86,6 +90,7 @@ def main():
 
 
 def report(pkg):
+    samples = package_clocks(pkg)
     for sweep in ("seed", "fa"):
         cuf = os.path.join(pkg, f"cuflash-{sweep}", "results.json")
         if not os.path.exists(cuf):
@@ -100,7 +105,7 @@ def report(pkg):
             if "cudnn" in sdpa:
                 line(f"{p} fp16/bf16 vs cudnn", against(
                     ours, sdpa["cudnn"], lambda r: half(r) and r["pass"] == p), 1.0,
-                    note=clock_note(pkg, ours, sdpa["cudnn"]))
+                    note=clock_note(samples, ours, sdpa["cudnn"]))
                 for d in sorted({r["head_dim"] for r in ours.values()}):
                     line(f"{p} d{d} vs cudnn", against(
                         ours, sdpa["cudnn"],
