@@ -38,8 +38,9 @@ constexpr int compiled_head_dim(int64_t head_dim) {
 // forward and 0.82-0.86 backward (H200, bf16, B16 H16 S1024). Not at 32: padded to 64, wgmma
 // takes 1.07-1.17 of the time of mma.sync at 32.
 inline constexpr int kWgmmaForwardHeadDims[] = {64, 128, 192, 256};
-// Backward above 128: the column-split kernel (sm90/backward_column_split.cuh). 96 runs on
-// 128-column tiles with products of 96 columns (BackwardTraits<96>).
+// Backward above 128 (and at 128 on small grids): the column-split kernel
+// (sm90/backward_column_split.cuh). 96 runs on 128-column tiles with products of 96 columns
+// (BackwardTraits<96>).
 inline constexpr int kWgmmaBackwardHeadDims[] = {64, 96, 128, 192, 256};
 
 // The columns of a wgmma kernel's tiles (whole 64-column blocks), which its dQ accumulator

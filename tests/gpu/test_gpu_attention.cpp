@@ -698,7 +698,9 @@ TEST_CASE("the kernel family is the one this build and device call for", "[gpu][
 // (wgmma, 132 SMs): the head_dim 64 forward on 132 tall tiles without a mask (the tall-tile
 // test's first shape) and on a small causal grid of 128-row tiles, a decoding row on the split
 // kernel (with its merge when it splits the keys), and the backward's three kernels in their
-// order. Elsewhere: every launch named and counted to its call.
+// order: at head_dim 128 on the column-split kernel where the key-split grid would fill at most
+// half the SMs (4 heads at 1k: 32 CTAs of 128 keys), on the key-split one where it fills more
+// (16 heads: 128). Elsewhere: every launch named and counted to its call.
 TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches]") {
   require_gpu();
   const bool hopper_sxm = launch_choices_known_here();
@@ -740,6 +742,8 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   REQUIRE(both.size() >= 2);
   CHECK(both.front().call == "forward");
   CHECK(both.back().call == "backward");
+  const std::vector<KernelLaunch> wider = run_recorded(
+      make_problem(DType::bf16, 128, Mask::none, 1024, 1024, 1, 16, 16, Layout::bhsd), true);
   if (!hopper_sxm) {
     WARN("the kernels' names are not checked: they are known for wgmma on 132 SMs");
     return;
@@ -758,14 +762,21 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   CHECK(wide[0].threads == 384);
   CHECK(starts_with(decode[0].kernel, "split::split_forward_kernel<__nv_bfloat16, "));
   if (decode.size() > 1) CHECK(starts_with(decode.back().kernel, "split::merge_partials_kernel<"));
-  std::vector<std::string> backward;
-  for (const KernelLaunch& l : both) {
-    if (l.call == "backward") backward.push_back(l.kernel);
-  }
-  REQUIRE(backward.size() == 3);
-  CHECK(starts_with(backward[0], "backward_row_dot_kernel<__nv_bfloat16, 128"));
-  CHECK(starts_with(backward[1], "sm90::backward_kernel<__nv_bfloat16, "));
-  CHECK(starts_with(backward[2], "backward_dq_convert_kernel<__nv_bfloat16, 128"));
+  const auto backward_kernels = [](const std::vector<KernelLaunch>& launches) {
+    std::vector<std::string> names;
+    for (const KernelLaunch& l : launches) {
+      if (l.call == "backward") names.push_back(l.kernel);
+    }
+    return names;
+  };
+  const std::vector<std::string> small_grid = backward_kernels(both);
+  REQUIRE(small_grid.size() == 3);
+  CHECK(starts_with(small_grid[0], "backward_row_dot_kernel<__nv_bfloat16, 128"));
+  CHECK(starts_with(small_grid[1], "sm90::column_split_backward_kernel<__nv_bfloat16, 128>"));
+  CHECK(starts_with(small_grid[2], "backward_dq_convert_kernel<__nv_bfloat16, 128"));
+  const std::vector<std::string> key_split = backward_kernels(wider);
+  REQUIRE(key_split.size() == 3);
+  CHECK(starts_with(key_split[1], "sm90::backward_kernel<__nv_bfloat16, "));
 }
 
 // Moves a tensor's pointer off the alignment cudaMalloc gives (256 bytes).

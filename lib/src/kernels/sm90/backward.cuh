@@ -1,5 +1,5 @@
 // FlashAttention-2 backward on Hopper (sm_90a) up to head_dim 128: wgmma for the five products,
-// TMA for the loads (above 128: backward_column_split.cuh).
+// TMA for the loads (above 128, and at 128 on small grids: backward_column_split.cuh).
 //
 // Same algorithm and contract as sm80/backward.cuh (row_dot and dq_convert kernels around it, dQ
 // added to an fp32 accumulator, here by TMA bulk reduces, dK and dV summed in registers over the

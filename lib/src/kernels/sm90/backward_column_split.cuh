@@ -1,6 +1,7 @@
-// FlashAttention-2 backward on Hopper (sm_90a) for head dims above 128: wgmma for the five
-// products, TMA for the loads, the two consumer warpgroups splitting the work rather than the
-// keys (ColumnSplitBackwardConfig in traits.cuh says why).
+// FlashAttention-2 backward on Hopper (sm_90a) for head dims above 128, and at 128 on grids too
+// small to fill the GPU (column_split_pays()): wgmma for the five products, TMA for the loads,
+// the two consumer warpgroups splitting the work rather than the keys (ColumnSplitBackwardConfig
+// in traits.cuh says why).
 //
 // Same contract as sm90/backward.cuh (row_dot and dq_convert kernels around it; dQ added to the
 // fp32 accumulator as there, by one bulk reduce per query block from swizzled rows, staged in a
@@ -19,7 +20,8 @@
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
 // reaches the products in both kernels.
 // Variants, deterministic dQ, fp32 sums and varlen batches are not here:
-// launch_column_split_backward() returns false for them and the mma.sync kernel runs.
+// launch_column_split_backward() returns false for them and the mma.sync kernel runs them
+// (above 128; at 128 the key-split kernel).
 #pragma once
 
 #include <cstddef>
@@ -111,10 +113,10 @@ __device__ __forceinline__ void load_transposed_block(float (&block)[kTiles][4],
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
+__global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim>::kThreads, 1)
     column_split_backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = BackwardTraits<kHeadDim>;
+  using Traits = ColumnSplitBackwardConfig<kHeadDim>;
   using Smem = BackwardSmem<Traits>;
   using Storage = typename Traits::Storage;
   constexpr int kBlockM = Traits::kBlockM;
@@ -284,10 +286,10 @@ __global__ void __launch_bounds__(BackwardTraits<kHeadDim>::kThreads, 1)
 // Launches the prologue, the column-split backward and the dQ conversion; returns false
 // (launching nothing) for what this kernel does not do (variants, fp32 sums, deterministic dQ,
 // varlen batches) and when a tensor cannot be described to TMA, so that the caller falls back
-// to the mma.sync kernel.
+// to another kernel.
 template <typename Element, int kHeadDim>
 bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
-  using Traits = BackwardTraits<kHeadDim>;
+  using Traits = ColumnSplitBackwardConfig<kHeadDim>;
   static_assert(kEpilogueFitsTiles<Traits, Element>);
   if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
   BackwardTmaParams<Element> params{};
@@ -310,13 +312,31 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
   return true;
 }
 
+// Whether a head_dim 128 call goes to the column-split kernel (which still refuses what it does
+// not run): where the key-split grid (128 keys a CTA) fills at most half the SMs, the 64-key
+// CTAs of the column split occupy twice as many SMs in the same single wave (H100, `seed` B = 1,
+// H = 8, S = 1k: 64 CTAs against 128, 0.82-0.88x the key-split time in fp16 and bf16, both
+// masks). Only below the 80-row blocks' rows (kBlocksOf80FromRows), where it was measured.
+inline bool column_split_pays(const AttentionShape& shape) {
+  const int64_t key_split_ctas = ceil_div(shape.seq_k, int64_t{128}) * shape.batch * shape.heads_kv;
+  return shape.seq_q < kBlocksOf80FromRows &&
+         2 * key_split_ctas <= current_device_limits().multiprocessors;
+}
+
 // The wgmma backward for kHeadDim (one of kWgmmaBackwardHeadDims): key-split up to 128,
-// column-split above; false: the caller runs the mma.sync kernel.
+// column-split above and at 128 on grids that column_split_pays(); false: the caller runs the
+// mma.sync kernel.
 template <typename Element, int kHeadDim>
 bool launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   if constexpr (kHeadDim > 128) {
     return launch_column_split_backward<Element, kHeadDim>(args, stream);
   } else {
+    if constexpr (kHeadDim == 128) {
+      if (column_split_pays(args.shape) &&
+          launch_column_split_backward<Element, kHeadDim>(args, stream)) {
+        return true;
+      }
+    }
     return launch_key_split_backward<Element, kHeadDim>(args, stream);
   }
 }

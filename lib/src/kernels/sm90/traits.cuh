@@ -292,7 +292,8 @@ struct ColumnSplitBackwardStorage {
 // cannot own 64 keys' dK and dV (2 x 64 x 256 fp32 = 256 registers a thread at 256), so the two
 // consumer warpgroups of a 64-key CTA split the work instead: warpgroup 0 computes S^T and P^T,
 // warpgroup 1 dP^T and dS^T, both exchanged through shared memory; then each computes its half
-// of the columns of dV, dK and dQ.
+// of the columns of dV, dK and dQ. Also at 128 on small grids, where its 64-key CTAs occupy twice
+// the SMs of the key-split kernel's 128-key ones (column_split_pays()).
 template <int HeadDim>
 struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   static constexpr int kHeadDim = HeadDim;
@@ -330,13 +331,14 @@ struct ColumnSplitBackwardConfig : BackwardWarpgroups {
 };
 
 // One for each of kWgmmaBackwardHeadDims (head_dims.h): the key-split kernel up to 128, the
-// column-split one above. Head_dim 64 takes query blocks of 128: score products 128 columns wide
-// and half the per-block waits, barriers and dQ reduces (H200, `fa` head_dim 64 backward: 5.9 %
-// less time than blocks of 64, 13.8 % at S = 512; deterministic 7.0 %). The deterministic
-// kernels take up to four dQ stages (three dS^T buffers at head_dim 64): a key block's turn to
-// add its dQ may then wait that many blocks without holding the consumers up (H200, `fa` head_dim
-// 64 with blocks of 64: 2.7 % less time, up to 5.8 %). The default kernels keep two: with four,
-// that head_dim 64 backward took 0.4-1.0 % more.
+// column-split one above (at 128 on small grids too, ColumnSplitBackwardConfig<128>). Head_dim 64
+// takes query blocks of 128: score products 128 columns wide and half the per-block waits,
+// barriers and dQ reduces (H200, `fa` head_dim 64 backward: 5.9 % less time than blocks of 64,
+// 13.8 % at S = 512; deterministic 7.0 %). The deterministic kernels take up to four dQ stages
+// (three dS^T buffers at head_dim 64): a key block's turn to add its dQ may then wait that many
+// blocks without holding the consumers up (H200, `fa` head_dim 64 with blocks of 64: 2.7 % less
+// time, up to 5.8 %). The default kernels keep two: with four, that head_dim 64 backward took
+// 0.4-1.0 % more.
 template <int kHeadDim, bool kDeterministic = false>
 struct BackwardTraits;
 constexpr int max_dq_stages(bool deterministic) { return deterministic ? 4 : 2; }
