@@ -772,7 +772,7 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   const std::vector<std::string> small_grid = backward_kernels(both);
   REQUIRE(small_grid.size() == 3);
   CHECK(starts_with(small_grid[0], "backward_row_dot_kernel<__nv_bfloat16, 128"));
-  CHECK(starts_with(small_grid[1], "sm90::column_split_backward_kernel<__nv_bfloat16, 128>"));
+  CHECK(starts_with(small_grid[1], "sm90::column_split_backward_kernel<__nv_bfloat16, 128"));
   CHECK(starts_with(small_grid[2], "backward_dq_convert_kernel<__nv_bfloat16, 128"));
   const std::vector<std::string> key_split = backward_kernels(wider);
   REQUIRE(key_split.size() == 3);
