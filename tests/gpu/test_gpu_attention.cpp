@@ -932,9 +932,8 @@ TEST_CASE("host runner refuses host buffers of the wrong size, naming them", "[g
 // row-major tensor's last row); D=200 and D=136 on the 256 and 192 kernels, whose backward splits
 // the columns between CTAs (2 parts at bf16 256, 3 at fp32 192), padded. Last, one decoded token
 // at D=136: the split-KV kernel with padded columns, its partials and the merge.
-// fp16 D=128 at these sizes runs the backward on the column-split kernel (a grid of 2 key-split
-// CTAs: sm90/backward_column_split.cuh, column_split_pays()), bf16 D=200 on the same kernel at
-// 256.
+// fp16 D=128 at these sizes runs the backward on the column-split kernel (a grid of 4 key-split
+// CTAs: sm90/backward_column_split.cuh, column_split_pays()).
 TEST_CASE("sanitizer subset: D=64 each dtype, fp16/fp32 D=128, D=40/136/200, decode",
           "[gpu][sanitizer]") {
   require_gpu();
