@@ -6,8 +6,8 @@
 RESULTS: result files of `cuflash bench` (results.json) or share/tools/sdpa_bench.py
 (sdpa-BACKEND.json) whose median rows carry "sample_spans", the spans in which each round's
 samples ran (Unix seconds). CLOCKS: nvidia-smi's log as share/tools/stage_clocks.py reads it,
-in the local time of the machine that took it (run this there, or under the same TZ). A span of a few milliseconds rarely holds a sample of a log
-taken every 100 ms or more, and the clock moves over tenths of a second (the power cap): a span
+in the local time of the machine that took it (run this there, or under the same TZ). A span of
+a few milliseconds rarely holds a sample of a log taken every 100 ms or more, and the clock moves over tenths of a second (the power cap): a span
 takes the samples within half the log's median interval of it. Printed per case (a row's
 run_name) and file: the median SM clock of those samples (MHz), "-" where none or no spans; then
 per file the median over its cases. Timings compare fairly where their clocks do: under sustained
@@ -34,7 +34,7 @@ def log_interval(samples):
 
 
 def clock_during(spans, samples, margin):
-    """Median SM clock of the samples within `margin` seconds of any span; None if there are none."""
+    """Median SM clock of the samples within `margin` seconds of any span; None if none are."""
     windows = [(datetime.fromtimestamp(b) - timedelta(seconds=margin),
                 datetime.fromtimestamp(e) + timedelta(seconds=margin)) for b, e in spans]
     clocks = [s[1] for s in samples

@@ -48,7 +48,9 @@ for round in 1 2 3 4; do
   ((round % 2)) || order=(colsplit det main)
   for t in "${order[@]}"; do
     case $t in
-      main) bench_run main main-det-r$round "${DET[@]}" && bench_run main main-small-r$round "${SMALL[@]}" ;;
+      main)
+        bench_run main main-det-r$round "${DET[@]}" &&
+          bench_run main main-small-r$round "${SMALL[@]}" ;;
       det) bench_run det det-r$round "${DET[@]}" ;;
       colsplit) bench_run colsplit colsplit-r$round "${SMALL[@]}" ;;
     esac

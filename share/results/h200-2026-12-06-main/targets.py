@@ -40,6 +40,11 @@ def geo(values):
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
+def half(row):
+    """Whether a result row is fp16 or bf16 (the dtypes of the targets against cuDNN)."""
+    return row["dtype"] in ("fp16", "bf16")
+
+
 def line(label, speeds, floor, list_below=True, note=lambda case: ""):
     """speeds: {case: speed}; one summary line, then (list_below) each case below floor, with
     note(case) after it."""
@@ -100,7 +105,6 @@ def report(pkg):
                 for b in ("cudnn", "flash", "efficient")
                 if os.path.exists(os.path.join(pkg, f"sdpa-{sweep}", f"sdpa-{b}.json"))}
         print(f"== {sweep}")
-        half = lambda r: r["dtype"] in ("fp16", "bf16")
         for p in ("fwd", "bwd"):
             if "cudnn" in sdpa:
                 line(f"{p} fp16/bf16 vs cudnn", against(
@@ -134,7 +138,6 @@ def case_speeds(pkg):
         if not (os.path.exists(cuf) and os.path.exists(cudnn)):
             continue
         ours = medians(cuf)
-        half = lambda r: r["dtype"] in ("fp16", "bf16")
         for c, s in against(ours, medians(cudnn), half).items():
             speeds[(sweep, "vs cudnn", c)] = s
         for c, (s, _) in deterministic_speeds(pkg, sweep, ours).items():

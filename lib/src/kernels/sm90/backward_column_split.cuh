@@ -318,7 +318,9 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
 // H = 8, S = 1k: 64 CTAs against 128, 0.82-0.88x the key-split time in fp16 and bf16, both
 // masks). Only below the 80-row blocks' rows (kBlocksOf80FromRows), where it was measured.
 inline bool column_split_pays(const AttentionShape& shape) {
-  const int64_t key_split_ctas = ceil_div(shape.seq_k, int64_t{128}) * shape.batch * shape.heads_kv;
+  constexpr int64_t kKeySplitKeys = BackwardTraits<128>::kBlockN;
+  const int64_t key_split_ctas =
+      ceil_div(shape.seq_k, kKeySplitKeys) * shape.batch * shape.heads_kv;
   return shape.seq_q < kBlocksOf80FromRows &&
          2 * key_split_ctas <= current_device_limits().multiprocessors;
 }
