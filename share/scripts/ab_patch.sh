@@ -10,7 +10,7 @@
 # summary.txt ends up in OUT_DIR/all.tgz, one file to copy back from a GPU machine.
 #
 #   share/scripts/ab_patch.sh PATCH OUT_DIR --sweep NAME --pass fwd|bwd|all [--filter REGEX]
-#       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic]
+#       [--group REGEX]... [--rounds N] [--deadline SECONDS] [--deterministic [--default-too]]
 #       [--patch PATCH]...
 #
 # --patch adds a candidate (cand2, cand3, ...): one call measures several patches against the
@@ -19,9 +19,11 @@
 # OUT_DIR must be new or empty (everything in it but the summary is packed and removed at the
 # end). Defaults: 2 rounds, a deadline of 400 seconds from the start, one group of every case.
 # --deterministic (with --pass bwd or all) times and verifies the deterministic backward in every
-# tree. Exit status: 0 when every step ran and passed; 1 when a tree, a patch, a build, a
-# candidate's `verify` or a bench run failed, or a step was left out for the deadline; 2 for a
-# bad argument.
+# tree; --default-too also times the checkout's default mode in each round (one more run, placed
+# first, last in even rounds) and gives every tree's deterministic / default speed against it, per
+# --group (share/tools/mode_speed.py; per case in mode-speed-TREE-rN.txt). Exit status: 0 when
+# every step ran and passed; 1 when a tree, a patch, a build, a candidate's `verify` or a bench run
+# failed, or a step was left out for the deadline; 2 for a bad argument.
 set -uo pipefail
 
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -34,10 +36,11 @@ PATCHES=("$(realpath -e -- "$1" 2>/dev/null)") && [[ -n ${PATCHES[0]} ]] ||
   fail_usage "no patch file $1"
 OUT_ARG=$(realpath -m -- "$2") || fail_usage "bad output folder $2"
 shift 2
-SWEEP='' PASS='' FILTER='.' ROUNDS=2 DEADLINE=400 RATIO_GROUPS=() EXTRA=()
+SWEEP='' PASS='' FILTER='.' ROUNDS=2 DEADLINE=400 RATIO_GROUPS=() EXTRA=() DEFAULT_TOO=0
 while (($#)); do
   case $1 in
     --deterministic) EXTRA+=(--deterministic); shift; continue ;;
+    --default-too) DEFAULT_TOO=1; shift; continue ;;
     --sweep | --pass | --filter | --group | --rounds | --deadline | --patch)
       [[ -n ${2:-} && ${2:-} != --* ]] || fail_usage "$1 needs a value" ;;
     *) fail_usage "unknown argument $1" ;;
@@ -60,6 +63,7 @@ done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail_usage "--rounds must be a positive integer"
 [[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || fail_usage "--deadline must be a positive integer"
 ((${#EXTRA[@]} == 0)) || [[ $PASS != fwd ]] || fail_usage "--deterministic needs --pass bwd or all"
+((DEFAULT_TOO == 0 || ${#EXTRA[@]} > 0)) || fail_usage "--default-too needs --deterministic"
 ((${#RATIO_GROUPS[@]})) || RATIO_GROUPS=('.')
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -119,16 +123,21 @@ out_of_time=0
 for ((round = 1; round <= ROUNDS && !out_of_time; ++round)); do
   # Even rounds run the trees in reverse: under load the GPU's clock falls within seconds (its
   # power cap), so a tree that always ran first would be timed on a cooler GPU than the others.
-  order=("${TREES[@]}")
-  ((round % 2)) || for ((k = 0; k < ${#TREES[@]}; ++k)); do
-    order[k]=${TREES[${#TREES[@]} - 1 - k]}
+  # (main-default: the checkout's default mode, with --default-too)
+  runs=("${TREES[@]}")
+  ((DEFAULT_TOO)) && runs=(main-default "${TREES[@]}")
+  order=("${runs[@]}")
+  ((round % 2)) || for ((k = 0; k < ${#runs[@]}; ++k)); do
+    order[k]=${runs[${#runs[@]} - 1 - k]}
   done
   for t in "${order[@]}"; do
     # (Out of time: the round's candidates that ran still get their ratios below.)
     ((SECONDS + run_seconds < DEADLINE)) || { left_out "round $round $t"; out_of_time=1; break; }
     began=$SECONDS
-    timeout "$bench_limit" "$(cli "$t")" bench --sweep "$SWEEP" --pass "$PASS" --filter "$FILTER" \
-      "${EXTRA[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1
+    tree=$t mode=("${EXTRA[@]}")
+    [[ $t == main-default ]] && tree=main mode=()
+    timeout "$bench_limit" "$(cli "$tree")" bench --sweep "$SWEEP" --pass "$PASS" \
+      --filter "$FILTER" "${mode[@]}" --out-dir "$O/$t-r$round" >"$O/logs/$t-r$round.log" 2>&1
     result=$?
     say "bench $t round $round: rc $result $((SECONDS - began)) s"
     ((result == 0)) || status=1
@@ -142,6 +151,16 @@ for ((round = 1; round <= ROUNDS && !out_of_time; ++round)); do
     per_case=$O/per-case-r$round.txt
     [[ $t == cand ]] || per_case=$O/per-case-$t-r$round.txt
     PER_CASE=1 python3 "$RATIOS" "$O/main-r$round" "$O/$t-r$round" >"$per_case" 2>&1
+  done
+  if ((!DEFAULT_TOO)) || [[ ! -f $O/main-default-r$round/results.json ]]; then continue; fi
+  for t in "${TREES[@]}"; do
+    [[ -f $O/$t-r$round/results.json ]] || continue
+    for group in "${RATIO_GROUPS[@]}"; do
+      mode_speed "$t deterministic / default speed round $round" "main-default-r$round" \
+        "$t-r$round" "$group"
+    done
+    PER_CASE=1 python3 share/tools/mode_speed.py "$O/main-default-r$round" "$O/$t-r$round" \
+      >"$O/mode-speed-$t-r$round.txt" 2>&1
   done
 done
 pack

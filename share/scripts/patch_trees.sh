@@ -1,8 +1,9 @@
 # Helpers of the measuring scripts in share/results/*/next/, sourced from the checkout's root:
 # trees of the checkout or of a revision, with patches applied, their builds, the tool each
-# built, ratios of two result folders and the packing of what a run wrote. The caller sets ROOT (the checkout's root), O
-# (the output folder, with logs/ in it) and RATIOS (a ratios.py of a results package).
-# O must be a folder of its own: pack() empties it.
+# built, ratios of two result folders (times; deterministic / default speeds) and the packing of
+# what a run wrote. The caller sets ROOT (the checkout's root), O (the output folder, with logs/
+# in it) and RATIOS (a ratios.py of a results package). O must be a folder of its own: pack()
+# empties it.
 if [[ -z ${O:-} || ! -d $O || $(cd "$O" && pwd) == "$(cd "${ROOT:-.}" && pwd)" ]]; then
   echo "patch_trees.sh: O ('${O:-}') must be an existing output folder, not the checkout" >&2
   exit 2
@@ -60,6 +61,11 @@ build_apps() {
   for t in "$@"; do [[ -x $(cli "$t") ]] || { say "the build of $t failed"; return 1; }; done
 }
 ratio() { say "$1: $(python3 $RATIOS "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"; }
+# mode_speed LABEL DEFAULT DETERMINISTIC [REGEX]...: the deterministic backward's speed relative
+# to the default one, two folders of O (share/tools/mode_speed.py).
+mode_speed() {
+  say "$1: $(python3 share/tools/mode_speed.py "$O/$2" "$O/$3" "${@:4}" | tr '\n' ';')"
+}
 # Everything but summary.txt into all.tgz, one file to carry back from the GPU machine.
 pack() {
   # (Written beside the folder, then moved in: tar reading the folder it writes into warns that

@@ -19,7 +19,7 @@ O=$(mkdir -p -- "$1" && cd -- "$1" && pwd) || exit 2
 DEADLINE=${2:-560}
 mkdir -p "$O/logs"
 RATIOS=share/results/h200-2026-12-04-query-blocks-80/ratios.py
-source share/scripts/patch_trees.sh  # say, checkout_tree, build_apps, cli, ratio, pack
+source share/scripts/patch_trees.sh  # say, checkout_tree, build_apps, cli, ratio, mode_speed, pack
 
 say "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
 for t in main twin stages; do checkout_tree "$t" || { say "no tree $t"; exit 1; }; done
@@ -64,22 +64,6 @@ bench_run() {  # TREE NAME ARGS...
   local began=$SECONDS
   timeout 100 "$(cli "$1")" bench "${@:3}" --out-dir "$O/$2" >"$O/logs/$2.log" 2>&1
   say "bench $2: rc $? $((SECONDS - began)) s"
-}
-# Deterministic / default speed of two folders: the default's median time over the
-# deterministic one's, case by case (the deterministic names end in /deterministic).
-mode_speed() {  # LABEL DEFAULT DETERMINISTIC
-  say "$1: $(python3 - "$O/$2" "$O/$3" <<'EOF'
-import json, math, sys
-def medians(folder, suffix):
-    rows = json.load(open(folder + "/results.json"))["benchmarks"]
-    return {r["run_name"].removesuffix(suffix): r["real_time"]
-            for r in rows if r.get("aggregate_name") == "median"}
-default, det = medians(sys.argv[1], ""), medians(sys.argv[2], "/deterministic")
-speeds = [default[c] / det[c] for c in sorted(set(default) & set(det))]
-geo = math.exp(sum(map(math.log, speeds)) / len(speeds))
-print(f"n={len(speeds)} geo {geo:.3f} min {min(speeds):.3f} max {max(speeds):.3f}")
-EOF
-)"
 }
 for round in 1 2 3 4; do
   order=(main twin stages)
