@@ -3,6 +3,7 @@
 // Results go to stdout (table or JSON), logs to stderr through spdlog. Every error ends in one
 // line on stderr and a documented exit code (cli/exit_codes.h).
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -77,6 +78,10 @@ int check_stdout(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that closed its end of stdout (`cuflash ... | head -1`) must not kill the process
+  // before it can roll its output folder back: ignored, SIGPIPE leaves the write failing
+  // (EPIPE), which check_stdout() and `run`'s folder commit handle as for a full disk.
+  std::signal(SIGPIPE, SIG_IGN);
   create_logger();
   CLI::App app{"cuflash " CUFLASH_VERSION ": FlashAttention forward and backward in CUDA.\n"
                "Run it, check it against a float64 CPU reference, and time it.",

@@ -1,6 +1,7 @@
 #include "bench/profiler.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,8 +174,17 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::strin
     posix_spawn_file_actions_addopen(&files, STDERR_FILENO, err_path.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
+  // The profiler gets SIGPIPE's default action back (cuflash ignores it, main.cpp).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attributes, &default_signals);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, args[0], &files, nullptr, args.data(), environ);
+  const int error = posix_spawn(&pid, args[0], &files, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&files);
   ProcessResult result;
   if (error != 0) {

@@ -30,12 +30,45 @@ std::string format_duration(double seconds) {
   return buffer;
 }
 
+// The length of the well-formed UTF-8 sequence at text[i] (1 to 4), or 0 where the bytes there
+// are none (a stray continuation byte, a truncated or overlong sequence, a surrogate, a code
+// point above U+10FFFF): RFC 3629's table of well-formed byte sequences.
+size_t utf8_sequence_length(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) {
+    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u;
+  };
+  const unsigned lead = byte(i);
+  const auto continuation = [&](size_t k, unsigned low = 0x80, unsigned high = 0xBF) {
+    return byte(k) >= low && byte(k) <= high;
+  };
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return continuation(i + 1) ? 2 : 0;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    const unsigned low = lead == 0xE0 ? 0xA0 : 0x80, high = lead == 0xED ? 0x9F : 0xBF;
+    return continuation(i + 1, low, high) && continuation(i + 2) ? 3 : 0;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    const unsigned low = lead == 0xF0 ? 0x90 : 0x80, high = lead == 0xF4 ? 0x8F : 0xBF;
+    return continuation(i + 1, low, high) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
 }  // namespace
 
+// JSON strings are Unicode: a path's bytes that are not UTF-8 (a file name in another encoding)
+// become U+FFFD, one for each such byte, so that every line still parses.
 std::string json_escape(const std::string& text) {
   std::string out;
-  for (const char ch : text) {
+  for (size_t i = 0; i < text.size();) {
+    const char ch = text[i];
     const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {
+      const size_t length = utf8_sequence_length(text, i);
+      out += length == 0 ? std::string("\\ufffd") : text.substr(i, length);
+      i += length == 0 ? 1 : length;
+      continue;
+    }
     switch (ch) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -51,6 +84,7 @@ std::string json_escape(const std::string& text) {
           out += ch;
         }
     }
+    ++i;
   }
   return out;
 }

@@ -83,6 +83,23 @@ inline Outcome cuflash(const std::string& args, const TempDir& tmp) {
   return run_shell(std::string("NO_COLOR=1 ") + CUFLASH_BINARY + " " + args, tmp);
 }
 
+// Runs the built cuflash with `args` and stdout a pipe whose reader has already exited (started
+// a second after it), so that the first write meets a closed pipe; returns cuflash's own exit
+// code (-1 when a signal ended it, as SIGPIPE would) and its stderr.
+struct ClosedPipeOutcome {
+  int exit_code;
+  std::string err;
+};
+inline ClosedPipeOutcome cuflash_into_closed_pipe(const std::string& args, const TempDir& tmp) {
+  const fs::path code = tmp.path / "pipe-exit-code.txt", err = tmp.path / "pipe-stderr.txt";
+  const std::string command = "(sleep 1; NO_COLOR=1 " + std::string(CUFLASH_BINARY) + " " + args +
+                              " 2>" + err.string() + "; echo $? >" + code.string() + ") | true";
+  run_shell(command, tmp);
+  const std::string status = slurp(code);
+  const int exit_code = status.empty() ? -2 : std::stoi(status);
+  return {exit_code > 128 ? -1 : exit_code, slurp(err)};
+}
+
 // A usage error: exit 2, one line on stderr that holds `words`, nothing on stdout.
 inline void require_usage_error(const std::string& args, const std::string& words) {
   TempDir tmp;

@@ -16,8 +16,10 @@
 #include "spawn_util.h"
 
 namespace fs = std::filesystem;
+using spawn_test::ClosedPipeOutcome;
 using spawn_test::count_lines;
 using spawn_test::cuflash;
+using spawn_test::cuflash_into_closed_pipe;
 using spawn_test::names_of;
 using spawn_test::Outcome;
 using spawn_test::run_shell;
@@ -189,6 +191,15 @@ TEST_CASE("run on the CPU backend", "[cli]") {
     CHECK(count_lines(o.out) == 2);
     CHECK(o.out.rfind("{\"tensor\": \"o\", \"shape\": [1, 8, 17, 8]", 0) == 0);
     CHECK(o.out.find("\"nonfinite\": 0") != std::string::npos);
+  }
+  SECTION("json: a path's bytes that are not UTF-8 become U+FFFD, its UTF-8 stays") {
+    const fs::path dir = tmp.path / "bad\xff\xfe-\xc3\xa9";
+    const Outcome o =
+        cuflash("run --backend cpu -s 17 -d 8 --format json -q --out-dir " + quoted(dir), tmp);
+    REQUIRE(o.exit_code == 0);
+    CHECK(o.out.find("bad\\ufffd\\ufffd-\xc3\xa9") != std::string::npos);
+    CHECK(o.out.find('\xff') == std::string::npos);
+    CHECK(fs::exists(dir / "o.npy"));
   }
   SECTION("auto without a GPU says so on stderr") {
     if (device_count() == 0) {
@@ -468,6 +479,17 @@ TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "
     CHECK(count_lines(o.err) == 1);
     CHECK(snapshot(dir) == before);
   }
+  SECTION("a summary to a reader that has gone: exit 3, the files are not moved in") {
+    REQUIRE(cuflash("run --backend cpu -s 64 -q --out-dir " + quoted(dir), tmp).exit_code == 0);
+    const auto before = snapshot(dir);
+    const ClosedPipeOutcome o = cuflash_into_closed_pipe(
+        "run --backend cpu -s 64 --seed 3 -q --out-dir " + quoted(dir), tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+    INFO("before: " << names_of(before) << "\nafter: " << names_of(snapshot(dir)));
+    CHECK(snapshot(dir) == before);
+  }
   SECTION("a write that fails half-way (a file size limit, as a full disk would) changes nothing") {
     // o.npy (16 KiB) and lse.npy fit under the limit (50 or 100 KiB, as the shell counts
     // ulimit -f blocks); dk.npy (256 KiB) does not. SIGXFSZ ignored: the write fails instead.
@@ -688,6 +710,14 @@ TEST_CASE("results that cannot be written to stdout: exit 3", "[cli]") {
     const Outcome o = run_shell(std::string("(NO_COLOR=1 ") + CUFLASH_BINARY + " " + args +
                                     " >/dev/full)",
                                 tmp);
+    CHECK(o.exit_code == 3);
+    CHECK(o.err.find("stdout") != std::string::npos);
+    CHECK(count_lines(o.err) == 1);
+  }
+  // A reader that has gone (`| head -1` done): the write fails, no SIGPIPE ends the process.
+  for (const char* args : {"-q run --backend cpu -s 8 -d 8", "info", "bench --list -s 8 -d 8"}) {
+    INFO(args);
+    const ClosedPipeOutcome o = cuflash_into_closed_pipe(args, tmp);
     CHECK(o.exit_code == 3);
     CHECK(o.err.find("stdout") != std::string::npos);
     CHECK(count_lines(o.err) == 1);
