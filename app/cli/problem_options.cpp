@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "cli/exit_codes.h"
@@ -117,6 +118,26 @@ CLI::Option* add_list(CLI::App& command, const std::string& name, std::vector<T>
       }
     });
   }
+  return option;
+}
+
+// An option that takes one comma list per call (the lengths of a batch's sequences): a second
+// occurrence is refused rather than appended (CLI11 would join them into one list).
+CLI::Option* add_single_list(CLI::App& command, const std::string& name,
+                             std::vector<int64_t>& values, const std::string& help) {
+  auto occurrences = std::make_shared<int>(0);
+  CLI::Option* option = command.add_option_function<std::vector<int64_t>>(
+      name,
+      [&values, occurrences, name](const std::vector<int64_t>& given) {
+        if (++*occurrences > 1) {
+          throw UsageError(name + " given " + std::to_string(*occurrences) +
+                           " times; it takes one comma list (e.g. " + name + " 512,1000,77)");
+        }
+        values = given;
+      },
+      help);
+  // (the callback then runs at each occurrence, with that occurrence's values alone)
+  option->delimiter(',')->trigger_on_parse();
   return option;
 }
 
@@ -370,16 +391,15 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists,
            "sequences of --seqlens packed one after another)" + list, allow_lists)
       ->check(CLI::IsMember(kLayoutNames));
   CLI::Option* seqlens =
-      command.add_option("--seqlens", o.seqlens,
-                         "A variable-length batch in --layout thd: the query length of each "
-                         "sequence (e.g. 512,1000,77), packed along the token axis; each "
-                         "sequence is its own attention (masks, window and ALiBi align to its "
-                         "lengths). Gives the batch and lengths: not with --batch, --seq, "
-                         "--seq-k");
-  seqlens->delimiter(',')->check(positive)->excludes(batch)->excludes(seq)->excludes(seq_k);
-  command.add_option("--seqlens-k", o.seqlens_k,
-                     "Key lengths of the --seqlens sequences, one each (default: = --seqlens)")
-      ->delimiter(',')
+      add_single_list(command, "--seqlens", o.seqlens,
+                      "A variable-length batch in --layout thd: the query length of each "
+                      "sequence (e.g. 512,1000,77), packed along the token axis; each "
+                      "sequence is its own attention (masks, window and ALiBi align to its "
+                      "lengths). Gives the batch and lengths: not with --batch, --seq, "
+                      "--seq-k");
+  seqlens->check(positive)->excludes(batch)->excludes(seq)->excludes(seq_k);
+  add_single_list(command, "--seqlens-k", o.seqlens_k,
+                  "Key lengths of the --seqlens sequences, one each (default: = --seqlens)")
       ->check(positive)
       ->needs(seqlens);
   add_list(command, "--splits", o.splits,
@@ -414,11 +434,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& o, bool allow_lists,
                list,
            allow_lists)
       ->check(kNonNegativeInt64);
-  command.add_option("--cache-seqlens", o.cache_seqlens,
-                     "Forward only: the keys of each batch entry, one per entry, each 1..seq_k "
-                     "(keys past an entry's length do not exist for it; the causal mask aligns "
-                     "to it); fp16 and bf16")
-      ->delimiter(',')
+  add_single_list(command, "--cache-seqlens", o.cache_seqlens,
+                  "Forward only: the keys of each batch entry, one per entry, each 1..seq_k "
+                  "(keys past an entry's length do not exist for it; the causal mask aligns "
+                  "to it); fp16 and bf16")
       ->check(positive);
   CLI::Option* files[] = {
       command.add_option("--q", o.q_file,

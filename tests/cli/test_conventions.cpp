@@ -99,6 +99,23 @@ TEST_CASE("options that were misread or silently ignored are refused", "[cli]") 
       CHECK(count_lines(o.err) == 1);
     }
   }
+  SECTION("a list of a batch's lengths given twice, in any subcommand: refused, not joined") {
+    for (const char* args :
+         {"run --backend cpu --layout thd -d 8 --seqlens 5 --seqlens 7",
+          "run --backend cpu --layout thd -d 8 --seqlens 5,7 --seqlens-k 3 --seqlens-k=4",
+          "run --backend cpu -b 2 -s 8 -d 8 --cache-seqlens 3 --cache-seqlens 5",
+          "bench --list --layout thd -d 8 --seqlens=5,7 --seqlens=4"}) {
+      INFO(args);
+      const Outcome o = cuflash(args, tmp);
+      CHECK(o.exit_code == 2);
+      CHECK(contains(o.err, "seqlens"));
+      CHECK(contains(o.err, " given 2 times; it takes one comma list"));
+      CHECK(count_lines(o.err) == 1);
+      CHECK(o.out.empty());
+    }
+    CHECK(cuflash("run --backend cpu --layout thd -d 8 -q --seqlens 5,7 --seqlens-k 3,4", tmp)
+              .exit_code == 0);
+  }
   SECTION("--rounds that leave a round fewer than 5 samples") {
     const Outcome o = cuflash("bench --list --rounds 7", tmp);  // 30 samples: at most 6 rounds
     CHECK(o.exit_code == 2);
