@@ -147,7 +147,13 @@ Selection select_cases(const BenchOptions& o) {
   }
   if (o.pass != "fwd") {
     for (const Problem& c : s.cases) {
-      require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)");
+      try {
+        require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)");
+      } catch (const UsageError& e) {
+        // A sweep file's case (its page_size or cache lengths): named with the file.
+        if (s.sweep_file.empty()) throw;
+        throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
+      }
     }
   }
   refuse_repeated_cases(s);

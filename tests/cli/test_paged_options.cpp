@@ -2,8 +2,8 @@
 // (exit 2, nothing written) for what they do not, and the CPU reference following the lengths.
 // No GPU needed.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "spawn_util.h"
@@ -46,6 +46,20 @@ TEST_CASE("paged options: bad page sizes and cache lengths are one-line usage er
   require_usage_error("bench -b 2 -s 1 --seq-k 100 --cache-seqlens 5,7 --pass fwd --profile "
                       "--out-dir never",
                       "--profile");
+}
+
+TEST_CASE("paged options: a sweep file's paged case without --pass fwd names the file and case",
+          "[cli][paged]") {
+  TempDir tmp;
+  const fs::path sweep = tmp.path / "paged.sweep";
+  std::ofstream(sweep) << "page_size=16 sq=64 d=64\n";
+  const Outcome o = cuflash("bench --list --sweep " + sweep.string(), tmp);
+  CHECK(o.exit_code == 2);
+  CHECK(o.err.find(sweep.string() + ": case ") != std::string::npos);
+  CHECK(o.err.find("/page:16: --page-size: forward only") != std::string::npos);
+  CHECK(o.err.find("--pass fwd") != std::string::npos);
+  CHECK(count_lines(o.err) == 1);
+  CHECK(cuflash("bench --list --pass fwd --sweep " + sweep.string(), tmp).exit_code == 0);
 }
 
 TEST_CASE("paged options: a refused case writes nothing", "[cli][paged]") {
