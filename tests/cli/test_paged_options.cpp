@@ -2,6 +2,7 @@
 // (exit 2, nothing written) for what they do not, and the CPU reference following the lengths.
 // No GPU needed.
 #include <catch2/catch.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
