@@ -96,6 +96,18 @@ void refuse_repeated_cases(const Selection& s) {
   }
 }
 
+// Runs `check` on case `c`; a refusal of a sweep file's case names the file and the case, since
+// the option it names was set by the file's line rather than typed.
+template <typename Check>
+void check_sweep_case(const Selection& s, const Problem& c, Check&& check) {
+  try {
+    check();
+  } catch (const UsageError& e) {
+    if (s.sweep_file.empty()) throw;
+    throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
+  }
+}
+
 Selection select_cases(const BenchOptions& o) {
   refuse_input_files(o.problem, "bench");
   Selection s;
@@ -137,23 +149,16 @@ Selection select_cases(const BenchOptions& o) {
         // them.
         if (o.problem.ranks != 0) c.ranks = static_cast<int>(o.problem.ranks);
         c.gpus = static_cast<int>(o.problem.gpus);
-        try {
-          check_case_size(c);  // --ranks / --gpus against the line's paging, lengths, splits
-        } catch (const UsageError& e) {
-          throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
-        }
+        // --ranks / --gpus against the line's paging, lengths, splits
+        check_sweep_case(s, c, [&] { check_case_size(c); });
       }
     }
   }
   if (o.pass != "fwd") {
     for (const Problem& c : s.cases) {
-      try {
-        require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)");
-      } catch (const UsageError& e) {
-        // A sweep file's case (its page_size or cache lengths): named with the file.
-        if (s.sweep_file.empty()) throw;
-        throw UsageError(s.sweep_file + ": case " + case_label(c) + ": " + e.what());
-      }
+      // (a sweep file's page_size or cache lengths)
+      check_sweep_case(s, c,
+                       [&] { require_forward_only(c, "--pass " + o.pass + " (add --pass fwd)"); });
     }
   }
   refuse_repeated_cases(s);
