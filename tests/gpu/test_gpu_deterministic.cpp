@@ -442,6 +442,76 @@ TEST_CASE("deterministic backward below 2k causal rows on many heads: the same b
   }
 }
 
+// Without a mask, on as many key blocks as query blocks in one key group, the wgmma kernels at
+// head_dim 64 rotate the dQ sums: key block k adds to query block (k + t) mod n at step t
+// (sm90/backward.cuh, dq_turns_rotate(); the unit test test_block_order.cu simulates the turns),
+// and waits for key blocks of its head that start after it. Checked where the choice is known:
+// the backward ran the rotated kernel. A small call (3 key blocks, GQA, rows and keys ending
+// inside a block; against the float64 reference, 100 runs, a workspace of NaN bytes) and one of
+// about four rounds of CTAs on 132 SMs (512 CTAs: 64 kv heads of 8 key blocks, 1000 rows and 1023
+// keys; 100 runs, and the default backward's gradients). fp32 runs the mma.sync kernels, whose
+// order stays from the first key block up.
+void check_backward_rotated(const LaunchRecord& record) {
+  if (!launch_choices_known_here()) {
+    WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
+    return;
+  }
+  const std::vector<KernelLaunch> launches = launches_of(record, "backward");
+  size_t rotated = 0;
+  for (const KernelLaunch& launch : launches) {
+    INFO(launch.kernel);
+    if (!starts_with(launch.kernel, "sm90::backward_kernel<")) continue;
+    const std::vector<std::string> arguments = template_arguments(launch.kernel);
+    REQUIRE(arguments.size() == 9);
+    CHECK(arguments[3] == "true");
+    rotated += arguments[8] == "(DqSumOrder)3";
+  }
+  CHECK(rotated == 1);
+}
+
+TEST_CASE("deterministic backward, dQ sums rotated: the same bits, and correct",
+          "[gpu][deterministic][rotated]") {
+  require_gpu();
+  uint64_t seed = 2000;
+  for (DType dtype : kDtypes) {
+    Problem small = make_problem(dtype, 64, Mask::none, 300, 301, 2, 4, 2, Layout::bhsd);
+    small.deterministic = true;
+    ++seed;
+    DYNAMIC_SECTION(describe(small)) {
+      {
+        LaunchRecord record;
+        for (const TensorCheck& check : run_and_check(small, seed)) {
+          INFO(check.report);
+          CHECK(check.pass);
+        }
+        if (dtype != DType::fp32) check_backward_rotated(record);
+      }
+      const CaseInputs in = make_inputs(small, seed);
+      check_same_bits_over_runs(small, in);
+      CHECK(backward_ignores_workspace_contents(small, in));
+    }
+  }
+  for (DType dtype : {DType::fp16, DType::bf16}) {
+    Problem rounds = make_problem(dtype, 64, Mask::none, 1000, 1023, 8, 32, 8, Layout::bhsd);
+    rounds.deterministic = true;
+    ++seed;
+    DYNAMIC_SECTION(describe(rounds)) {
+      const CaseInputs in = make_inputs(rounds, seed);
+      {
+        LaunchRecord record;
+        DeviceProblem device(rounds);
+        device.upload(in);
+        forward(device.forward_args());
+        backward(device.backward_args());
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        check_backward_rotated(record);
+      }
+      check_same_bits_over_runs(rounds, in);
+      check_against_default(rounds, in);
+    }
+  }
+}
+
 TEST_CASE("deterministic backward: its workspace holds the semaphores, one byte less is refused",
           "[gpu][deterministic]") {
   require_gpu();

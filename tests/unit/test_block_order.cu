@@ -5,6 +5,7 @@
 // those of each kv head alone (test_gpu_deterministic.cpp).
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/sm90/backward.cuh"
@@ -190,4 +191,123 @@ TEST_CASE(
   BackwardArgs windowed = deterministic(causal_call(DType::bf16, 16, 32, 32, 1024, 64));
   windowed.window = {256, 0};
   CHECK_FALSE(dq_sums_from_last_key(windowed, ctas(windowed), kSms));
+}
+
+TEST_CASE(
+    "wgmma backward: deterministic dQ sums rotated without a mask on as many key blocks as "
+    "query blocks, in one key group, at most one key block an SM",
+    "[unit][order]") {
+  constexpr int kSms = 132;
+  const auto rotates = [](const BackwardArgs& args) {
+    return detail::sm90::dq_turns_rotate<128, 128>(args, kSms);
+  };
+  const auto unmasked = [](DType dtype, int64_t batch, int64_t heads, int64_t heads_kv,
+                           int64_t seq_q, int64_t seq_k) {
+    BackwardArgs args = deterministic(causal_call(dtype, batch, heads, heads_kv, seq_q, 64));
+    args.shape.seq_k = seq_k;
+    args.mask = Mask::none;
+    return args;
+  };
+  // fa at head_dim 64 (16k tokens, 32 heads: 128 MiB of dQ, one key group), 512 to 2k rows:
+  // 4 to 16 key blocks a head; from 4k rows (32 key blocks) from the first key block up.
+  for (const int64_t seq : {512, 1024, 2048, 4096, 8192, 16384}) {
+    INFO("S " << seq);
+    const BackwardArgs args = unmasked(DType::bf16, 16384 / seq, 32, 32, seq, seq);
+    CHECK(rotates(args) == (seq <= 2048));
+    BackwardArgs by_default = args;
+    by_default.deterministic = false;
+    CHECK_FALSE(rotates(by_default));
+    BackwardArgs causal = args;
+    causal.mask = Mask::causal_bottom_right;
+    CHECK_FALSE(rotates(causal));
+    BackwardArgs windowed = args;
+    windowed.window = {256, -1};
+    CHECK_FALSE(rotates(windowed));
+    // Bounded on the right alone (no variant): key blocks past a query block's band meet it not.
+    for (const int64_t right : {int64_t{17}, int64_t{2000}}) {
+      windowed.window = {-1, right};
+      CHECK_FALSE(rotates(windowed));
+    }
+  }
+  // As many blocks with other lengths (1000 rows and 1023 keys: 8 each), GQA; a key block too
+  // few or too many; more key blocks than SMs (8 on 7); key groups (seed at 1k: four).
+  const BackwardArgs gqa = unmasked(DType::fp16, 8, 32, 8, 1000, 1023);
+  CHECK(rotates(gqa));
+  CHECK_FALSE((detail::sm90::dq_turns_rotate<128, 128>(gqa, 7)));
+  CHECK_FALSE(rotates(unmasked(DType::fp16, 8, 32, 8, 1000, 1025)));
+  CHECK_FALSE(rotates(unmasked(DType::fp16, 8, 32, 8, 1025, 1000)));
+  CHECK_FALSE(rotates(unmasked(DType::fp16, 1, 8, 8, 1024, 1024)));
+  CHECK(rotates(unmasked(DType::fp16, 1, 8, 8, 300, 300)));        // 3 key blocks: one group
+  CHECK_FALSE(rotates(unmasked(DType::fp16, 1, 8, 8, 100, 100)));  // one key block
+  // Kernels whose query blocks are shorter than their key blocks (head_dim 128: 64 rows).
+  CHECK_FALSE((
+      detail::sm90::dq_turns_rotate<64, 128>(unmasked(DType::bf16, 16, 16, 16, 1024, 1024), kSms)));
+}
+
+namespace {
+
+// The deterministic dQ sums of one kv head without a mask (key and query blocks of 128),
+// simulated in lockstep: at each step every key block whose next query block holds its turn
+// (the semaphore as the step began) adds its part. Returns the steps until every key block has
+// added to every query block of every query head, after checking that each (query head, query
+// block) sees turns 0, 1, ..., n - 1 once each and that no step passes without an add (no key
+// block waits forever).
+int64_t steps_to_sum_dq(const BackwardArgs& args, detail::DqSumOrder order) {
+  constexpr int kBlock = 128;
+  const detail::ProblemParams p = detail::problem_params(args);
+  const int64_t key_blocks = (p.seq_k + kBlock - 1) / kBlock;
+  const int64_t query_blocks = (p.seq_q + kBlock - 1) / kBlock;
+  std::vector<detail::QueryBlockSchedule<kBlock>> schedules;
+  for (int64_t k = 0; k < key_blocks; ++k) {
+    schedules.push_back(detail::query_block_schedule<kBlock, kBlock, false>(p, k * kBlock, order));
+    REQUIRE(schedules.back().count == query_blocks * p.heads_per_kv);
+  }
+  std::vector<int> semaphore(size_t(p.heads_per_kv * query_blocks), 0);
+  std::vector<int64_t> done(size_t(key_blocks), 0);
+  int64_t steps = 0;
+  for (int64_t left = key_blocks * schedules[0].count; left > 0; ++steps) {
+    const std::vector<int> at_start = semaphore;
+    int64_t added = 0;
+    for (int64_t k = 0; k < key_blocks; ++k) {
+      const auto& schedule = schedules[size_t(k)];
+      const int64_t it = done[size_t(k)];
+      if (it == schedule.count) continue;
+      const int64_t head = schedule.head(p, 0, uint32_t(it));
+      const int64_t q0 = schedule.q0(p, uint32_t(it));
+      const int turn = order == detail::DqSumOrder::rotated
+                           ? detail::dq_turn_rotated(schedule, q0, int(k))
+                           : detail::dq_turn_from_first<kBlock>(p, q0, int(k), 0);
+      REQUIRE(turn >= 0);
+      REQUIRE(turn < key_blocks);
+      const size_t sum = size_t(head * query_blocks + q0 / kBlock);
+      if (at_start[sum] != turn) continue;
+      ++semaphore[sum];
+      ++done[size_t(k)];
+      ++added;
+    }
+    INFO("step " << steps);
+    REQUIRE(added > 0);
+    left -= added;
+  }
+  for (const int adds : semaphore) CHECK(adds == key_blocks);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("deterministic dQ sums: rotated, no key block waits for a chain", "[unit][order]") {
+  // GQA (two query heads a kv head), rows and keys of as many blocks (8, 8, 4 and 3).
+  for (const auto& [seq_q, seq_k] :
+       {std::pair<int64_t, int64_t>{1024, 1024}, {1000, 1023}, {512, 512}, {300, 300}}) {
+    BackwardArgs args = deterministic(causal_call(DType::bf16, 1, 2, 1, seq_q, 64));
+    args.shape.seq_k = seq_k;
+    args.mask = Mask::none;
+    const int64_t blocks = (seq_k + 127) / 128;
+    const int64_t iterations = 2 * blocks;
+    INFO("Sq " << seq_q << " Sk " << seq_k);
+    // Rotated: every key block adds at every step; from the first key block up the last one
+    // starts n - 1 steps late.
+    CHECK(steps_to_sum_dq(args, detail::DqSumOrder::rotated) == iterations);
+    CHECK(steps_to_sum_dq(args, detail::DqSumOrder::first_key_first) == iterations + blocks - 1);
+  }
 }

@@ -356,7 +356,12 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // CTAs are dispatched in order of linear index, so those were started first and are running or
 // done, and (by induction from the key block that adds first) none of them waits forever. Key
 // groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key
-// blocks, in the same direction, on its own semaphores.
+// blocks, in the same direction, on its own semaphores. DqSumOrder::rotated (one group) gives
+// each query block its own order, (b, b - 1, ..., b + 1) mod n at query block b, and makes key
+// blocks wait for later CTAs of their head: there progress takes the head's n CTAs to hold SMs
+// at once, which the launch's condition gives (dq_turns_rotate(): n at most the SMs; the heads
+// before one that started are all started, need nothing else, and end). Every key block's turn
+// t at one query block follows its neighbour's turn t - 1 at the same block, taken a step before.
 
 // Which group of keys (dq_sum_groups(), workspace.h) key block `key_block` adds its dQ with:
 // the groups are dq_groups.keys consecutive keys each, a multiple of every kernel's key block.

@@ -135,8 +135,17 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 //                     heads (sm90/backward.cuh, dq_sums_from_last_key()). The query block's last
 //                     key block adds first; CTAs start with a kv head's last key block
 //                     (backward_block_order()); key blocks visit their query blocks upwards.
-// Either way a key block only ever waits for key blocks whose CTAs started before it.
-enum class DqSumOrder { unordered, first_key_first, last_key_first };
+//   rotated:          deterministic mode of the wgmma kernels where every key block of a kv head
+//                     meets every query block and there are as many key blocks as query blocks
+//                     (sm90/backward.cuh, dq_turns_rotate()): key block k visits query block
+//                     (k + t) mod n at step t and takes turn t there, so at every step each
+//                     key block adds to a query block of its own, one step after the key block
+//                     above it (mod n) did: no chain of waits builds up along the head.
+// first_key_first and last_key_first: a key block only ever waits for key blocks whose CTAs
+// started before it. rotated: key block k waits for k + 1, ..., k + t (mod n), some of which
+// start after it; those of a head are consecutive CTAs, so with at most one CTA an SM and no
+// more key blocks than SMs the head's CTAs still all get an SM (dq_turns_rotate()).
+enum class DqSumOrder { unordered, first_key_first, last_key_first, rotated };
 
 // The backward's CTA order: block_order(), with a kv head's key blocks from the last one down
 // for DqSumOrder::last_key_first.
@@ -164,6 +173,8 @@ __device__ __forceinline__ BlockOrder backward_block_order(Index heads_together,
 //   blocks start first, which leaves the heavy ones to run alone at the end where a grid has few
 //   heads and long sequences (H200, fp32, B = 1, H = 8, causal, S = 4k, 0.64-0.67x the default
 //   backward's speed), but not where they are short (performance log).
+// - rotated, blocks upwards from the key block's own index, wrapping around: without a mask,
+//   key block k takes turn t at step t, one step after key block k + 1 (mod n) did there.
 // The head is worked out at each iteration rather than kept: the kernels that use this sit at
 // the register limit.
 template <int kBlockM>
@@ -172,31 +183,38 @@ struct QueryBlockSchedule {
   int64_t blocks_per_head;
   int64_t count;  // iterations
   DqSumOrder sum_order;
+  int64_t first_visit;  // rotated: the query block visited first (relative to first_m_block)
   // Iteration `it`'s head and first query row, in the arithmetic of the counter's type: the
   // sm90 kernels count in 32 bits (count < 2^32: a query block is 64 rows of a Q that fits in
   // memory), where a division is a few instructions rather than a 64-bit routine.
   template <typename Counter>
-  __device__ int64_t head(const ProblemParams& p, int64_t kv_head, Counter it) const {
+  __host__ __device__ int64_t head(const ProblemParams& p, int64_t kv_head, Counter it) const {
     const Counter in_group = sum_order != DqSumOrder::unordered ? it % Counter(p.heads_per_kv)
                                                                 : it / Counter(blocks_per_head);
     return kv_head * p.heads_per_kv + int64_t(in_group);
   }
   template <typename Counter>
-  __device__ int64_t q0(const ProblemParams& p, Counter it) const {
+  __host__ __device__ int64_t q0(const ProblemParams& p, Counter it) const {
     int64_t block = 0;
     if (sum_order == DqSumOrder::unordered) {
       block = first_m_block + int64_t(it % Counter(blocks_per_head));
     } else {
       const int64_t step = int64_t(it / Counter(p.heads_per_kv));
-      block = sum_order == DqSumOrder::last_key_first ? first_m_block + step
-                                                      : first_m_block + blocks_per_head - 1 - step;
+      if (sum_order == DqSumOrder::rotated) {
+        const int64_t visit = first_visit + step;  // both below blocks_per_head
+        block = first_m_block + (visit < blocks_per_head ? visit : visit - blocks_per_head);
+      } else {
+        block = sum_order == DqSumOrder::last_key_first
+                    ? first_m_block + step
+                    : first_m_block + blocks_per_head - 1 - step;
+      }
     }
     return block * kBlockM;
   }
 };
 
 template <int kBlockM, int kBlockN, bool kLeftBound>
-__device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
+__host__ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
     const ProblemParams& p, int64_t k0, DqSumOrder sum_order) {
   QueryBlockSchedule<kBlockM> schedule{};
   // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
@@ -215,6 +233,9 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
   }
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
   schedule.sum_order = sum_order;
+  if (sum_order == DqSumOrder::rotated && schedule.blocks_per_head > 0) {
+    schedule.first_visit = k0 / kBlockN % schedule.blocks_per_head;
+  }
   return schedule;
 }
 
@@ -228,8 +249,8 @@ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
 // (dq_sum_groups(), workspace.h) are ranges [group_begin, group_end) of keys, multiples of
 // kBlockN; with one group, [0, seq_k or more).
 template <int kBlockN>
-__device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_t q0,
-                                                  int key_block, int64_t group_begin) {
+__host__ __device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_t q0,
+                                                           int key_block, int64_t group_begin) {
   const int64_t first_key = q0 + p.band_first;  // below 0 without a left bound
   const int64_t key_begin = first_key > group_begin ? first_key : group_begin;
   return key_block - static_cast<int>(key_begin / kBlockN);
@@ -238,10 +259,20 @@ __device__ __forceinline__ int dq_turn_from_first(const ProblemParams& p, int64_
 // The same counted from the last of the group's key blocks that meet the query block
 // (DqSumOrder::last_key_first): group_end is the group's end, a multiple of kBlockN.
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p, int64_t q0, int key_block,
-                                                 int64_t group_end) {
+__host__ __device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p, int64_t q0,
+                                                          int key_block, int64_t group_end) {
   const int64_t key_end = min64(min64(q0 + kBlockM + p.band_last, p.seq_k), group_end);
   return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
+}
+
+// The same for DqSumOrder::rotated (one key group, as many key blocks as query blocks, every
+// one meeting every query block): key block k reaches query block b at step (b - k) mod n,
+// which is its turn there.
+template <int kBlockM>
+__host__ __device__ __forceinline__ int dq_turn_rotated(const QueryBlockSchedule<kBlockM>& schedule,
+                                                        int64_t q0, int key_block) {
+  const int64_t turn = q0 / kBlockM - schedule.first_m_block - key_block;
+  return static_cast<int>(turn >= 0 ? turn : turn + schedule.blocks_per_head);
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

@@ -407,6 +407,8 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
       const int turn =
           schedule.sum_order == DqSumOrder::last_key_first
               ? dq_turn_from_last<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end)
+          : schedule.sum_order == DqSumOrder::rotated
+              ? dq_turn_rotated(schedule, q0, key_block)
               : dq_turn_from_first<Traits::kBlockN>(p, q0, key_block, group_begin);
       store = base.dq_groups.first_turn_stores && turn == 0;
       wait_for_dq_turn(semaphore, turn);
@@ -608,9 +610,10 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
 // (base.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled with
 // kVariants only); kVarlen: a varlen batch without variants on the default kernel (the variant
-// kernels take varlen batches too); kLastKeyFirst: the deterministic dense kernel's dQ sums
-// from each query block's last key block down (DqSumOrder::last_key_first,
-// dq_sums_from_last_key()), else from its first up. Template flags rather than runtime ones,
+// kernels take varlen batches too); kDenseOrder: the order of the deterministic dense kernel's
+// dQ sums, from each query block's first key block up (DqSumOrder::first_key_first), from its
+// last down (last_key_first, dq_sums_from_last_key()) or rotated (dq_turns_rotate()); the other
+// kernels keep the default. Template flags rather than runtime ones,
 // because the kernels sit at the register limit (the sums' epilogue as a runtime branch: 3-4 %
 // slower at head_dim 128; the variant kernel running a varlen batch: 19 % slower than this one,
 // measured before its softcap slopes left the registers; the dQ sums' order as a runtime
@@ -618,7 +621,7 @@ __device__ __forceinline__ void stage_dq_transposed(float* stage, const float (&
 // up to 16 % at 1k without a mask; H100, share/results/h100-2026-12-06-det-last-key/).
 template <typename Element, int kHeadDim, bool kVariants, bool kDeterministic, bool kSums = false,
           bool kVarlen = false, bool kBlocksOf80 = false, bool kWalk = false,
-          bool kLastKeyFirst = false>
+          DqSumOrder kDenseOrder = DqSumOrder::first_key_first>
 __global__ void __launch_bounds__(
     BackwardKernelTraits<kHeadDim, kDeterministic, kVariants, kBlocksOf80>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
@@ -628,8 +631,10 @@ __global__ void __launch_bounds__(
                 "query blocks of 80 on the default and deterministic dense kernels only");
   static_assert(!kWalk || !(kVariants || kDeterministic || kSums || kVarlen || kBlocksOf80),
                 "the walk: the default dense kernels on query blocks of 64 or 128 only");
-  static_assert(!kLastKeyFirst || (kDeterministic && !(kVariants || kBlocksOf80)),
-                "sums from the last key block down: the deterministic dense kernel only");
+  static_assert(
+      kDenseOrder == DqSumOrder::first_key_first || (kDeterministic && !(kVariants || kBlocksOf80)),
+      "other sum orders: the deterministic dense kernel only");
+  static_assert(kDenseOrder != DqSumOrder::unordered, "a deterministic order");
   // kWalk: a CTA an SM walks key blocks (KeyBlockWalk; backward_walk_pays()); else one a CTA.
   using Smem = BackwardSmem<Traits>;
   static_assert(!kWalk || 2 * Smem::KvTile::kBytes <= offsetof(typename Traits::Storage, lse) -
@@ -668,9 +673,7 @@ __global__ void __launch_bounds__(
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
   const int lane = thread % 32;
-  constexpr DqSumOrder kSumOrder = !kDeterministic ? DqSumOrder::unordered
-                                   : kLastKeyFirst ? DqSumOrder::last_key_first
-                                                   : DqSumOrder::first_key_first;
+  constexpr DqSumOrder kSumOrder = kDeterministic ? kDenseOrder : DqSumOrder::unordered;
   // (32-bit arithmetic: only dense calls interleave, interleaved_heads(), whose grid has fewer
   // CTAs than K has 2 KiB blocks: below 2^32 for any K in memory)
   const BlockOrder order = backward_block_order<uint32_t>(base.heads_together, kSumOrder);
@@ -1140,6 +1143,37 @@ inline bool dq_sums_from_last_key(const BackwardArgs& args, int64_t ctas, int mu
          interleaved_heads(args) == 1 && ctas >= 2 * int64_t(multiprocessors);
 }
 
+// Whether a deterministic call rotates its dQ sums (DqSumOrder::rotated): from the first key
+// block up, without a mask, every key block of a head waits for the one before it at every
+// query block, and the last one's adds run n - 1 hand-overs behind its products, which its
+// stages absorb only for a few blocks; with one CTA an SM nothing else runs meanwhile (H200,
+// `fa` head_dim 64 without a mask at 1k-2k rows, 0.834-0.840x the default's speed). Rotated, each
+// key block hands over to the one below it one step later at every query block. It takes every
+// key block meeting every query block (no mask, no window, not even one bounded on the right
+// alone, which is no variant; no variants; a dense batch), as many key blocks
+// as query blocks (kernels whose query blocks are as tall as their key blocks: head_dim 64),
+// one key group (the groups of small problems already cut the chain), and a head of at most
+// kRotatedUpToKeyBlocks key blocks. A head's CTAs then wait for later ones of the same head
+// (DqSumOrder): for progress those need SMs of their own (no more key blocks than SMs, and no
+// kernel alongside holding more than SMs - n of them for its whole run), and for speed they must
+// start soon after. Measured (H100, `fa` head_dim 64 without a mask, deterministic time against
+// first-key-first, medians): 0.85-0.94 at 512-2k rows; with a bound of 128, 0.91-0.94 at 4k,
+// 0.94-0.96 at 8k, 1.02 at 16k (share/results/h100-2026-12-07-dq-rotated/). The bound stays at
+// 16 key blocks (2k rows): there the first-key-first order cost most (0.83-0.87x the default's
+// speed; 0.89-0.93x at 4k-8k), and the SMs a head must hold at once stay few. As with
+// dq_sums_from_last_key(), dQ's bits follow the order, which here depends on the SM count too.
+inline constexpr int64_t kRotatedUpToKeyBlocks = 16;
+template <int kBlockM, int kBlockN>
+bool dq_turns_rotate(const BackwardArgs& args, int multiprocessors) {
+  const AttentionShape& s = args.shape;
+  const int64_t key_blocks = ceil_div(s.seq_k, kBlockN);
+  return kBlockM == kBlockN && args.deterministic && args.mask == Mask::none &&
+         !args.window.bounded() && !uses_variant_kernels(args) && !args.varlen.enabled() &&
+         key_blocks > 1 && key_blocks == ceil_div(s.seq_q, kBlockM) &&
+         key_blocks <= kRotatedUpToKeyBlocks && key_blocks <= multiprocessors &&
+         dq_groups_of(args).count == 1;
+}
+
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs
 // that walk several key blocks overlap one's dK/dV stores and the next one's first loads, which
 // pays where a key block meets few query blocks; elsewhere the walking kernel's consumer loop,
@@ -1209,17 +1243,27 @@ bool launch_key_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   params.base.num_n_blocks = ceil_div(shape.seq_k, Traits::kBlockN);
   params.base.heads_together = uint32_t(interleaved_heads(args));
   launch_backward_prologue<Element, kTileDim>(params.base, stream);
-  const bool last_key_first =
-      dq_sums_from_last_key(args, tiles, current_device_limits().multiprocessors);
+  const int multiprocessors = current_device_limits().multiprocessors;
+  const bool last_key_first = dq_sums_from_last_key(args, tiles, multiprocessors);
+  const bool rotated =
+      !blocks_of_80 && dq_turns_rotate<Traits::kBlockM, Traits::kBlockN>(args, multiprocessors);
+  constexpr auto kLastKeyFirst = DqSumOrder::last_key_first;
   auto* kernel =
       variants ? (deterministic ? &backward_kernel<Element, kHeadDim, true, true>
                                 : &backward_kernel<Element, kHeadDim, true, false>)
       : varlen ? &backward_kernel<Element, kHeadDim, false, false, false, true>
       : last_key_first
-          ? &backward_kernel<Element, kHeadDim, false, true, false, false, false, false, true>
+          ? &backward_kernel<Element, kHeadDim, false, true, false, false, false, false,
+                             kLastKeyFirst>
       : deterministic ? &backward_kernel<Element, kHeadDim, false, true>
       : walk          ? &backward_kernel<Element, kHeadDim, false, false, false, false, false, true>
                       : &backward_kernel<Element, kHeadDim, false, false>;
+  if constexpr (Traits::kBlockM == Traits::kBlockN) {  // dq_turns_rotate()
+    if (rotated) {
+      kernel = &backward_kernel<Element, kHeadDim, false, true, false, false, false, false,
+                                DqSumOrder::rotated>;
+    }
+  }
   if (args.sums.enabled()) {
     kernel = deterministic ? &backward_kernel<Element, kHeadDim, true, true, true>
                            : &backward_kernel<Element, kHeadDim, true, false, true>;
