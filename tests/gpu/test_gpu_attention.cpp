@@ -699,8 +699,9 @@ TEST_CASE("the kernel family is the one this build and device call for", "[gpu][
 // test's first shape) and on a small causal grid of 128-row tiles, a decoding row on the split
 // kernel (with its merge when it splits the keys), and the backward's three kernels in their
 // order: at head_dim 128 on the column-split kernel where the key-split grid would fill at most
-// half the SMs (4 heads at 1k: 32 CTAs of 128 keys), on the key-split one where it fills more
-// (16 heads: 128). Elsewhere: every launch named and counted to its call.
+// half the SMs (4 heads at 1k: 32 CTAs of 128 keys; in deterministic mode too under a causal
+// mask, its kernel with ordered dQ sums; without a mask on the key-split one), on the key-split
+// one where it fills more (16 heads: 128). Elsewhere: every launch named and counted to its call.
 TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches]") {
   require_gpu();
   const bool hopper_sxm = launch_choices_known_here();
@@ -744,6 +745,12 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   CHECK(both.back().call == "backward");
   const std::vector<KernelLaunch> wider = run_recorded(
       make_problem(DType::bf16, 128, Mask::none, 1024, 1024, 1, 16, 16, Layout::bhsd), true);
+  Problem ordered =
+      make_problem(DType::bf16, 128, Mask::causal_bottom_right, 1024, 1024, 1, 4, 4, Layout::bhsd);
+  ordered.deterministic = true;
+  const std::vector<KernelLaunch> deterministic = run_recorded(ordered, true);
+  ordered.mask = Mask::none;
+  const std::vector<KernelLaunch> deterministic_unmasked = run_recorded(ordered, true);
   if (!hopper_sxm) {
     WARN("the kernels' names are not checked: they are known for wgmma on 132 SMs");
     return;
@@ -772,11 +779,21 @@ TEST_CASE("a LaunchRecord names the kernels each call launched", "[gpu][launches
   const std::vector<std::string> small_grid = backward_kernels(both);
   REQUIRE(small_grid.size() == 3);
   CHECK(starts_with(small_grid[0], "backward_row_dot_kernel<__nv_bfloat16, 128"));
-  CHECK(starts_with(small_grid[1], "sm90::column_split_backward_kernel<__nv_bfloat16, 128"));
+  CHECK(small_grid[1] == "sm90::column_split_backward_kernel<__nv_bfloat16, 128, false>");
   CHECK(starts_with(small_grid[2], "backward_dq_convert_kernel<__nv_bfloat16, 128"));
   const std::vector<std::string> key_split = backward_kernels(wider);
   REQUIRE(key_split.size() == 3);
   CHECK(starts_with(key_split[1], "sm90::backward_kernel<__nv_bfloat16, "));
+  const std::vector<std::string> ordered_sums = backward_kernels(deterministic);
+  REQUIRE(ordered_sums.size() == 3);
+  CHECK(ordered_sums[1] == "sm90::column_split_backward_kernel<__nv_bfloat16, 128, true>");
+  const std::vector<std::string> unmasked_sums = backward_kernels(deterministic_unmasked);
+  REQUIRE(unmasked_sums.size() == 3);
+  CHECK(starts_with(unmasked_sums[1], "sm90::backward_kernel<__nv_bfloat16, "));
+  const std::vector<std::string> arguments = template_arguments(unmasked_sums[1]);
+  REQUIRE(arguments.size() == 9);
+  CHECK(arguments[1] == "128");
+  CHECK(arguments[3] == "true");  // kDeterministic
 }
 
 // Moves a tensor's pointer off the alignment cudaMalloc gives (256 bytes).
@@ -992,13 +1009,15 @@ TEST_CASE("sanitizer subset: the deterministic backward in fp32", "[gpu][sanitiz
 // dQ conversion's reads of those rows as uninitialized (7224 reports on an H100 without a mask,
 // while the results matched the reference in the same run): the tool does not appear to track
 // the bulk copy's writes. gpu_check.sh runs these cases under the other three tools only
-// ("[bulk-store]").
+// ("[bulk-store]"). The third case's sums are rotated (300 x 301 rows without a mask: three key
+// blocks and three query blocks of 128, sm90/backward.cuh's dq_turns_rotate()).
 TEST_CASE("sanitizer subset: the deterministic backward in bf16, causal and without a mask",
           "[gpu][sanitizer][bulk-store]") {
   require_gpu();
   uint64_t seed = 5110;
-  for (const Mask mask : {Mask::causal_bottom_right, Mask::none}) {
-    const Problem c = sanitizer_deterministic_case(DType::bf16, mask);
+  for (const Problem& c : {sanitizer_deterministic_case(DType::bf16, Mask::causal_bottom_right),
+                           sanitizer_deterministic_case(DType::bf16, Mask::none),
+                           sanitizer_deterministic_case(DType::bf16, Mask::none, 300, 301)}) {
     DYNAMIC_SECTION(describe(c)) { check_case(c, seed); }
     ++seed;
   }
@@ -1035,6 +1054,18 @@ TEST_CASE("sanitizer subset: the deterministic backward on query blocks of 80",
   LaunchRecord record;
   check_case(c, 5130);
   check_backward_on_blocks_of_80(record, true);
+}
+
+// The deterministic backward on the column-split kernel at head_dim 128 (small grids,
+// column_split_pays(): 113 rows and 203 keys on 2 kv heads, 4 CTAs of 128 keys; causal masks
+// only), two dQ stages whose turns go from the first key block up; bulk stores as above.
+TEST_CASE("sanitizer subset: the deterministic column-split backward at head_dim 128",
+          "[gpu][sanitizer][bulk-store]") {
+  require_gpu();
+  for (const Mask mask : {Mask::causal_bottom_right, Mask::causal_top_left}) {
+    const Problem c = sanitizer_case(DType::bf16, 128, mask, true, 113, 203, 4, 2);
+    DYNAMIC_SECTION(describe(c)) { check_case(c, mask == Mask::causal_bottom_right ? 5140 : 5141); }
+  }
 }
 
 }  // namespace

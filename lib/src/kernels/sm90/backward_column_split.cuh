@@ -5,7 +5,8 @@
 //
 // Same contract as sm90/backward.cuh (row_dot and dq_convert kernels around it; dQ added to the
 // fp32 accumulator as there, by one bulk reduce per query block from swizzled rows, staged in a
-// stage of its own at 192 and in the block's Q/dO slot at 256). One CTA per (key block of 64, kv
+// stage of its own at 128 and 192 (two at 128 in deterministic mode) and in the block's Q/dO slot
+// at 256). One CTA per (key block of 64, kv
 // head, batch); the producer warpgroup loads K and V once, then Q, dO, LSE and D of every query
 // block into kStages slots (produce_backward_tiles()). Per query block of 64:
 //   warpgroup 0: S^T  = K Q^T                 wgmma, 64 keys x 64 queries, K = head_dim
@@ -19,9 +20,10 @@
 // Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
 // reaches the products in both kernels.
-// Variants, deterministic dQ, fp32 sums and varlen batches are not here:
-// launch_column_split_backward() returns false for them and the mma.sync kernel runs them
-// (above 128; at 128 the key-split kernel).
+// Variants, fp32 sums and varlen batches are not here, nor deterministic dQ above 128 or without
+// a mask: launch_column_split_backward() returns false for them and the mma.sync kernel runs them
+// (above 128; at 128 the key-split kernel). At 128 under a causal mask deterministic dQ is
+// (kDeterministic).
 #pragma once
 
 #include <cstddef>
@@ -112,11 +114,16 @@ __device__ __forceinline__ void load_transposed_block(float (&block)[kTiles][4],
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim>::kThreads, 1)
+// kDeterministic: each query block's dQ summed from its first key block up (reduce_dq()); the
+// grid in plain order, a kv head's key blocks together (the key-split kernel may interleave heads
+// under a causal mask, interleaved_heads()): on the grids column_split_pays() admits every CTA
+// holds an SM from the start, so the order decides no wait. Causal calls only
+// (launch_column_split_backward() says why).
+template <typename Element, int kHeadDim, bool kDeterministic = false>
+__global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim, kDeterministic>::kThreads, 1)
     column_split_backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = ColumnSplitBackwardConfig<kHeadDim>;
+  using Traits = ColumnSplitBackwardConfig<kHeadDim, kDeterministic>;
   using Smem = BackwardSmem<Traits>;
   using Storage = typename Traits::Storage;
   constexpr int kBlockM = Traits::kBlockM;
@@ -134,8 +141,9 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim>::kThreads,
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule =
-      query_block_schedule<kBlockM, kBlockN, false>(p, k0, DqSumOrder::unordered);
+  constexpr DqSumOrder kSumOrder =
+      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
+  const auto schedule = query_block_schedule<kBlockM, kBlockN, false>(p, k0, kSumOrder);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -151,8 +159,8 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim>::kThreads,
       produce_backward_tiles<Traits, false>(params, smem, smem_tiles, SequenceStart<false>{p},
                                             schedule, k0, batch, kv_head, lane);
     } else if (thread == kConsumers + 32) {
-      reduce_dq<Traits, false>(base, smem, SequenceStart<false>{p}, schedule, batch, kv_head,
-                               int(k0 / kBlockN));
+      reduce_dq<Traits, kDeterministic>(base, smem, SequenceStart<false>{p}, schedule, batch,
+                                        kv_head, int(k0 / kBlockN));
     }
     return;
   }
@@ -283,22 +291,16 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim>::kThreads,
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// Launches the prologue, the column-split backward and the dQ conversion; returns false
-// (launching nothing) for what this kernel does not do (variants, fp32 sums, deterministic dQ,
-// varlen batches) and when a tensor cannot be described to TMA, so that the caller falls back
-// to another kernel.
-template <typename Element, int kHeadDim>
-bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
-  using Traits = ColumnSplitBackwardConfig<kHeadDim>;
+// Launches the prologue, the column-split backward (kDeterministic: the kernel with ordered dQ
+// sums) and the dQ conversion.
+template <typename Element, int kHeadDim, bool kDeterministic>
+void launch_column_split_kernels(BackwardTmaParams<Element>& params, const BackwardArgs& args,
+                                 cudaStream_t stream) {
+  using Traits = ColumnSplitBackwardConfig<kHeadDim, kDeterministic>;
   static_assert(kEpilogueFitsTiles<Traits, Element>);
-  if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
-  BackwardTmaParams<Element> params{};
-  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
-  params.base = backward_params<Element>(args);
-  if (params.base.dq_semaphores != nullptr) return false;  // deterministic dQ
   params.base.num_n_blocks = ceil_div(args.shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
-  auto* kernel = &column_split_backward_kernel<Element, kHeadDim>;
+  auto* kernel = &column_split_backward_kernel<Element, kHeadDim, kDeterministic>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(args.shape.batch * args.shape.heads_kv,
                         [&](int64_t offset, unsigned count) {
@@ -309,7 +311,37 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
                         });
   // The bulk reduce's accumulator rows are swizzled (dq_swizzled_column()).
   launch_backward_dq_convert<Element, kHeadDim, true>(params.base, stream);
-  return true;
+}
+
+// Runs the column-split backward; returns false (launching nothing) for what it does not do
+// (variants, fp32 sums, varlen batches; deterministic dQ above head_dim 128 or without a mask)
+// and when a tensor cannot be described to TMA, so that the caller falls back to another kernel.
+template <typename Element, int kHeadDim>
+bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
+  using Traits = ColumnSplitBackwardConfig<kHeadDim>;  // the tiles: as the deterministic kernel's
+  if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
+  BackwardTmaParams<Element> params{};
+  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
+  params.base = backward_params<Element>(args);
+  if (params.base.dq_semaphores == nullptr) {
+    launch_column_split_kernels<Element, kHeadDim, false>(params, args, stream);
+    return true;
+  }
+  // Deterministic dQ at 128 under a causal mask only. Without one every key block of a head adds
+  // at every query block right after the key block before it, a chain of 16 hand-overs at 1k
+  // rows (key blocks of 64) that two dQ stages do not hide: the key-split kernel's 128-key
+  // blocks halve it (H100, `seed` 1k: deterministic / default speed 0.73 here against 0.775
+  // there without a mask; causal 0.87 against 0.78; share/results/h100-2026-12-07-dq-rotated/).
+  if constexpr (kHeadDim == 128) {
+    static_assert(ColumnSplitBackwardConfig<kHeadDim, true>::kBlockM == Traits::kBlockM &&
+                      ColumnSplitBackwardConfig<kHeadDim, true>::kBlockN == Traits::kBlockN,
+                  "the same tensor maps serve both kernels");
+    if (args.mask != Mask::none) {
+      launch_column_split_kernels<Element, kHeadDim, true>(params, args, stream);
+      return true;
+    }
+  }
+  return false;  // deterministic dQ
 }
 
 // Whether a head_dim 128 call goes to the column-split kernel (which still refuses what it does

@@ -260,8 +260,8 @@ struct BackwardConfig : BackwardWarpgroups {
 // Q and dO (each slot's Q and dO side by side: 64 x D 16-bit elements each, together the bytes
 // of 64 x D fp32, so that at head_dim 256 they can be the query block's dQ stage once read), two
 // P^T and two dS^T buffers (16-bit, swizzled; keys x queries), the dQ stage of the bulk reduce
-// where it has its own (kDqStages 1 at 192; 0 at 256, and the members below are placeholders of
-// a few bytes), the LSE and D slots, then the mbarriers.
+// where it has its own (kDqStages 1 at 128 and 192, 2 at 128 in deterministic mode; 0 at 256,
+// and the members below are placeholders of a few bytes), the LSE and D slots, then the mbarriers.
 template <int kBlockM, int kBlockN, int kHeadDim, int kStages, int kDqStages, int kDqSlots>
 struct ColumnSplitBackwardStorage {
   static constexpr bool kHasDq = kDqStages > 0;
@@ -294,7 +294,9 @@ struct ColumnSplitBackwardStorage {
 // warpgroup 1 dP^T and dS^T, both exchanged through shared memory; then each computes its half
 // of the columns of dV, dK and dQ. Also at 128 on small grids, where its 64-key CTAs occupy twice
 // the SMs of the key-split kernel's 128-key ones (column_split_pays()).
-template <int HeadDim>
+// Deterministic (head_dim 128 only): dQ added in key-block order (backward_steps.cuh), with a
+// second dQ stage so that the consumers may run a block ahead of the turns.
+template <int HeadDim, bool Deterministic = false>
 struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = 64;  // queries per block
@@ -306,8 +308,9 @@ struct ColumnSplitBackwardConfig : BackwardWarpgroups {
   // 256, where it does not, the query block's own Q/dO slot once both warpgroups are done
   // reading it (kDqInQuerySlots). The slot then waits for the reduce to read it before the
   // producer refills it, which costs less than adding dQ by fp32 atomics (measured at 192).
-  static constexpr int kDqStages = HeadDim <= 192 ? 1 : 0;
+  static constexpr int kDqStages = Deterministic && HeadDim <= 128 ? 2 : HeadDim <= 192 ? 1 : 0;
   static constexpr bool kDqInQuerySlots = kDqStages == 0;
+  static_assert(!Deterministic || !kDqInQuerySlots, "the turns free dQ stages of their own");
   static constexpr int kDqSlots = kDqInQuerySlots ? kStages : kDqStages;  // places a dQ is staged
   static constexpr int kDsBuffers = 2;            // BackwardSmem::ds(): P^T's and dS^T's
   static constexpr bool kDqInScoreBuffers = false;  // see BackwardConfig
