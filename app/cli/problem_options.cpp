@@ -558,6 +558,22 @@ void check_gpus(const Problem& p) {
   }
 }
 
+// --splits against the case, after check_paging(), which refuses it with --seqlens (whose
+// packed seq_k would otherwise be counted here as one sequence's keys).
+void check_splits(const Problem& p) {
+  const int64_t most = max_forward_splits(p.shape);
+  if (p.splits > most) {
+    throw UsageError("--splits " + std::to_string(p.splits) + ": " + case_label(p) + " has " +
+                     std::to_string(most) + (most == 1 ? " key block" : " key blocks") +
+                     " of 64 keys (seq_k " + std::to_string(p.shape.seq_k) +
+                     "), the most splits it takes");
+  }
+  if (p.splits > 1 && p.dtype == DType::fp32) {
+    throw UsageError("--splits " + std::to_string(p.splits) +
+                     ": fp32 runs unsplit; key splits take fp16 or bf16");
+  }
+}
+
 }  // namespace
 
 void require_forward_only(const Problem& p, const std::string& what) {
@@ -585,18 +601,10 @@ void check_case_size(const Problem& p) {
     throw UsageError("shape " + case_label(p) +
                      " is too large: more than 2^40 elements per tensor");
   }
-  if (p.splits > max_forward_splits(s)) {
-    throw UsageError("--splits " + std::to_string(p.splits) + ": " + case_label(p) + " has " +
-                     std::to_string(max_forward_splits(s)) + " key blocks of 64 keys (seq_k " +
-                     std::to_string(s.seq_k) + "), the most splits it takes");
-  }
-  if (p.splits > 1 && p.dtype == DType::fp32) {
-    throw UsageError("--splits " + std::to_string(p.splits) +
-                     ": fp32 runs unsplit; key splits take fp16 or bf16");
-  }
   check_ranks(p);
   check_gpus(p);
   check_paging(p);
+  check_splits(p);
 }
 
 void require_single_values(const ProblemOptions& o, const std::string& command) {

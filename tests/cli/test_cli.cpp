@@ -114,6 +114,16 @@ TEST_CASE("help, version and usage errors", "[cli]") {
     const Outcome bench = cuflash("bench --sweep decode --splits 2 --list", tmp);
     CHECK(bench.exit_code == 2);
     CHECK(bench.err.find("--splits") != std::string::npos);
+    // One key block (singular); a varlen batch is refused as such, not counted by its packed keys.
+    const Outcome one = cuflash("run --backend cpu -s 1 --seq-k 40 -d 8 --splits 2", tmp);
+    CHECK(one.exit_code == 2);
+    CHECK(one.err.find("has 1 key block of 64 keys") != std::string::npos);
+    const Outcome varlen =
+        cuflash("run --backend cpu --layout thd --seqlens 5,7 -d 8 --splits 2", tmp);
+    CHECK(varlen.exit_code == 2);
+    CHECK(varlen.err.find("--seqlens does not combine with") != std::string::npos);
+    CHECK(varlen.err.find("key block") == std::string::npos);
+    CHECK(count_lines(varlen.err) == 1);
   }
   SECTION("--splits in range: the CPU backend computes the same, the name carries it") {
     const Outcome o = cuflash("run --backend cpu -s 1 --seq-k 200 -d 8 --splits 4", tmp);
