@@ -222,8 +222,14 @@ std::string man_page(const CLI::App& app) {
 }
 
 std::string bash_completion(const CLI::App& app) {
-  std::vector<std::string> subcommands;
+  std::vector<std::string> subcommands;  // offered after `cuflash`
   for (const CLI::App* sub : visible_subcommands(app)) subcommands.push_back(sub->get_name());
+  // Once typed, every subcommand completes its own words, the hidden ones too (`cuflash
+  // completion ` offers bash, not the subcommands again).
+  const std::vector<const CLI::App*> every =
+      app.get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
+  std::vector<std::string> typed;
+  for (const CLI::App* sub : every) typed.push_back(sub->get_name());
   std::vector<std::string> value_options;  // global options that take a value
   for (const CLI::Option* o : visible_options(app)) {
     if (!o->get_positional() && takes_value(o)) {
@@ -245,14 +251,14 @@ std::string bash_completion(const CLI::App& app) {
          "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
          "    case ${COMP_WORDS[i]} in\n";
   if (!value_options.empty()) out << "      " << join(value_options, "|") << ") ((i++)) ;;\n";
-  out << "      " << join(subcommands, "|") << ") sub=${COMP_WORDS[i]}; break ;;\n"
+  out << "      " << join(typed, "|") << ") sub=${COMP_WORDS[i]}; break ;;\n"
       << "    esac\n"
          "  done\n"
          "  local options='' positional='' kind='' values=''\n"
          "  case $sub in\n"
          "    '')\n";
   bash_level(out, app, "      ", subcommands);
-  for (const CLI::App* sub : visible_subcommands(app)) {
+  for (const CLI::App* sub : every) {
     out << "    " << sub->get_name() << ")\n";
     bash_level(out, *sub, "      ", {});
   }

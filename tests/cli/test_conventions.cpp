@@ -240,6 +240,17 @@ TEST_CASE("mistyped subcommands and options say what is wrong", "[cli]") {
       CHECK(contains(typo.err, std::string("run: unknown option ") + said));
     }
   }
+  SECTION("words after '--' are arguments, which no subcommand takes") {
+    for (const char* args : {"run -- -s 8", "verify -- 8", "bench -- --list"}) {
+      INFO(args);
+      const Outcome o = cuflash(args, tmp);
+      CHECK(o.exit_code == 2);
+      CHECK(contains(o.err, "after '--'"));
+      CHECK_FALSE(contains(o.err, "unknown option"));
+      CHECK(count_lines(o.err) == 1);
+    }
+    CHECK(contains(cuflash("run -- -s 8", tmp).err, "run: unexpected argument '-s' after '--'"));
+  }
   SECTION("a subcommand's option before the subcommand") {
     const Outcome o = cuflash("--seq 64 run", tmp);
     CHECK(o.exit_code == 2);
@@ -401,6 +412,10 @@ if ((${#COMPREPLY[@]})); then printf '%s\n' "${COMPREPLY[@]}"; fi
   CHECK(complete("cuflash help v") == "verify\n");
   CHECK(complete("cuflash run --seq ''").empty());
   CHECK_FALSE(contains(complete("cuflash ''"), "completion"));  // hidden subcommands stay so
+  // ... until typed: then they complete their own words.
+  CHECK(complete("cuflash completion ''") == "bash\n");
+  CHECK(complete("cuflash man ''").empty());
+  CHECK(complete("cuflash man --h") == "--help\n");
 }
 
 TEST_CASE("the build installs the manual page and the bash completion", "[cli]") {
