@@ -327,11 +327,12 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
     launch_column_split_kernels<Element, kHeadDim, false>(params, args, stream);
     return true;
   }
-  // Deterministic dQ at 128 under a causal mask only. Without one every key block of a head adds
-  // at every query block right after the key block before it, a chain of 16 hand-overs at 1k
-  // rows (key blocks of 64) that two dQ stages do not hide: the key-split kernel's 128-key
-  // blocks halve it (H100, `seed` 1k: deterministic / default speed 0.73 here against 0.775
-  // there without a mask; causal 0.87 against 0.78; share/results/h100-2026-12-07-dq-rotated/).
+  // Deterministic dQ at 128 under a causal mask only. Without one every key block of a key group
+  // adds at every query block right after the key block before it: at `seed` 1k (four groups of
+  // 256 keys) a chain of four key blocks of 64, which two dQ stages do not hide, where the
+  // key-split kernel's 128-key blocks make it two (H100: deterministic / default speed 0.73 here
+  // against 0.775 there without a mask; causal 0.87 against 0.78;
+  // share/results/h100-2026-12-07-dq-rotated/).
   if constexpr (kHeadDim == 128) {
     static_assert(ColumnSplitBackwardConfig<kHeadDim, true>::kBlockM == Traits::kBlockM &&
                       ColumnSplitBackwardConfig<kHeadDim, true>::kBlockN == Traits::kBlockN,
