@@ -22,8 +22,8 @@
 // reaches the products in both kernels.
 // Variants, fp32 sums and varlen batches are not here, nor deterministic dQ above 128 or without
 // a mask: launch_column_split_backward() returns false for them and the mma.sync kernel runs them
-// (above 128; at 128 the key-split kernel). At 128 under a causal mask deterministic dQ is
-// (kDeterministic).
+// (above 128; at 128 the key-split kernel). At 128 under a causal mask the kernel sums dQ
+// deterministically too (kDeterministic).
 #pragma once
 
 #include <cstddef>
