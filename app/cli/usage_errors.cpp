@@ -215,12 +215,11 @@ std::string explain_parse_error(const CLI::App& app, const std::vector<std::stri
       sub != nullptr && first_at(word) > first_at(sub->get_name()) ? sub : nullptr;
   const std::string prefix = context ? context->get_name() + ": " : "";
 
-  // After "--" every word is an argument, and no subcommand takes any: "-s" there is no unknown
-  // option (run has one), it is out of place.
+  // After "--" every word is an argument: "-s" left over there is no unknown option (run has
+  // one), it is out of place.
   const auto dashes = std::find(args.begin(), args.end(), std::string("--"));
   if (dashes != args.end() && std::find(dashes + 1, args.end(), word) != args.end()) {
-    return prefix + "unexpected argument '" + word + "' after '--' (no subcommand takes " +
-           "arguments; give options before '--')";
+    return prefix + "unexpected argument '" + word + "' after '--' (options go before '--')";
   }
   if (looks_like_option(word)) {
     const std::string name = option_part(word);
