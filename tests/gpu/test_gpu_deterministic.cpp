@@ -442,15 +442,21 @@ TEST_CASE("deterministic backward below 2k causal rows on many heads: the same b
   }
 }
 
-// Without a mask, on as many key blocks as query blocks in one key group, the wgmma kernels at
-// head_dim 64 rotate the dQ sums: key block k adds to query block (k + t) mod n at step t
-// (sm90/backward.cuh, dq_turns_rotate(); the unit test test_block_order.cu simulates the turns),
-// and waits for key blocks of its head that start after it. Checked where the choice is known:
-// the backward ran the rotated kernel. A small call (3 key blocks, GQA, rows and keys ending
-// inside a block; against the float64 reference, 100 runs, a workspace of NaN bytes) and one of
-// about four rounds of CTAs on 132 SMs (512 CTAs: 64 kv heads of 8 key blocks, 1000 rows and 1023
-// keys; 100 runs, and the default backward's gradients). fp32 runs the mma.sync kernels, whose
-// order stays from the first key block up.
+// Without a mask, where a key group has at most as many key blocks as the head has query
+// blocks, the wgmma kernels at head_dim 64 and the column-split kernel at 128 rotate the dQ sums:
+// the group's key blocks start at query blocks spread over the head and take their turns in the
+// order they get to each (sm90/backward.cuh, dq_turns_rotate(); the unit test
+// test_block_order.cu simulates the turns), and wait for key blocks of their group that start
+// after them. Checked where the choice is known: the backward ran the rotated kernel. A small
+// call (3 key blocks, GQA, rows and keys ending inside a block; against the float64 reference,
+// 100 runs, a workspace of NaN bytes), one of about four rounds of CTAs on 132 SMs (512 CTAs: 64
+// kv heads of 8 key blocks, 1000 rows and 1023 keys; 100 runs, and the default backward's
+// gradients), and one on the column-split kernel (1024 rows, 900 keys, 8 heads on 2: groups of
+// four key blocks of 64, the last one of three, over 16 query blocks; the float64 reference, 100
+// runs, the default's gradients, a workspace of NaN bytes). fp32 runs the mma.sync kernels, which
+// rotate too (key blocks of 64 at head_dim 64, of 32 at 128 on a small grid): the small call, and
+// the column-split kernel's call in fp32 (groups of eight key blocks, the last of five, over 32
+// query blocks).
 void check_backward_rotated(const LaunchRecord& record) {
   if (!launch_choices_known_here()) {
     WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
@@ -465,6 +471,21 @@ void check_backward_rotated(const LaunchRecord& record) {
     REQUIRE(arguments.size() == 9);
     CHECK(arguments[3] == "true");
     rotated += arguments[8] == "(DqSumOrder)3";
+  }
+  CHECK(rotated == 1);
+}
+
+// One launch of the kernel named `kernel` (its name up to the template arguments) that rotates.
+void check_rotated_launch(const LaunchRecord& record, const std::string& kernel) {
+  if (!launch_choices_known_here()) {
+    WARN("the backward kernel is not checked: it is known for wgmma on 132 SMs");
+    return;
+  }
+  size_t rotated = 0;
+  for (const KernelLaunch& launch : launches_of(record, "backward")) {
+    INFO(launch.kernel);
+    rotated += starts_with(launch.kernel, kernel + "<") &&
+               template_arguments(launch.kernel).back() == "(DqSumOrder)3";
   }
   CHECK(rotated == 1);
 }
@@ -485,6 +506,7 @@ TEST_CASE("deterministic backward, dQ sums rotated: the same bits, and correct",
           CHECK(check.pass);
         }
         if (dtype != DType::fp32) check_backward_rotated(record);
+        if (dtype == DType::fp32) check_rotated_launch(record, "sm80::backward_kernel");
       }
       const CaseInputs in = make_inputs(small, seed);
       check_same_bits_over_runs(small, in);
@@ -508,6 +530,26 @@ TEST_CASE("deterministic backward, dQ sums rotated: the same bits, and correct",
       }
       check_same_bits_over_runs(rounds, in);
       check_against_default(rounds, in);
+    }
+  }
+  for (DType dtype : kDtypes) {
+    Problem grouped = make_problem(dtype, 128, Mask::none, 1024, 900, 1, 8, 2, Layout::bhsd);
+    grouped.deterministic = true;
+    ++seed;
+    DYNAMIC_SECTION(describe(grouped)) {
+      {
+        LaunchRecord record;
+        for (const TensorCheck& check : run_and_check(grouped, seed)) {
+          INFO(check.report);
+          CHECK(check.pass);
+        }
+        check_rotated_launch(record, dtype == DType::fp32 ? "sm80::backward_kernel"
+                                                          : "sm90::column_split_backward_kernel");
+      }
+      const CaseInputs in = make_inputs(grouped, seed);
+      check_same_bits_over_runs(grouped, in);
+      check_against_default(grouped, in);
+      CHECK(backward_ignores_workspace_contents(grouped, in));
     }
   }
 }

@@ -3,6 +3,7 @@
 // the host: every tile of a grid exactly once in any grouping, the heaviest blocks of a group's
 // heads first, and the groups each call gets. A GPU test compares grouped grids' gradients with
 // those of each kv head alone (test_gpu_deterministic.cpp).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <utility>
@@ -194,16 +195,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "wgmma backward: deterministic dQ sums rotated without a mask on as many key blocks as "
-    "query blocks, in one key group, at most one key block an SM",
+    "wgmma backward: deterministic dQ sums rotated without a mask where a key group has at most "
+    "as many key blocks as the head has query blocks, at most 16, and no more than SMs",
     "[unit][order]") {
   constexpr int kSms = 132;
   const auto rotates = [](const BackwardArgs& args) {
-    return detail::sm90::dq_turns_rotate<128, 128>(args, kSms);
+    return detail::dq_turns_rotate<128, 128>(args, kSms);
   };
   const auto unmasked = [](DType dtype, int64_t batch, int64_t heads, int64_t heads_kv,
-                           int64_t seq_q, int64_t seq_k) {
-    BackwardArgs args = deterministic(causal_call(dtype, batch, heads, heads_kv, seq_q, 64));
+                           int64_t seq_q, int64_t seq_k, int64_t head_dim = 64) {
+    BackwardArgs args = deterministic(causal_call(dtype, batch, heads, heads_kv, seq_q, head_dim));
     args.shape.seq_k = seq_k;
     args.mask = Mask::none;
     return args;
@@ -229,40 +230,64 @@ TEST_CASE(
       CHECK_FALSE(rotates(windowed));
     }
   }
-  // As many blocks with other lengths (1000 rows and 1023 keys: 8 each), GQA; a key block too
-  // few or too many; more key blocks than SMs (8 on 7); key groups (seed at 1k: four).
+  // One group of as many blocks with other lengths (1000 rows and 1023 keys: 8 each), GQA; a key
+  // block more than query blocks, or fewer; more key blocks than SMs (8 on 7); one key block.
   const BackwardArgs gqa = unmasked(DType::fp16, 8, 32, 8, 1000, 1023);
   CHECK(rotates(gqa));
-  CHECK_FALSE((detail::sm90::dq_turns_rotate<128, 128>(gqa, 7)));
+  CHECK_FALSE((detail::dq_turns_rotate<128, 128>(gqa, 7)));
   CHECK_FALSE(rotates(unmasked(DType::fp16, 8, 32, 8, 1000, 1025)));
-  CHECK_FALSE(rotates(unmasked(DType::fp16, 8, 32, 8, 1025, 1000)));
-  CHECK_FALSE(rotates(unmasked(DType::fp16, 1, 8, 8, 1024, 1024)));
+  CHECK(rotates(unmasked(DType::fp16, 8, 32, 8, 1025, 1000)));
   CHECK(rotates(unmasked(DType::fp16, 1, 8, 8, 300, 300)));        // 3 key blocks: one group
   CHECK_FALSE(rotates(unmasked(DType::fp16, 1, 8, 8, 100, 100)));  // one key block
-  // Kernels whose query blocks are shorter than their key blocks (head_dim 128: 64 rows).
-  CHECK_FALSE((
-      detail::sm90::dq_turns_rotate<64, 128>(unmasked(DType::bf16, 16, 16, 16, 1024, 1024), kSms)));
+  // Key groups (seed at 1k: four of 256 keys): two key blocks of 128 a group, 8 query blocks.
+  CHECK(rotates(unmasked(DType::fp16, 1, 8, 8, 1024, 1024)));
+  // The column-split kernel at head_dim 128 (blocks of 64): seed 1k, four key blocks a group over
+  // 16 query blocks; one group of 2k keys (B = 16, H = 16: 256 MiB of dQ) is 32 key blocks.
+  const auto column_split_rotates = [](const BackwardArgs& args) {
+    return detail::dq_turns_rotate<64, 64>(args, kSms);
+  };
+  CHECK(column_split_rotates(unmasked(DType::bf16, 1, 8, 8, 1024, 1024, 128)));
+  CHECK(column_split_rotates(unmasked(DType::bf16, 1, 4, 2, 300, 301, 128)));
+  CHECK_FALSE(column_split_rotates(unmasked(DType::bf16, 16, 16, 16, 2048, 2048, 128)));
+  CHECK_FALSE(column_split_rotates(unmasked(DType::bf16, 1, 8, 8, 60, 1024, 128)));
+  // The mma.sync kernels in fp32 (sm80/traits.cuh: query blocks of 32; key blocks of 64 at
+  // head_dim 64, of 32 at 128 on a small grid): seed at 1k, four groups of 256 keys (4 or 8 key
+  // blocks each); at 2k four groups of 512 keys (8 or 16 key blocks); at 4k, head_dim 128, four
+  // groups of 1k keys, 32 key blocks of 32: too many.
+  const auto fp32 = [&](int64_t seq, int64_t head_dim) {
+    return unmasked(DType::fp32, 1, 8, 8, seq, seq, head_dim);
+  };
+  CHECK((detail::dq_turns_rotate<32, 64>(fp32(1024, 64), kSms)));
+  CHECK((detail::dq_turns_rotate<32, 32>(fp32(1024, 128), kSms)));
+  CHECK((detail::dq_turns_rotate<32, 64>(fp32(2048, 64), kSms)));
+  CHECK((detail::dq_turns_rotate<32, 32>(fp32(2048, 128), kSms)));
+  CHECK_FALSE((detail::dq_turns_rotate<32, 32>(fp32(4096, 128), kSms)));
 }
 
 namespace {
 
-// The deterministic dQ sums of one kv head without a mask (key and query blocks of 128),
-// simulated in lockstep: at each step every key block whose next query block holds its turn
-// (the semaphore as the step began) adds its part. Returns the steps until every key block has
-// added to every query block of every query head, after checking that each (query head, query
-// block) sees turns 0, 1, ..., n - 1 once each and that no step passes without an add (no key
-// block waits forever).
-int64_t steps_to_sum_dq(const BackwardArgs& args, detail::DqSumOrder order) {
-  constexpr int kBlock = 128;
+// The deterministic dQ sums of one kv head without a mask, in key groups of `group_keys` keys
+// (a multiple of kBlockN; 0: one group), simulated in lockstep: at each step every key block
+// whose next query block holds its turn (the group's semaphore as the step began) adds its part.
+// Returns the steps until every key block has added to every query block of every query head,
+// after checking that each (group, query head, query block) sees turns 0, 1, ..., g - 1 once
+// each and that no step passes without an add (no key block waits forever).
+template <int kBlockM, int kBlockN>
+int64_t steps_to_sum_dq(const BackwardArgs& args, detail::DqSumOrder order,
+                        int64_t group_keys = 0) {
   const detail::ProblemParams p = detail::problem_params(args);
-  const int64_t key_blocks = (p.seq_k + kBlock - 1) / kBlock;
-  const int64_t query_blocks = (p.seq_q + kBlock - 1) / kBlock;
-  std::vector<detail::QueryBlockSchedule<kBlock>> schedules;
+  const int64_t keys = group_keys > 0 ? group_keys : p.seq_k;
+  const int64_t key_blocks = (p.seq_k + kBlockN - 1) / kBlockN;
+  const int64_t query_blocks = (p.seq_q + kBlockM - 1) / kBlockM;
+  const int64_t groups = (p.seq_k + keys - 1) / keys;
+  std::vector<detail::QueryBlockSchedule<kBlockM>> schedules;
   for (int64_t k = 0; k < key_blocks; ++k) {
-    schedules.push_back(detail::query_block_schedule<kBlock, kBlock, false>(p, k * kBlock, order));
+    schedules.push_back(
+        detail::query_block_schedule<kBlockM, kBlockN, false>(p, k * kBlockN, order, group_keys));
     REQUIRE(schedules.back().count == query_blocks * p.heads_per_kv);
   }
-  std::vector<int> semaphore(size_t(p.heads_per_kv * query_blocks), 0);
+  const int64_t sums = p.heads_per_kv * query_blocks;
+  std::vector<int> semaphore(size_t(groups * sums), 0);
   std::vector<int64_t> done(size_t(key_blocks), 0);
   int64_t steps = 0;
   for (int64_t left = key_blocks * schedules[0].count; left > 0; ++steps) {
@@ -274,12 +299,15 @@ int64_t steps_to_sum_dq(const BackwardArgs& args, detail::DqSumOrder order) {
       if (it == schedule.count) continue;
       const int64_t head = schedule.head(p, 0, uint32_t(it));
       const int64_t q0 = schedule.q0(p, uint32_t(it));
+      const int64_t group = k * kBlockN / keys;
+      const int group_blocks =
+          int(std::min((group + 1) * keys, p.seq_k) - group * keys + kBlockN - 1) / kBlockN;
       const int turn = order == detail::DqSumOrder::rotated
-                           ? detail::dq_turn_rotated(schedule, q0, int(k))
-                           : detail::dq_turn_from_first<kBlock>(p, q0, int(k), 0);
+                           ? detail::dq_turn_rotated(schedule, q0)
+                           : detail::dq_turn_from_first<kBlockN>(p, q0, int(k), group * keys);
       REQUIRE(turn >= 0);
-      REQUIRE(turn < key_blocks);
-      const size_t sum = size_t(head * query_blocks + q0 / kBlock);
+      REQUIRE(turn < group_blocks);
+      const size_t sum = size_t(group * sums + head * query_blocks + q0 / kBlockM);
       if (at_start[sum] != turn) continue;
       ++semaphore[sum];
       ++done[size_t(k)];
@@ -289,14 +317,21 @@ int64_t steps_to_sum_dq(const BackwardArgs& args, detail::DqSumOrder order) {
     REQUIRE(added > 0);
     left -= added;
   }
-  for (const int adds : semaphore) CHECK(adds == key_blocks);
+  for (size_t sum = 0; sum < semaphore.size(); ++sum) {
+    const int64_t group = int64_t(sum) / sums;
+    const int64_t group_blocks =
+        (std::min((group + 1) * keys, p.seq_k) - group * keys + kBlockN - 1) / kBlockN;
+    CHECK(semaphore[sum] == group_blocks);
+  }
   return steps;
 }
 
 }  // namespace
 
 TEST_CASE("deterministic dQ sums: rotated, no key block waits for a chain", "[unit][order]") {
-  // GQA (two query heads a kv head), rows and keys of as many blocks (8, 8, 4 and 3).
+  using detail::DqSumOrder;
+  // GQA (two query heads a kv head), rows and keys of as many blocks of 128 (8, 8, 4 and 3) in one
+  // group: key block k at query block (k + t) mod n at step t.
   for (const auto& [seq_q, seq_k] :
        {std::pair<int64_t, int64_t>{1024, 1024}, {1000, 1023}, {512, 512}, {300, 300}}) {
     BackwardArgs args = deterministic(causal_call(DType::bf16, 1, 2, 1, seq_q, 64));
@@ -307,7 +342,45 @@ TEST_CASE("deterministic dQ sums: rotated, no key block waits for a chain", "[un
     INFO("Sq " << seq_q << " Sk " << seq_k);
     // Rotated: every key block adds at every step; from the first key block up the last one
     // starts n - 1 steps late.
-    CHECK(steps_to_sum_dq(args, detail::DqSumOrder::rotated) == iterations);
-    CHECK(steps_to_sum_dq(args, detail::DqSumOrder::first_key_first) == iterations + blocks - 1);
+    CHECK(steps_to_sum_dq<128, 128>(args, DqSumOrder::rotated) == iterations);
+    CHECK(steps_to_sum_dq<128, 128>(args, DqSumOrder::first_key_first) == iterations + blocks - 1);
+  }
+  // Fewer key blocks a group than query blocks: groups of 256 keys (two key blocks of 128, four
+  // of 64; the last group shorter at 900 keys), one group of fewer key blocks than query blocks
+  // (6 on 8: starts 0, 1, 2, 4, 5, 6), and the column-split kernel's blocks of 64.
+  struct Case {
+    int64_t seq_q, seq_k, group_keys;
+    int block;
+  };
+  for (const Case& c :
+       {Case{1024, 1024, 256, 128}, Case{1024, 1024, 256, 64}, Case{1000, 900, 256, 64},
+        Case{1000, 700, 0, 128}, Case{300, 301, 0, 64}, Case{1024, 1024, 1024, 64}}) {
+    BackwardArgs args = deterministic(causal_call(DType::bf16, 1, 2, 1, c.seq_q, 64));
+    args.shape.seq_k = c.seq_k;
+    args.mask = Mask::none;
+    INFO("Sq " << c.seq_q << " Sk " << c.seq_k << " group keys " << c.group_keys << " block "
+               << c.block);
+    const int64_t keys = c.group_keys > 0 ? c.group_keys : c.seq_k;
+    const int64_t group_blocks = (std::min(keys, c.seq_k) + c.block - 1) / c.block;
+    const int64_t iterations = 2 * ((c.seq_q + c.block - 1) / c.block);
+    const auto steps = [&](DqSumOrder order) {
+      return c.block == 128 ? steps_to_sum_dq<128, 128>(args, order, c.group_keys)
+                            : steps_to_sum_dq<64, 64>(args, order, c.group_keys);
+    };
+    CHECK(steps(DqSumOrder::rotated) == iterations);
+    CHECK(steps(DqSumOrder::first_key_first) == iterations + group_blocks - 1);
+  }
+  // The mma.sync kernels' blocks in fp32: query blocks of 32, key blocks of 64 or 32, groups of
+  // 256 keys (4 or 8 key blocks over 32 query blocks; at 900 keys the last group is shorter).
+  for (const int64_t seq_k : {int64_t{1024}, int64_t{900}}) {
+    BackwardArgs args = deterministic(causal_call(DType::fp32, 1, 2, 1, 1024, 64));
+    args.shape.seq_k = seq_k;
+    args.mask = Mask::none;
+    INFO("Sk " << seq_k);
+    const int64_t iterations = 2 * 32;
+    CHECK(steps_to_sum_dq<32, 64>(args, DqSumOrder::rotated, 256) == iterations);
+    CHECK(steps_to_sum_dq<32, 64>(args, DqSumOrder::first_key_first, 256) == iterations + 3);
+    CHECK(steps_to_sum_dq<32, 32>(args, DqSumOrder::rotated, 256) == iterations);
+    CHECK(steps_to_sum_dq<32, 32>(args, DqSumOrder::first_key_first, 256) == iterations + 7);
   }
 }

@@ -3,6 +3,7 @@
 // fragments (mma accumulator layout, keys on the rows, queries on the columns).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/launch_util.cuh"
@@ -356,12 +357,46 @@ __device__ __forceinline__ void add_to_dq_accumulator(float* dq_accum, const flo
 // CTAs are dispatched in order of linear index, so those were started first and are running or
 // done, and (by induction from the key block that adds first) none of them waits forever. Key
 // groups (dq_sum_groups(), workspace.h) keep this: each group's turns run over its own key
-// blocks, in the same direction, on its own semaphores. DqSumOrder::rotated (one group) gives
-// each query block its own order, (b, b - 1, ..., b + 1) mod n at query block b, and makes key
-// blocks wait for later CTAs of their head: there progress takes the head's n CTAs to hold SMs
-// at once, which the launch's condition gives (dq_turns_rotate(): n at most the SMs; the heads
-// before one that started are all started, need nothing else, and end). Every key block's turn
-// t at one query block follows its neighbour's turn t - 1 at the same block, taken a step before.
+// blocks, in the same direction, on its own semaphores. DqSumOrder::rotated gives each query
+// block its own order of a group's g key blocks, the order in which they get there, and makes
+// key blocks wait for later CTAs of their group: there progress takes the group's g CTAs to hold
+// SMs at once, which the launch's condition gives (dq_turns_rotate(): g at most the SMs; the
+// groups before one that started are all started, need nothing else, and end). Every key
+// block's turn at one query block follows a turn taken there at an earlier step.
+
+// Whether a deterministic call rotates its dQ sums (DqSumOrder::rotated): from the first key
+// block up, without a mask, every key block of a key group waits for the one before it at every
+// query block, and the last one's adds run g - 1 hand-overs behind its products, which its
+// stages absorb only for a few blocks; with one CTA an SM nothing else runs meanwhile (H200,
+// `fa` head_dim 64 without a mask at 1k-2k rows, 0.834-0.840x the default's speed). Rotated, the
+// group's key blocks get to each query block steps apart and take their turns in that order. It
+// takes every key block meeting every query block (no mask, no window, not even one bounded on
+// the right alone, which is no variant; no variants; a dense batch), at least as many query
+// blocks as a key group has key blocks (the groups' starts then differ), and groups of at most
+// kRotatedUpToKeyBlocks key blocks. A key block then waits for later CTAs of its group
+// (DqSumOrder): for progress those need SMs of their own (no more key blocks a group than SMs,
+// and no kernel alongside holding more than SMs - g of them for its whole run), and for speed
+// they must start soon after. Measured (H100, `fa` head_dim 64 without a mask, one group of as
+// many key blocks as query blocks, deterministic time against first-key-first, medians):
+// 0.85-0.94 at 512-2k rows; with a bound of 128, 0.91-0.94 at 4k, 0.94-0.96 at 8k, 1.02 at 16k
+// (share/results/h100-2026-12-07-dq-rotated/). The bound stays at 16 key blocks (2k rows): there
+// the first-key-first order cost most (0.83-0.87x the default's speed; 0.89-0.93x at 4k-8k), and
+// the SMs a group must hold at once stay few. As with dq_sums_from_last_key(), dQ's bits follow
+// the order, which here depends on the SM count too. The mma.sync kernels (sm80/backward.cuh)
+// rotate under the same condition with fp32 inputs and one column part; more CTAs an SM only
+// make the condition looser.
+inline constexpr int64_t kRotatedUpToKeyBlocks = 16;
+template <int kBlockM, int kBlockN>
+bool dq_turns_rotate(const BackwardArgs& args, int multiprocessors) {
+  const AttentionShape& s = args.shape;
+  // The key blocks of the largest group (the first).
+  const int64_t group_blocks =
+      std::min(ceil_div(dq_groups_of(args).keys, kBlockN), ceil_div(s.seq_k, kBlockN));
+  return args.deterministic && args.mask == Mask::none && !args.window.bounded() &&
+         !uses_variant_kernels(args) && !args.varlen.enabled() && group_blocks > 1 &&
+         group_blocks <= ceil_div(s.seq_q, kBlockM) && group_blocks <= kRotatedUpToKeyBlocks &&
+         group_blocks <= multiprocessors;
+}
 
 // Which group of keys (dq_sum_groups(), workspace.h) key block `key_block` adds its dQ with:
 // the groups are dq_groups.keys consecutive keys each, a multiple of every kernel's key block.

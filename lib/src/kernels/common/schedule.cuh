@@ -136,15 +136,17 @@ __device__ __forceinline__ BackwardBlock backward_block(const ProblemParams& p,
 //                     key block adds first; CTAs start with a kv head's last key block
 //                     (backward_block_order()); key blocks visit their query blocks upwards.
 //   rotated:          deterministic mode of the wgmma kernels where every key block of a kv head
-//                     meets every query block and there are as many key blocks as query blocks
-//                     (sm90/backward.cuh, dq_turns_rotate()): key block k visits query block
-//                     (k + t) mod n at step t and takes turn t there, so at every step each
-//                     key block adds to a query block of its own, one step after the key block
-//                     above it (mod n) did: no chain of waits builds up along the head.
+//                     meets every query block, n of them, and a key group holds g <= n key
+//                     blocks (sm90/backward.cuh, dq_turns_rotate()): the group's key block j
+//                     starts at query block s_j = floor(j n / g) and visits them upwards,
+//                     wrapping around; at each query block the group's key blocks take their
+//                     turns in the order they get there, steps apart (the s_j differ), so no
+//                     chain of waits builds up. With g = n: key block k visits query block
+//                     (k + t) mod n at step t and takes turn t there.
 // first_key_first and last_key_first: a key block only ever waits for key blocks whose CTAs
-// started before it. rotated: key block k waits for k + 1, ..., k + t (mod n), some of which
-// start after it; those of a head are consecutive CTAs, so with at most one CTA an SM and no
-// more key blocks than SMs the head's CTAs still all get an SM (dq_turns_rotate()).
+// started before it. rotated: key block j waits for other key blocks of its group, some of
+// which start after it; those of a group are consecutive CTAs, so with at most one CTA an SM and
+// no more key blocks a group than SMs the group's CTAs still all get an SM (dq_turns_rotate()).
 enum class DqSumOrder { unordered, first_key_first, last_key_first, rotated };
 
 // The backward's CTA order: block_order(), with a kv head's key blocks from the last one down
@@ -173,8 +175,9 @@ __device__ __forceinline__ BlockOrder backward_block_order(Index heads_together,
 //   blocks start first, which leaves the heavy ones to run alone at the end where a grid has few
 //   heads and long sequences (H200, fp32, B = 1, H = 8, causal, S = 4k, 0.64-0.67x the default
 //   backward's speed), but not where they are short (performance log).
-// - rotated, blocks upwards from the key block's own index, wrapping around: without a mask,
-//   key block k takes turn t at step t, one step after key block k + 1 (mod n) did there.
+// - rotated, blocks upwards from floor(j n / g) for key block j of a key group of g, wrapping
+//   around: without a mask each key block of the group gets to a query block at its own step,
+//   and takes its turn there in that order (dq_turn_rotated()).
 // The head is worked out at each iteration rather than kept: the kernels that use this sit at
 // the register limit.
 template <int kBlockM>
@@ -183,7 +186,11 @@ struct QueryBlockSchedule {
   int64_t blocks_per_head;
   int64_t count;  // iterations
   DqSumOrder sum_order;
-  int64_t first_visit;  // rotated: the query block visited first (relative to first_m_block)
+  // rotated: the query block visited first (relative to first_m_block), the key block's index
+  // in its key group and the group's key blocks (DqSumOrder, dq_turn_rotated())
+  int64_t first_visit;
+  int group_index;
+  int group_blocks;
   // Iteration `it`'s head and first query row, in the arithmetic of the counter's type: the
   // sm90 kernels count in 32 bits (count < 2^32: a query block is 64 rows of a Q that fits in
   // memory), where a division is a few instructions rather than a 64-bit routine.
@@ -213,9 +220,10 @@ struct QueryBlockSchedule {
   }
 };
 
+// group_keys: the keys of a key group (DqGroups::keys), for DqSumOrder::rotated; 0: one group.
 template <int kBlockM, int kBlockN, bool kLeftBound>
 __host__ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_schedule(
-    const ProblemParams& p, int64_t k0, DqSumOrder sum_order) {
+    const ProblemParams& p, int64_t k0, DqSumOrder sum_order, int64_t group_keys = 0) {
   QueryBlockSchedule<kBlockM> schedule{};
   // Rows [row_begin, row_end) see a key of [k0, last_key]: the first row sees the block's
   // first key at the band's right end, the last its last key at the band's left end.
@@ -234,7 +242,12 @@ __host__ __device__ __forceinline__ QueryBlockSchedule<kBlockM> query_block_sche
   schedule.count = schedule.blocks_per_head * p.heads_per_kv;
   schedule.sum_order = sum_order;
   if (sum_order == DqSumOrder::rotated && schedule.blocks_per_head > 0) {
-    schedule.first_visit = k0 / kBlockN % schedule.blocks_per_head;
+    const int64_t keys = group_keys > 0 ? group_keys : p.seq_k;
+    const int64_t group_begin = k0 / keys * keys;
+    const int64_t group_end = min64(group_begin + keys, p.seq_k);
+    schedule.group_index = static_cast<int>((k0 - group_begin) / kBlockN);
+    schedule.group_blocks = static_cast<int>((group_end - group_begin + kBlockN - 1) / kBlockN);
+    schedule.first_visit = schedule.group_index * schedule.blocks_per_head / schedule.group_blocks;
   }
   return schedule;
 }
@@ -265,14 +278,21 @@ __host__ __device__ __forceinline__ int dq_turn_from_last(const ProblemParams& p
   return static_cast<int>((key_end + kBlockN - 1) / kBlockN - 1) - key_block;  // key_end > 0
 }
 
-// The same for DqSumOrder::rotated (one key group, as many key blocks as query blocks, every
-// one meeting every query block): key block k reaches query block b at step (b - k) mod n,
-// which is its turn there.
+// The same for DqSumOrder::rotated (every key block meeting every query block, n of them; g <= n
+// key blocks in the group): key block j reaches query block b at step (b - s_j) mod n, with
+// s_j = floor(j n / g) increasing in j. The first there is the last j with s_j <= b, j* =
+// floor(((b + 1) g - 1) / n); then j* - 1, ..., 0, g - 1, ..., j* + 1, each a step or more
+// later: key block j's turn is (j* - j) mod g. With g = n: j* = b, the turn (b - j) mod n.
+// (32-bit arithmetic: g and n are a head's blocks, dq_turns_rotate() bounds g.)
 template <int kBlockM>
 __host__ __device__ __forceinline__ int dq_turn_rotated(const QueryBlockSchedule<kBlockM>& schedule,
-                                                        int64_t q0, int key_block) {
-  const int64_t turn = q0 / kBlockM - schedule.first_m_block - key_block;
-  return static_cast<int>(turn >= 0 ? turn : turn + schedule.blocks_per_head);
+                                                        int64_t q0) {
+  const uint32_t block = static_cast<uint32_t>(q0 / kBlockM - schedule.first_m_block);
+  const uint32_t blocks = static_cast<uint32_t>(schedule.group_blocks);
+  const int first = static_cast<int>(((block + 1) * blocks - 1) /
+                                     static_cast<uint32_t>(schedule.blocks_per_head));
+  const int turn = first - schedule.group_index;
+  return turn >= 0 ? turn : turn + schedule.group_blocks;
 }
 
 // Which of kColumns query columns from q0 the two key rows of a thread's transposed fragment

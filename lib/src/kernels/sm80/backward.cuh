@@ -17,7 +17,8 @@
 //                  dS^T = P^T * (dP^T - D_i)          (kVariants: times 1 - tanh^2)
 //                  dK_j += dS^T Q_i                      (times scale at the end)
 //                  dQ_i += dS K_j                        (fp32 atomics into the accumulator;
-//                                                         deterministic mode: in key block order)
+//                                                         deterministic mode: in a fixed
+//                                                         order, DqSumOrder)
 //                Working with the transposes keeps keys on the warps' rows, so P^T and dS^T are
 //                A operands straight from registers; dS^T goes through shared memory once more
 //                for dQ. dK and dV are summed over the group in registers: deterministic.
@@ -29,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/backward_steps.cuh"
 #include "kernels/common/copy.cuh"
@@ -109,11 +111,12 @@ __device__ __forceinline__ void sum_query_parts(float* merge, float (&dk)[kDimTi
 }
 
 // kVariants: softcap, ALiBi and left-bounded windows; kDeterministic: ordered dQ sums
-// (params.dq_semaphores set); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled
+// (params.dq_semaphores set), in kDenseOrder (first_key_first, or rotated where
+// dq_turns_rotate() allows it); kSums: dK and dV added in fp32 to BackwardArgs::sums (compiled
 // with kVariants only). Template flags rather than runtime ones, because the kernels sit at the
 // register limit.
 template <typename Element, typename Traits, bool kVariants, bool kDeterministic,
-          bool kSums = false>
+          bool kSums = false, DqSumOrder kDenseOrder = DqSumOrder::first_key_first>
 __global__ void __launch_bounds__(Traits::kThreads)
     backward_kernel(const BackwardParams<Element> grid_params) {
   using Ops = MmaOps<Element>;
@@ -132,8 +135,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
   using Tile = SmemTile<Element, kStride>;
   using DsTile = SmemTile<Element, Traits::kDsStride>;
 
-  constexpr DqSumOrder kSumOrder =
-      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
+  static_assert(kDenseOrder == DqSumOrder::first_key_first ||
+                    (kDenseOrder == DqSumOrder::rotated && kDeterministic && !kVariants &&
+                     Traits::kColumnSplit == 1),
+                "rotated turns wait for later CTAs: one CTA a key block (dq_turns_rotate())");
+  constexpr DqSumOrder kSumOrder = kDeterministic ? kDenseOrder : DqSumOrder::unordered;
   BlockOrder order = block_order(grid_params.problem.causal ? int64_t(gridDim.y) : 1);
   const BackwardParams<Element> params = sequence_params(grid_params, order);
   const ProblemParams& p = params.problem;
@@ -148,7 +154,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder);
+  const auto schedule =
+      query_block_schedule<kBlockM, kBlockN, kVariants>(p, k0, kSumOrder, params.dq_groups.keys);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* smem = reinterpret_cast<Element*>(shared_bytes);
@@ -297,7 +304,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
         Ops::mma_pair(dq_acc[2 * pair], dq_acc[2 * pair + 1], a, b);
       }
     }
-    const int turn = dq_turn_from_first<kBlockN>(p, q0, key_block, dq_group_begin(params, group));
+    const int turn =
+        kSumOrder == DqSumOrder::rotated
+            ? dq_turn_rotated(schedule, q0)
+            : dq_turn_from_first<kBlockN>(p, q0, key_block, dq_group_begin(params, group));
     const bool store = kDeterministic && params.dq_groups.first_turn_stores && turn == 0;
     add_dq_in_turn(semaphore, turn, Traits::kColumnSplit, thread, seen, [&] {
       add_to_dq_accumulator<kHeadDim>(
@@ -359,6 +369,16 @@ void launch_backward(const BackwardArgs& args, cudaStream_t stream) {
   auto* kernel = params.dq_semaphores != nullptr
                      ? &backward_kernel<Element, Traits, kVariants, true>
                      : &backward_kernel<Element, Traits, kVariants, false>;
+  // Rotated dQ turns (dq_turns_rotate()): compiled for fp32 alone, the inputs that run these
+  // kernels on Hopper, where it was measured (H100, `seed` fp32 1k without a mask: 0.87-0.91x
+  // the default's speed, 0.83-0.85x from the first key block up;
+  // share/results/h100-2026-12-07-dq-rotated-groups/).
+  if constexpr (std::is_same_v<Element, float> && !kVariants && Traits::kColumnSplit == 1) {
+    const int multiprocessors = current_device_limits().multiprocessors;
+    if (dq_turns_rotate<Traits::kBlockM, Traits::kBlockN>(args, multiprocessors)) {
+      kernel = &backward_kernel<Element, Traits, false, true, false, DqSumOrder::rotated>;
+    }
+  }
   if constexpr (kVariants) {  // sums take the variant kernels (uses_variant_kernels())
     if (args.sums.enabled()) {
       kernel = params.dq_semaphores != nullptr

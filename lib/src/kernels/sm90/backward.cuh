@@ -408,7 +408,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
           schedule.sum_order == DqSumOrder::last_key_first
               ? dq_turn_from_last<Traits::kBlockM, Traits::kBlockN>(p, q0, key_block, group_end)
           : schedule.sum_order == DqSumOrder::rotated
-              ? dq_turn_rotated(schedule, q0, key_block)
+              ? dq_turn_rotated(schedule, q0)
               : dq_turn_from_first<Traits::kBlockN>(p, q0, key_block, group_begin);
       store = base.dq_groups.first_turn_stores && turn == 0;
       wait_for_dq_turn(semaphore, turn);
@@ -693,8 +693,8 @@ __global__ void __launch_bounds__(
   if (block.k0 >= p.seq_k) return;  // past the end of a shorter sequence's keys (varlen)
   // (computed here for the CTAs of one key block, where the kernels did before they walked: the
   // same registers as then)
-  const auto first_schedule =
-      query_block_schedule<kBlockM, kBlockN, kVariants>(p, block.k0, kSumOrder);
+  const auto first_schedule = query_block_schedule<kBlockM, kBlockN, kVariants>(
+      p, block.k0, kSumOrder, base.dq_groups.keys);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -1141,37 +1141,6 @@ inline bool dq_sums_from_last_key(const BackwardArgs& args, int64_t ctas, int mu
   return args.deterministic && args.mask != Mask::none && !uses_variant_kernels(args) &&
          !args.varlen.enabled() && args.shape.seq_q < kGroupedHeadsFromRows &&
          interleaved_heads(args) == 1 && ctas >= 2 * int64_t(multiprocessors);
-}
-
-// Whether a deterministic call rotates its dQ sums (DqSumOrder::rotated): from the first key
-// block up, without a mask, every key block of a head waits for the one before it at every
-// query block, and the last one's adds run n - 1 hand-overs behind its products, which its
-// stages absorb only for a few blocks; with one CTA an SM nothing else runs meanwhile (H200,
-// `fa` head_dim 64 without a mask at 1k-2k rows, 0.834-0.840x the default's speed). Rotated, each
-// key block hands over to the one below it one step later at every query block. It takes every
-// key block meeting every query block (no mask, no window, not even one bounded on the right
-// alone, which is no variant; no variants; a dense batch), as many key blocks
-// as query blocks (kernels whose query blocks are as tall as their key blocks: head_dim 64),
-// one key group (the groups of small problems already cut the chain), and a head of at most
-// kRotatedUpToKeyBlocks key blocks. A head's CTAs then wait for later ones of the same head
-// (DqSumOrder): for progress those need SMs of their own (no more key blocks than SMs, and no
-// kernel alongside holding more than SMs - n of them for its whole run), and for speed they must
-// start soon after. Measured (H100, `fa` head_dim 64 without a mask, deterministic time against
-// first-key-first, medians): 0.85-0.94 at 512-2k rows; with a bound of 128, 0.91-0.94 at 4k,
-// 0.94-0.96 at 8k, 1.02 at 16k (share/results/h100-2026-12-07-dq-rotated/). The bound stays at
-// 16 key blocks (2k rows): there the first-key-first order cost most (0.83-0.87x the default's
-// speed; 0.89-0.93x at 4k-8k), and the SMs a head must hold at once stay few. As with
-// dq_sums_from_last_key(), dQ's bits follow the order, which here depends on the SM count too.
-inline constexpr int64_t kRotatedUpToKeyBlocks = 16;
-template <int kBlockM, int kBlockN>
-bool dq_turns_rotate(const BackwardArgs& args, int multiprocessors) {
-  const AttentionShape& s = args.shape;
-  const int64_t key_blocks = ceil_div(s.seq_k, kBlockN);
-  return kBlockM == kBlockN && args.deterministic && args.mask == Mask::none &&
-         !args.window.bounded() && !uses_variant_kernels(args) && !args.varlen.enabled() &&
-         key_blocks > 1 && key_blocks == ceil_div(s.seq_q, kBlockM) &&
-         key_blocks <= kRotatedUpToKeyBlocks && key_blocks <= multiprocessors &&
-         dq_groups_of(args).count == 1;
 }
 
 // Whether a default dense call on query blocks of 64 or 128 rows runs the walking kernel: CTAs

@@ -20,10 +20,10 @@
 // Each warpgroup issues the same number of wgmma instructions: one score product (64 x 64 x D)
 // and half of the three others (3 x 64 x D/2 x 64). P^T reaches warpgroup 1 in 16 bits, as dS^T
 // reaches the products in both kernels.
-// Variants, fp32 sums and varlen batches are not here, nor deterministic dQ above 128 or without
-// a mask: launch_column_split_backward() returns false for them and the mma.sync kernel runs them
-// (above 128; at 128 the key-split kernel). At 128 under a causal mask the kernel sums dQ
-// deterministically too (kDeterministic).
+// Variants, fp32 sums and varlen batches are not here, nor deterministic dQ above 128:
+// launch_column_split_backward() returns false for them and the mma.sync kernel runs them
+// (above 128; at 128 the key-split kernel). At 128 the kernel sums dQ deterministically too, in
+// the order kSumOrder.
 #pragma once
 
 #include <cstddef>
@@ -114,15 +114,19 @@ __device__ __forceinline__ void load_transposed_block(float (&block)[kTiles][4],
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kDeterministic: each query block's dQ summed from its first key block up (reduce_dq()); the
-// grid in plain order, a kv head's key blocks together (the key-split kernel may interleave heads
-// under a causal mask, interleaved_heads()): on the grids column_split_pays() admits every CTA
-// holds an SM from the start, so the order decides no wait. Causal calls only
-// (launch_column_split_backward() says why).
-template <typename Element, int kHeadDim, bool kDeterministic = false>
-__global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim, kDeterministic>::kThreads, 1)
+// kSumOrder: unordered by default; deterministic, each query block's dQ summed from its first
+// key block up under a causal mask, rotated without one (reduce_dq(),
+// launch_column_split_backward()); the grid in plain order, a kv head's key blocks together (the
+// key-split kernel may interleave heads under a causal mask, interleaved_heads()): on the grids
+// column_split_pays() admits every CTA holds an SM from the start, which the rotated order needs
+// (its key blocks wait for later CTAs of their key group).
+template <typename Element, int kHeadDim, DqSumOrder kSumOrder = DqSumOrder::unordered>
+__global__ void __launch_bounds__(
+    ColumnSplitBackwardConfig<kHeadDim, kSumOrder != DqSumOrder::unordered>::kThreads, 1)
     column_split_backward_kernel(const __grid_constant__ BackwardTmaParams<Element> params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kSumOrder != DqSumOrder::last_key_first, "the grid runs in plain order");
+  constexpr bool kDeterministic = kSumOrder != DqSumOrder::unordered;
   using Traits = ColumnSplitBackwardConfig<kHeadDim, kDeterministic>;
   using Smem = BackwardSmem<Traits>;
   using Storage = typename Traits::Storage;
@@ -141,9 +145,8 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim, kDetermini
   const int64_t batch = block.batch;
   const int64_t kv_head = block.kv_head;
   const int64_t k0 = block.k0;
-  constexpr DqSumOrder kSumOrder =
-      kDeterministic ? DqSumOrder::first_key_first : DqSumOrder::unordered;
-  const auto schedule = query_block_schedule<kBlockM, kBlockN, false>(p, k0, kSumOrder);
+  const auto schedule =
+      query_block_schedule<kBlockM, kBlockN, false>(p, k0, kSumOrder, base.dq_groups.keys);
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const uint32_t shared_base = shared_address(shared_bytes);
@@ -291,16 +294,16 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<kHeadDim, kDetermini
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// Launches the prologue, the column-split backward (kDeterministic: the kernel with ordered dQ
-// sums) and the dQ conversion.
-template <typename Element, int kHeadDim, bool kDeterministic>
+// Launches the prologue, the column-split backward (its dQ sums in kSumOrder) and the dQ
+// conversion.
+template <typename Element, int kHeadDim, DqSumOrder kSumOrder>
 void launch_column_split_kernels(BackwardTmaParams<Element>& params, const BackwardArgs& args,
                                  cudaStream_t stream) {
-  using Traits = ColumnSplitBackwardConfig<kHeadDim, kDeterministic>;
+  using Traits = ColumnSplitBackwardConfig<kHeadDim, kSumOrder != DqSumOrder::unordered>;
   static_assert(kEpilogueFitsTiles<Traits, Element>);
   params.base.num_n_blocks = ceil_div(args.shape.seq_k, Traits::kBlockN);
   launch_backward_prologue<Element, kHeadDim>(params.base, stream);
-  auto* kernel = &column_split_backward_kernel<Element, kHeadDim, kDeterministic>;
+  auto* kernel = &column_split_backward_kernel<Element, kHeadDim, kSumOrder>;
   allow_dynamic_smem(kernel, Traits::kSmemBytes);
   for_each_grid_y_chunk(args.shape.batch * args.shape.heads_kv,
                         [&](int64_t offset, unsigned count) {
@@ -314,8 +317,9 @@ void launch_column_split_kernels(BackwardTmaParams<Element>& params, const Backw
 }
 
 // Runs the column-split backward; returns false (launching nothing) for what it does not do
-// (variants, fp32 sums, varlen batches; deterministic dQ above head_dim 128 or without a mask)
-// and when a tensor cannot be described to TMA, so that the caller falls back to another kernel.
+// (variants, fp32 sums, varlen batches; deterministic dQ above head_dim 128, and without a mask
+// where the sums cannot rotate) and when a tensor cannot be described to TMA, so that the caller
+// falls back to another kernel.
 template <typename Element, int kHeadDim>
 bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = ColumnSplitBackwardConfig<kHeadDim>;  // the tiles: as the deterministic kernel's
@@ -324,21 +328,28 @@ bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream)
   if (!make_backward_tensor_maps<Traits>(params, args)) return false;
   params.base = backward_params<Element>(args);
   if (params.base.dq_semaphores == nullptr) {
-    launch_column_split_kernels<Element, kHeadDim, false>(params, args, stream);
+    launch_column_split_kernels<Element, kHeadDim, DqSumOrder::unordered>(params, args, stream);
     return true;
   }
-  // Deterministic dQ at 128 under a causal mask only. Without one every key block of a key group
-  // adds at every query block right after the key block before it: at `seed` 1k (four groups of
-  // 256 keys) a chain of four key blocks of 64, which two dQ stages do not hide, where the
-  // key-split kernel's 128-key blocks make it two (H100: deterministic / default speed 0.73 here
-  // against 0.775 there without a mask; causal 0.87 against 0.78;
-  // share/results/h100-2026-12-07-dq-rotated/).
+  // Deterministic dQ at 128: from the first key block up under a causal mask, rotated without
+  // one. From the first key block up, every key block of a key group adds at every query block
+  // right after the key block before it: at `seed` 1k without a mask (four groups of 256 keys) a
+  // chain of four key blocks of 64, which two dQ stages do not hide (H100, deterministic /
+  // default speed 0.73, where the key-split kernel's chains of two ran at 0.775; causal 0.87;
+  // share/results/h100-2026-12-07-dq-rotated/). Rotated, the group's key blocks meet each
+  // query block steps apart (DqSumOrder).
   if constexpr (kHeadDim == 128) {
     static_assert(ColumnSplitBackwardConfig<kHeadDim, true>::kBlockM == Traits::kBlockM &&
                       ColumnSplitBackwardConfig<kHeadDim, true>::kBlockN == Traits::kBlockN,
                   "the same tensor maps serve both kernels");
     if (args.mask != Mask::none) {
-      launch_column_split_kernels<Element, kHeadDim, true>(params, args, stream);
+      launch_column_split_kernels<Element, kHeadDim, DqSumOrder::first_key_first>(params, args,
+                                                                                  stream);
+      return true;
+    }
+    const int multiprocessors = current_device_limits().multiprocessors;
+    if (dq_turns_rotate<Traits::kBlockM, Traits::kBlockN>(args, multiprocessors)) {
+      launch_column_split_kernels<Element, kHeadDim, DqSumOrder::rotated>(params, args, stream);
       return true;
     }
   }
