@@ -324,36 +324,38 @@ template <typename Element, int kHeadDim>
 bool launch_column_split_backward(const BackwardArgs& args, cudaStream_t stream) {
   using Traits = ColumnSplitBackwardConfig<kHeadDim>;  // the tiles: as the deterministic kernel's
   if (uses_variant_kernels(args) || args.varlen.enabled()) return false;  // true with sums
-  BackwardTmaParams<Element> params{};
-  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
-  params.base = backward_params<Element>(args);
-  if (params.base.dq_semaphores == nullptr) {
-    launch_column_split_kernels<Element, kHeadDim, DqSumOrder::unordered>(params, args, stream);
-    return true;
-  }
   // Deterministic dQ at 128: from the first key block up under a causal mask, rotated without
   // one. From the first key block up, every key block of a key group adds at every query block
   // right after the key block before it: at `seed` 1k without a mask (four groups of 256 keys) a
   // chain of four key blocks of 64, which two dQ stages do not hide (H100, deterministic /
   // default speed 0.73, where the key-split kernel's chains of two ran at 0.775; causal 0.87;
   // share/results/h100-2026-12-07-dq-rotated/). Rotated, the group's key blocks meet each
-  // query block steps apart (DqSumOrder).
+  // query block steps apart (DqSumOrder). Decided before the tensor maps are built.
+  const bool deterministic = args.deterministic;  // params.base.dq_semaphores set
+  const bool rotated = kHeadDim == 128 && deterministic &&
+                       dq_turns_rotate<Traits::kBlockM, Traits::kBlockN>(
+                           args, current_device_limits().multiprocessors);
+  if (deterministic && (kHeadDim != 128 || (args.mask == Mask::none && !rotated))) return false;
+  BackwardTmaParams<Element> params{};
+  if (!make_backward_tensor_maps<Traits>(params, args)) return false;
+  params.base = backward_params<Element>(args);
+  if (!deterministic) {
+    launch_column_split_kernels<Element, kHeadDim, DqSumOrder::unordered>(params, args, stream);
+    return true;
+  }
   if constexpr (kHeadDim == 128) {
     static_assert(ColumnSplitBackwardConfig<kHeadDim, true>::kBlockM == Traits::kBlockM &&
                       ColumnSplitBackwardConfig<kHeadDim, true>::kBlockN == Traits::kBlockN,
                   "the same tensor maps serve both kernels");
-    if (args.mask != Mask::none) {
+    if (rotated) {
+      launch_column_split_kernels<Element, kHeadDim, DqSumOrder::rotated>(params, args, stream);
+    } else {
       launch_column_split_kernels<Element, kHeadDim, DqSumOrder::first_key_first>(params, args,
                                                                                   stream);
-      return true;
     }
-    const int multiprocessors = current_device_limits().multiprocessors;
-    if (dq_turns_rotate<Traits::kBlockM, Traits::kBlockN>(args, multiprocessors)) {
-      launch_column_split_kernels<Element, kHeadDim, DqSumOrder::rotated>(params, args, stream);
-      return true;
-    }
+    return true;
   }
-  return false;  // deterministic dQ
+  return false;  // not reached: deterministic calls above 128 were turned down above
 }
 
 // Whether a head_dim 128 call goes to the column-split kernel (which still refuses what it does
