@@ -382,13 +382,19 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // (dq_turn_from_first() or dq_turn_from_last(); spinning on the semaphore, ahead of the
 // consumers, who never wait for it), and after its reduce has completed it frees the stage and
 // passes the turn on; its stages (up to four; three dS^T buffers at head_dim 64) let the
-// consumers run that many blocks ahead of the turns.
+// consumers run that many blocks ahead of the turns. With `threads` > 1 (a kernel's choice:
+// kDqReduceThreads) that many threads share the query blocks, each taking every threads-th from
+// `first`, so that one's wait for its reduce to complete and its release run while the next
+// waits for its turn and issues its own (each thread's bulk groups are its own; its stage
+// barriers stay in order: before it waits on stage `it`'s, that stage's use before, it -
+// kDqSlots, was staged, with threads <= kDqSlots).
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
                                           SequenceStart<kMayBeVarlen> start,
                                           const QueryBlockSchedule<Traits::kBlockM>& schedule,
-                                          int64_t batch, int64_t kv_head, int key_block) {
+                                          int64_t batch, int64_t kv_head, int key_block,
+                                          uint32_t first = 0, uint32_t threads = 1) {
   using Smem = BackwardSmem<Traits>;
   constexpr uint32_t kRowBytes = Traits::kHeadDim * sizeof(float);
   const ProblemParams& p = start.p;
@@ -397,7 +403,7 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
   int* const semaphores = kDeterministic ? dq_group_semaphores(base, group) : nullptr;
   const int64_t group_begin = dq_group_begin(base, group);
   const int64_t group_end = dq_group_end(base, group);
-  for (uint32_t it = 0; it < schedule.count; ++it) {
+  for (uint32_t it = first; it < schedule.count; it += threads) {
     const int64_t head = schedule.head(p, kv_head, it);
     const int64_t q0 = schedule.q0(p, it);
     int* semaphore = nullptr;

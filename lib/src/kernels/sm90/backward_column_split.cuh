@@ -134,6 +134,13 @@ __global__ void __launch_bounds__(
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kConsumers = Traits::kConsumerThreads;
   constexpr int kQueryTiles = kBlockM / 8;           // n8 tiles of S^T, dP^T per warp
+  // Deterministic: one thread's reduce chain a query block (the turn, the reduce, its completion,
+  // the release) took about as long as the consumers' block on small grids, where nothing else
+  // hides it (H100, `seed` 1k head_dim 128 without a mask, rotated: 0.79-0.81x the default's
+  // speed); two threads, one per dQ stage, overlap two chains (reduce_dq(); 0.89-0.92x there,
+  // causal 0.86-0.88 -> 0.92-0.95x; share/results/h100-2026-12-07-two-reducers/).
+  constexpr int kDqReduceThreads = kDeterministic ? Traits::kDqSlots : 1;
+  static_assert(!kDeterministic || Traits::kDqSlots == 2, "a reduce thread per dQ stage");
   using Pieces = ColumnPieces<Traits::kHalfCols>;  // dV, dK, dQ: 64 rows x D/2 a warpgroup
   using MmaScores = Wgmma<Element, kBlockM>;        // S^T, dP^T: 64 keys x 64 queries
 
@@ -161,9 +168,12 @@ __global__ void __launch_bounds__(
     if (thread < kConsumers + 32) {
       produce_backward_tiles<Traits, false>(params, smem, smem_tiles, SequenceStart<false>{p},
                                             schedule, k0, batch, kv_head, lane);
-    } else if (thread == kConsumers + 32) {
+    } else if (const int reducer = (thread - kConsumers) / 32 - 1;
+               thread % 32 == 0 && reducer >= 0 && reducer < kDqReduceThreads) {
+      // (thread 0 of the next warps: a spinning thread keeps its warp)
       reduce_dq<Traits, kDeterministic>(base, smem, SequenceStart<false>{p}, schedule, batch,
-                                        kv_head, int(k0 / kBlockN));
+                                        kv_head, int(k0 / kBlockN), uint32_t(reducer),
+                                        uint32_t(kDqReduceThreads));
     }
     return;
   }
