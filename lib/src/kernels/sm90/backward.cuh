@@ -380,14 +380,14 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // blocks), checked after issuing the next block's, so that two reduces may be in flight.
 // Deterministic mode (backward_steps.cuh): first it waits for key block `key_block`'s turn
 // (dq_turn_from_first() or dq_turn_from_last(); spinning on the semaphore, ahead of the
-// consumers, who never wait for it), and after its reduce has completed it frees the stage and
-// passes the turn on; its stages (up to four; three dS^T buffers at head_dim 64) let the
-// consumers run that many blocks ahead of the turns. With `threads` > 1 (a kernel's choice:
-// kDqReduceThreads) that many threads share the query blocks, each taking every threads-th from
-// `first`, so that one's wait for its reduce to complete and its release run while the next
-// waits for its turn and issues its own (each thread's bulk groups are its own; its stage
-// barriers stay in order: before it waits on stage `it`'s, that stage's use before, it -
-// kDqSlots, was staged, with threads <= kDqSlots).
+// consumers, who never wait for it), frees the stage once its reduce has read it and passes
+// the turn on once the reduce has completed; its stages (up to four; three dS^T buffers at
+// head_dim 64) let the consumers run that many blocks ahead of the turns. With `threads` > 1
+// (a kernel's choice: kDqReduceThreads) that many threads share the query blocks, each taking
+// every threads-th from `first`, so that one's wait for its reduce to complete and its release
+// run while the next waits for its turn and issues its own (each thread's bulk groups are its
+// own; its stage barriers stay in order: before it waits on stage `it`'s, that stage's use
+// before, it - kDqSlots, was staged, with threads <= kDqSlots).
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
@@ -429,8 +429,10 @@ __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
     }
     bulk_commit_group();
     if constexpr (kDeterministic) {
-      bulk_wait_complete();  // the adds are in before the next key block's turn
+      // (The consumers of a kernel with one stage wait for it to be free: not for the adds.)
+      bulk_wait_read<0>();
       mbarrier_arrive(smem.dq_free(it));
+      bulk_wait_complete();
       pass_dq_turn(semaphore);
     } else if constexpr (Traits::kDqInQuerySlots) {
       bulk_wait_read<0>();  // then the slot may take a later block's Q and dO
@@ -675,6 +677,11 @@ __global__ void __launch_bounds__(
   // dQ: 64 queries x kDqCols; or dQ^T: kDqCols (64) columns x kBlockM queries
   using MmaDq = Wgmma<Element, kDqTransposed ? kBlockM : Traits::kDqCols>;
   constexpr int kDqTiles = kDqTransposed ? kBlockM / 8 : Traits::kDqCols / 8;
+  // Deterministic, where the kernel has two or more dQ slots: two reduce threads on alternate
+  // query blocks, as the column-split kernel (reduce_dq()), so that one's wait for its reduce to
+  // complete and its release overlap the other's turn and issue. The 80-row kernels keep one
+  // (one dQ slot).
+  constexpr int kDqReduceThreads = kDeterministic && Traits::kDqSlots >= 2 ? 2 : 1;
 
   const BackwardParams<Element>& base = params.base;
   const int thread = threadIdx.x;
@@ -721,9 +728,12 @@ __global__ void __launch_bounds__(
         constexpr bool kRowsAsync = !kMayBeVarlen && !kVariants;
         produce_backward_tiles<Traits, kRowsAsync>(params, smem, smem_tiles, start, schedule,
                                                    block.k0, block.batch, block.kv_head, lane);
-      } else if (thread == kConsumers + 32) {
+      } else if (const int reducer = (thread - kConsumers) / 32 - 1;
+                 thread % 32 == 0 && reducer >= 0 && reducer < kDqReduceThreads) {
+        // (thread 0 of the next warps: a spinning thread keeps its warp)
         reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, block.batch, block.kv_head,
-                                          int(block.k0 / kBlockN));
+                                          int(block.k0 / kBlockN), uint32_t(reducer),
+                                          uint32_t(kDqReduceThreads));
       }
     }
     return;
