@@ -388,6 +388,14 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // run while the next waits for its turn and issues its own (each thread's bulk groups are its
 // own; its stage barriers stay in order: before it waits on stage `it`'s, that stage's use
 // before, it - kDqSlots, was staged, with threads <= kDqSlots).
+// Whether `thread` is one of the `threads` dQ reduce threads (lane 0 of the producer
+// warpgroup's warps after the loading one: a spinning thread keeps its warp), and which.
+template <int kConsumers>
+__device__ __forceinline__ bool is_dq_reduce_thread(int thread, int threads, int& reducer) {
+  reducer = (thread - kConsumers) / 32 - 1;
+  return thread % 32 == 0 && reducer >= 0 && reducer < threads;
+}
+
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
@@ -728,9 +736,7 @@ __global__ void __launch_bounds__(
         constexpr bool kRowsAsync = !kMayBeVarlen && !kVariants;
         produce_backward_tiles<Traits, kRowsAsync>(params, smem, smem_tiles, start, schedule,
                                                    block.k0, block.batch, block.kv_head, lane);
-      } else if (const int reducer = (thread - kConsumers) / 32 - 1;
-                 thread % 32 == 0 && reducer >= 0 && reducer < kDqReduceThreads) {
-        // (thread 0 of the next warps: a spinning thread keeps its warp)
+      } else if (int reducer; is_dq_reduce_thread<kConsumers>(thread, kDqReduceThreads, reducer)) {
         reduce_dq<Traits, kDeterministic>(base, smem, start, schedule, block.batch, block.kv_head,
                                           int(block.k0 / kBlockN), uint32_t(reducer),
                                           uint32_t(kDqReduceThreads));

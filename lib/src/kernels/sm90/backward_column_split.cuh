@@ -168,9 +168,7 @@ __global__ void __launch_bounds__(
     if (thread < kConsumers + 32) {
       produce_backward_tiles<Traits, false>(params, smem, smem_tiles, SequenceStart<false>{p},
                                             schedule, k0, batch, kv_head, lane);
-    } else if (const int reducer = (thread - kConsumers) / 32 - 1;
-               thread % 32 == 0 && reducer >= 0 && reducer < kDqReduceThreads) {
-      // (thread 0 of the next warps: a spinning thread keeps its warp)
+    } else if (int reducer; is_dq_reduce_thread<kConsumers>(thread, kDqReduceThreads, reducer)) {
       reduce_dq<Traits, kDeterministic>(base, smem, SequenceStart<false>{p}, schedule, batch,
                                         kv_head, int(k0 / kBlockN), uint32_t(reducer),
                                         uint32_t(kDqReduceThreads));
