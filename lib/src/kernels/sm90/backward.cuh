@@ -373,6 +373,14 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
   }
 }
 
+// Whether `thread` is one of the `threads` dQ reduce threads (lane 0 of the producer
+// warpgroup's warps after the loading one: a spinning thread keeps its warp), and which.
+template <int kConsumers>
+__device__ __forceinline__ bool is_dq_reduce_thread(int thread, int threads, int& reducer) {
+  reducer = (thread - kConsumers) / 32 - 1;
+  return thread % 32 == 0 && reducer >= 0 && reducer < threads;
+}
+
 // One thread of the producer warpgroup: per query block, once the consumers have staged their
 // dQ parts (dq_staged), adds the block's rows inside the sequence to the fp32 accumulator with
 // one bulk reduce (they are contiguous there, in the same swizzled order), and frees the stage
@@ -388,14 +396,6 @@ __device__ __forceinline__ void free_read_dq_stages(BackwardSmem<Traits> smem, u
 // run while the next waits for its turn and issues its own (each thread's bulk groups are its
 // own; its stage barriers stay in order: before it waits on stage `it`'s, that stage's use
 // before, it - kDqSlots, was staged, with threads <= kDqSlots).
-// Whether `thread` is one of the `threads` dQ reduce threads (lane 0 of the producer
-// warpgroup's warps after the loading one: a spinning thread keeps its warp), and which.
-template <int kConsumers>
-__device__ __forceinline__ bool is_dq_reduce_thread(int thread, int threads, int& reducer) {
-  reducer = (thread - kConsumers) / 32 - 1;
-  return thread % 32 == 0 && reducer >= 0 && reducer < threads;
-}
-
 template <typename Traits, bool kDeterministic, typename Element, bool kMayBeVarlen>
 __device__ __forceinline__ void reduce_dq(const BackwardParams<Element>& base,
                                           BackwardSmem<Traits> smem,
