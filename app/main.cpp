@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include <unistd.h>
 
@@ -45,8 +46,30 @@ void set_log_level(const GlobalOptions& global) {
                                          : spdlog::level::info);
 }
 
+// `text` with control characters escaped (\n, \t, \x1b, ...): a file name holding a newline or
+// a terminal escape still gives one line on stderr, and no escape reaches the terminal.
+std::string on_one_line(const std::string& text) {
+  std::string line;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      line += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
 int report_error(const std::string& what, int code) {
-  spdlog::error("{}", what);
+  spdlog::error("{}", on_one_line(what));
   return code;
 }
 
@@ -113,6 +136,15 @@ int main(int argc, char** argv) {
   setup_docs(app);
   app.parse_complete_callback([&] {
     set_log_level(global);
+    // Before and after the subcommand (fallthrough) CLI11 counts --format apart and keeps the last.
+    for (const CLI::App* sub : app.get_subcommands()) {
+      const CLI::Option* own = sub->get_option_no_throw("--format");
+      const size_t given = app.count("--format") + (own != nullptr ? own->count() : 0);
+      if (given > 1) {
+        throw UsageError(sub->get_name() + ": --format given " + std::to_string(given) +
+                         " times; it takes one value");
+      }
+    }
     if (global.format != "table" && global.format != "json" && !app.got_subcommand("bench")) {
       throw UsageError("--format " + global.format +
                        ": only bench writes markdown and csv; give table or json");

@@ -3,8 +3,8 @@
 // The line ("CPU reference, forward: 37.5%, 12 s elapsed, about 20 s left") is drawn only when
 // stderr is a terminal and -q is off, first after half a second and then at most four times a
 // second, and erased when the computation ends; nothing is written otherwise. The callback asks
-// the reference to stop once SIGINT or SIGTERM arrived (cli/interrupt.h), whether or not the line
-// is shown.
+// the reference to stop once SIGINT, SIGTERM or SIGHUP arrived (cli/interrupt.h), whether or not
+// the line is shown.
 #pragma once
 
 #include <atomic>

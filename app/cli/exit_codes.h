@@ -12,18 +12,18 @@ enum ExitCode : int {
   kExitVerificationFailed = 1,  // verify (or bench --verify) found a result outside tolerance
   kExitBadInput = 2,            // bad usage, bad option value, unreadable or malformed input file
   kExitRuntimeFailure = 3,      // CUDA error, out of memory, no GPU, I/O failure writing results
-  kExitInterrupted = 130,       // Ctrl-C: bench keeps the cases that finished (128 + SIGINT)
+  kExitInterrupted = 130,       // Ctrl-C, SIGTERM, SIGHUP: bench keeps the cases that finished
 };
 
 // The exit codes in --help: all of them at the top, each subcommand's own in its help.
 constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 verification failed (verify, bench --verify), 2 bad usage or bad input, "
     "3 runtime failure (CUDA error, out of memory, no device, results that cannot be written), "
-    "130 interrupted (run, bench: Ctrl-C or SIGTERM).";
+    "130 interrupted (run, bench: Ctrl-C, SIGTERM or SIGHUP).";
 constexpr const char* kRunExitCodeHelp =
     "Exit codes: 0 ok, 2 bad usage or bad input, 3 runtime failure (CUDA error, out of memory, "
     "no GPU for --backend cuda, not enough memory, results that cannot be written), 130 "
-    "interrupted (Ctrl-C or SIGTERM; the output folder is left as it was).";
+    "interrupted (Ctrl-C, SIGTERM or SIGHUP; the output folder is left as it was).";
 constexpr const char* kVerifyExitCodeHelp =
     "Exit codes: 0 every case passed, 1 a case failed verification, 2 bad usage or bad input, or "
     "a case is not supported (and none failed), 3 runtime failure (CUDA error, out of memory, "
@@ -54,8 +54,8 @@ constexpr ExitCodeDoc kExitCodeDocs[] = {
     {kExitRuntimeFailure,
      "Runtime failure: no GPU, a CUDA error, out of memory, results that cannot be written."},
     {kExitInterrupted,
-     "Interrupted by Ctrl-C or SIGTERM (run leaves its output folder as it was; bench keeps the "
-     "finished cases)."},
+     "Interrupted by Ctrl-C, SIGTERM or SIGHUP (run leaves its output folder as it was; bench "
+     "keeps the finished cases)."},
 };
 
 // A cuflash::Error the caller can fix (a bad or unsupported request) rather than one of the
@@ -81,7 +81,7 @@ class RuntimeFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Thrown when Ctrl-C (SIGINT) or SIGTERM stopped a command (cli/interrupt.h); exit 130.
+// Thrown when Ctrl-C (SIGINT), SIGTERM or SIGHUP stopped a command (cli/interrupt.h); exit 130.
 class Interrupted : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

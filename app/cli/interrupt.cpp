@@ -13,6 +13,7 @@ volatile sig_atomic_t g_requested = 0;
 const char* volatile g_notice = "";
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
+struct sigaction g_previous_hup {};
 
 void on_signal(int) {
   if (g_requested == 0) {
@@ -37,11 +38,13 @@ InterruptScope::InterruptScope(const char* notice, SecondSignal second) {
   action.sa_flags = SA_RESTART | (second == SecondSignal::default_action ? SA_RESETHAND : 0);
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
+  sigaction(SIGHUP, &action, &g_previous_hup);
 }
 
 InterruptScope::~InterruptScope() {
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
+  sigaction(SIGHUP, &g_previous_hup, nullptr);
   g_requested = 0;
 }
 

@@ -14,8 +14,8 @@
 //      or the new one, never a partial one);
 //   3. once every file is in place, the folder is synced and the staging folder, with the
 //      earlier files, removed.
-// A failure, or SIGINT/SIGTERM (cli/interrupt.h), before step 3 undoes steps 1-2 in reverse:
-// every earlier file is renamed back onto its name and every new one removed. Without a
+// A failure, or SIGINT/SIGTERM/SIGHUP (cli/interrupt.h), before step 3 undoes steps 1-2 in
+// reverse: every earlier file is renamed back onto its name and every new one removed. Without a
 // successful commit() (an error or an interrupt anywhere), the destructor removes the staging
 // folder and the folders the constructor created.
 //
@@ -47,7 +47,7 @@ class OutputFolder {
   OutputFolder& operator=(const OutputFolder&) = delete;
 
   // Writes one of the names into the staging folder. Throws RuntimeFailure on an I/O error and
-  // Interrupted when SIGINT/SIGTERM arrived.
+  // Interrupted when SIGINT/SIGTERM/SIGHUP arrived.
   void write(const std::string& name, const io::NpyArray& array);
 
   // Moves every written file into the folder, all or nothing (see above). Throws RuntimeFailure

@@ -126,6 +126,17 @@ std::string input_role(const fs::path& path,
   return {};
 }
 
+// The file given as --`role`, and the name it is reached by in the output folder where that
+// differs (a link, another spelling): "inq.npy (as out/o.npy)".
+std::string given_as(const std::string& role, const fs::path& in_folder,
+                     const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [given_role, file] : inputs) {
+    if (given_role != role) continue;
+    return file == in_folder.string() ? file : file + " (as " + in_folder.string() + ")";
+  }
+  return in_folder.string();
+}
+
 std::string npy(const std::string& name) { return name + ".npy"; }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -149,7 +160,7 @@ FolderPlan plan_folder(const RunOptions& o) {
     const std::string role = input_role(dir / npy(name), inputs);
     if (!role.empty()) {
       throw UsageError("--out-dir " + o.out_dir + ": writing " + npy(name) + " would replace --" +
-                       role + " " + (dir / npy(name)).string() +
+                       role + " " + given_as(role, dir / npy(name), inputs) +
                        ", an input of this run; choose another --out-dir");
     }
     plan.write.push_back(name);
@@ -162,7 +173,8 @@ FolderPlan plan_folder(const RunOptions& o) {
         plan.kept_inputs.push_back(name);
       } else if (!role.empty()) {
         throw UsageError("--save-inputs would replace " + (dir / npy(name)).string() +
-                         ", this run's --" + role + " input; choose another --out-dir");
+                         ", this run's --" + role + " " + given_as(role, dir / npy(name), inputs) +
+                         "; choose another --out-dir");
       } else {
         plan.write.push_back(name);
       }
@@ -310,7 +322,7 @@ int run_steps(const RunOptions& o, const GlobalOptions& global) {
 }
 
 int run_command(const RunOptions& o, const GlobalOptions& global) {
-  const InterruptScope interrupts;  // Ctrl-C and SIGTERM only set a flag the steps poll
+  const InterruptScope interrupts;  // Ctrl-C, SIGTERM and SIGHUP only set a flag the steps poll
   try {
     return run_steps(o, global);
   } catch (const Interrupted& e) {  // the output folder has been restored by now

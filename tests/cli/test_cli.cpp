@@ -518,11 +518,12 @@ TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "
   }
 }
 
-TEST_CASE("run: Ctrl-C or SIGTERM stops it with exit 130 and writes nothing", "[cli][out-dir]") {
+TEST_CASE("run: Ctrl-C, SIGTERM or SIGHUP stops it with exit 130 and writes nothing",
+          "[cli][out-dir]") {
   TempDir tmp;
   // Some 100 GFLOP on the CPU reference: many seconds anywhere, in blocks of milliseconds.
   const std::string args = "run --backend cpu --heads 8 -s 8192 -d 64 --backward --out-dir ";
-  for (const int sig : {SIGINT, SIGTERM}) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
     for (const bool existing : {false, true}) {
       const fs::path dir = tmp.path / ("out-" + std::to_string(sig) + (existing ? "-old" : "-new"));
       if (existing) {
@@ -658,6 +659,25 @@ TEST_CASE("run --out-dir: files of an earlier run never sit silently beside new 
     CHECK(o.exit_code == 2);
     CHECK(o.err.find("o.npy") != std::string::npos);
     CHECK(o.err.find("--q") != std::string::npos);
+    CHECK(snapshot(dir) == before);
+  }
+  SECTION("an output name linked to an input elsewhere: the error names the input as given") {
+    const fs::path inputs = tmp.path / "inputs";
+    REQUIRE(
+        cuflash(shape + "--seed 1 --save-inputs -q --out-dir " + quoted(inputs), tmp).exit_code ==
+        0);
+    fs::create_directory(dir);
+    fs::create_symlink(inputs / "q.npy", dir / "o.npy");
+    const auto before = snapshot(dir);
+    const Outcome o = cuflash("run --backend cpu --q " + quoted(inputs / "q.npy") + " --k " +
+                                  quoted(inputs / "k.npy") + " --v " + quoted(inputs / "v.npy") +
+                                  " --out-dir " + quoted(dir),
+                              tmp);
+    CHECK(o.exit_code == 2);
+    const std::string named =
+        "--q " + (inputs / "q.npy").string() + " (as " + (dir / "o.npy").string() + ")";
+    INFO(o.err);
+    CHECK(o.err.find(named) != std::string::npos);
     CHECK(snapshot(dir) == before);
   }
   SECTION("an --alibi-slopes file in the folder is an input too: never written") {

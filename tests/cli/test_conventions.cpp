@@ -67,6 +67,22 @@ TEST_CASE("input files that disagree on the dtype: the message shows the dtypes"
   CHECK(count_lines(o.err) == 1);
 }
 
+TEST_CASE("a file name with a newline or an escape still gives a one-line error", "[cli]") {
+  TempDir tmp;
+  write_inputs(tmp);
+  const fs::path odd = tmp.path / "new\nline\x1b[31m.npy";
+  std::ofstream(odd) << "not a .npy file";
+  const Outcome o =
+      cuflash("run --backend cpu --q '" + odd.string() + "' --k " + (tmp.path / "k.npy").string() +
+                  " --v " + (tmp.path / "v.npy").string(),
+              tmp);
+  CHECK(o.exit_code == 2);
+  INFO(o.err);
+  CHECK(count_lines(o.err) == 1);
+  CHECK(contains(o.err, "new\\nline\\x1b[31m.npy"));
+  CHECK_FALSE(contains(o.err, "\x1b"));
+}
+
 TEST_CASE("options that were misread or silently ignored are refused", "[cli]") {
   TempDir tmp;
   SECTION("a negative --seed") {
@@ -90,7 +106,9 @@ TEST_CASE("options that were misread or silently ignored are refused", "[cli]") 
   SECTION("any other one-value option given twice: named in the same words") {
     for (const char* args :
          {"run --backend cpu -s 8 -d 8 --seed 1 --seed 2",
-          "run --backend cpu --backend cpu -s 8 -d 8", "info --format json --format table"}) {
+          "run --backend cpu --backend cpu -s 8 -d 8", "info --format json --format table",
+          "--format json info --format table",
+          "--format json run --backend cpu -s 8 -d 8 --format table"}) {
       INFO(args);
       const Outcome o = cuflash(args, tmp);
       CHECK(o.exit_code == 2);
@@ -318,7 +336,7 @@ TEST_CASE("each subcommand's help shows the global options and its own exit code
     CHECK_FALSE(contains(exit_codes(sub), " 1 "));
   }
   CHECK(contains(exit_codes("run"), "3 "));
-  CHECK(contains(exit_codes("run"), "130"));  // Ctrl-C or SIGTERM
+  CHECK(contains(exit_codes("run"), "130"));  // Ctrl-C, SIGTERM or SIGHUP
   CHECK(contains(exit_codes("info"), "3 "));  // stdout that cannot be written
   CHECK_FALSE(contains(exit_codes("info"), "130"));
   CHECK(contains(exit_codes("verify"), "1 "));
