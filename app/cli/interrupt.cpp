@@ -38,7 +38,9 @@ InterruptScope::InterruptScope(const char* notice, SecondSignal second) {
   action.sa_flags = SA_RESTART | (second == SecondSignal::default_action ? SA_RESETHAND : 0);
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
-  sigaction(SIGHUP, &action, &g_previous_hup);
+  // Under nohup SIGHUP is ignored, and stays so: closing the terminal must not stop the run.
+  sigaction(SIGHUP, nullptr, &g_previous_hup);
+  if (g_previous_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
 }
 
 InterruptScope::~InterruptScope() {

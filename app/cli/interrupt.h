@@ -1,6 +1,7 @@
 // Ctrl-C, SIGTERM and SIGHUP (the terminal closed, an ssh session dropped) for commands that
 // stop cleanly (`run`, `bench`): while an InterruptScope is alive, SIGINT, SIGTERM and SIGHUP
-// set a flag (the first one also prints the scope's notice on stderr), and the command polls it
+// set a flag (the first one also prints the scope's notice on stderr; SIGHUP not where it was
+// ignored, as under nohup), and the command polls it
 // between steps (run: also the CPU reference between blocks of work; bench: between cases),
 // then undoes or finishes what it started and exits with 130. With
 // SecondSignal::flag the process is never killed half-way by these signals, so no temporary

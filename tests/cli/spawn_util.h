@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -129,6 +130,8 @@ inline pid_t spawn_background(const std::string& command, const fs::path& out,
       "exec " + command + " >" + out.string() + " 2>" + err.string() + " </dev/null";
   const pid_t pid = fork();
   if (pid == 0) {
+    // The command's own signal handling, whatever the test runner ignores (under nohup, SIGHUP).
+    std::signal(SIGHUP, SIG_DFL);
     execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

@@ -110,6 +110,30 @@ TEST_CASE("output folder: an interrupt while writing or before moving changes no
   CHECK(snapshot(dir) == before);
 }
 
+TEST_CASE("interrupts: SIGHUP stops a command unless it was ignored (nohup)", "[out-dir]") {
+  struct sigaction by_default {};
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  by_default.sa_handler = SIG_DFL;
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &by_default, &previous);  // whatever the test runner was started with
+  {
+    const InterruptScope scope;
+    std::raise(SIGHUP);
+    CHECK(cuflash::cli::interrupt_requested());
+  }
+  sigaction(SIGHUP, &ignore, nullptr);
+  {
+    const InterruptScope scope;
+    std::raise(SIGHUP);  // ignored: the process goes on
+    CHECK_FALSE(cuflash::cli::interrupt_requested());
+  }
+  struct sigaction after {};
+  sigaction(SIGHUP, nullptr, &after);
+  CHECK(after.sa_handler == SIG_IGN);  // the scope left it ignored
+  sigaction(SIGHUP, &previous, nullptr);
+}
+
 TEST_CASE("output folder: a folder it created is removed again when nothing is committed",
           "[out-dir]") {
   TempDir tmp;
