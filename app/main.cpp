@@ -23,6 +23,7 @@
 #include "commands/commands.h"
 #include "cuflash/error.h"
 #include "cuflash/io/npy.h"
+#include "cuflash/io/printable.h"
 #include "cuflash/version.h"
 
 namespace {
@@ -46,30 +47,8 @@ void set_log_level(const GlobalOptions& global) {
                                          : spdlog::level::info);
 }
 
-// `text` with control characters escaped (\n, \t, \x1b, ...): a file name holding a newline or
-// a terminal escape still gives one line on stderr, and no escape reaches the terminal.
-std::string on_one_line(const std::string& text) {
-  std::string line;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      line += "\\n";
-    } else if (c == '\t') {
-      line += "\\t";
-    } else if (c == '\r') {
-      line += "\\r";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      line += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
-    } else {
-      line += c;
-    }
-  }
-  return line;
-}
-
 int report_error(const std::string& what, int code) {
-  spdlog::error("{}", on_one_line(what));
+  spdlog::error("{}", cuflash::io::on_one_line(what));
   return code;
 }
 

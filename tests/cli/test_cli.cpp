@@ -48,6 +48,12 @@ void numpy_save(const TempDir& tmp, const fs::path& path, const std::string& exp
 // A shell word for a path (the tests' paths hold no quotes).
 std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
 
+// --q, --k and --v: q.npy, k.npy and v.npy of `folder`.
+std::string qkv_in(const fs::path& folder) {
+  return " --q " + quoted(folder / "q.npy") + " --k " + quoted(folder / "k.npy") + " --v " +
+         quoted(folder / "v.npy");
+}
+
 bool is_root() { return geteuid() == 0; }
 
 }  // namespace
@@ -450,10 +456,9 @@ TEST_CASE("run --out-dir: a failed write leaves the folder exactly as it was", "
     }
     fs::create_directory(dir / "dout.npy");  // a name that cannot be written
     const auto before = snapshot(dir);
-    const Outcome o = cuflash("run --backend cpu --q " + quoted(dir / "q.npy") + " --k " +
-                                  quoted(dir / "k.npy") + " --v " + quoted(dir / "v.npy") +
-                                  " --backward --save-inputs --out-dir " + quoted(dir),
-                              tmp);
+    const Outcome o = cuflash(
+        "run --backend cpu" + qkv_in(dir) + " --backward --save-inputs --out-dir " + quoted(dir),
+        tmp);
     CHECK(o.exit_code == 3);
     CHECK(o.err.find("dout.npy") != std::string::npos);
     CHECK(count_lines(o.err) == 1);
@@ -669,10 +674,8 @@ TEST_CASE("run --out-dir: files of an earlier run never sit silently beside new 
     fs::create_directory(dir);
     fs::create_symlink(inputs / "q.npy", dir / "o.npy");
     const auto before = snapshot(dir);
-    const Outcome o = cuflash("run --backend cpu --q " + quoted(inputs / "q.npy") + " --k " +
-                                  quoted(inputs / "k.npy") + " --v " + quoted(inputs / "v.npy") +
-                                  " --out-dir " + quoted(dir),
-                              tmp);
+    const Outcome o =
+        cuflash("run --backend cpu" + qkv_in(inputs) + " --out-dir " + quoted(dir), tmp);
     CHECK(o.exit_code == 2);
     const std::string named =
         "--q " + (inputs / "q.npy").string() + " (as " + (dir / "o.npy").string() + ")";

@@ -19,4 +19,25 @@ std::string printable(std::string_view text, size_t max_shown) {
   return text.size() > max_shown ? shown + "..." : shown;
 }
 
+std::string on_one_line(std::string_view text) {
+  std::string line;
+  for (const char c : text) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      line += escaped;
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
 }  // namespace cuflash::io
